@@ -1,0 +1,10 @@
+/* Subcommands of the k3-uring binary.  Each parses its own options, prints its own
+ * errors and returns the process exit code: 0 ok, 1 runtime error, 2 usage error. */
+#ifndef K3_CLI_H
+#define K3_CLI_H
+
+int cmd_run(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+
+#endif

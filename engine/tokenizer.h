@@ -1,0 +1,65 @@
+/* Tokenizer: K3's tiktoken-format byte-level BPE.
+ *
+ * Owns: loading `tiktoken.model` (one "<base64 bytes> <rank>" line per token) and the
+ * special tokens of `tokenizer_config.json` (added_tokens_decoder); pre-tokenizing with
+ * K3's regex through PCRE2 (JIT), the `&&` class intersections rewritten for PCRE2;
+ * byte-level BPE encoding (lowest-rank merge first); decoding ids to bytes; a UTF-8
+ * stream that holds back a character split across tokens; and, for `synth`, learning a
+ * small BPE vocabulary from an embedded English corpus and writing both files.
+ * Does not own: chat markup (the CLI builds it from specials), sampling, the model.
+ */
+#ifndef K3_TOKENIZER_H
+#define K3_TOKENIZER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/err.h"
+
+struct k3_tokenizer;
+
+/* K3's pre-tokenizer pattern as shipped (with `&&`), and its PCRE2 rewrite. */
+extern const char K3_PRETOKENIZE_PATTERN[];
+extern const char K3_PRETOKENIZE_PATTERN_PCRE2[];
+
+/* Loads dir/tiktoken.model and dir/tokenizer_config.json.  vocab_size bounds every id
+ * (ids >= vocab_size in either file are an error).  pattern: a PCRE2 pattern, or NULL
+ * for K3's.  tokenizer_config.json may be absent only when no_specials is true (used
+ * for foreign vocabularies such as cl100k in the parity tests). */
+int k3_tok_load(struct k3_tokenizer **out, const char *dir, int vocab_size,
+                const char *pattern, bool no_specials, struct k3_err *err);
+void k3_tok_free(struct k3_tokenizer *tok);
+
+/* Encodes len bytes of UTF-8.  allow_special: template text, where special tokens are
+ * matched whole (longest first, anywhere); otherwise they are plain text.  Invalid
+ * UTF-8 is an error naming the byte offset.  *ids is malloc'd; the caller frees it. */
+int k3_tok_encode(const struct k3_tokenizer *tok, const char *text, size_t len,
+                  bool allow_special, int32_t **ids, size_t *n_ids, struct k3_err *err);
+
+/* The bytes of token id (not NUL-terminated), or NULL when id is not a token. */
+const uint8_t *k3_tok_bytes(const struct k3_tokenizer *tok, int32_t id, size_t *len);
+
+/* Id of a special token by its content ("<|end_of_msg|>"), or -1. */
+int32_t k3_tok_special(const struct k3_tokenizer *tok, const char *content);
+
+int k3_tok_vocab_size(const struct k3_tokenizer *tok);
+
+/* Streams decoded tokens as text that is always valid UTF-8: bytes of a character
+ * split across tokens are held back until it completes; invalid sequences come out as
+ * U+FFFD.  push() returns the number of bytes written to out (out needs at least the
+ * token's length + 4 bytes); flush() emits what is held back. */
+struct k3_utf8_stream {
+    uint8_t pending[4];
+    int n_pending;
+};
+size_t k3_utf8_push(struct k3_utf8_stream *s, const uint8_t *bytes, size_t len, char *out);
+size_t k3_utf8_flush(struct k3_utf8_stream *s, char *out);
+
+/* Writes dir/tiktoken.model and dir/tokenizer_config.json for a synthetic model:
+ * n_base BPE ranks learned from the embedded corpus (ranks 0..255 are the single
+ * bytes), then vocab_size - n_base special slots named as K3 names them.  The same
+ * arguments always give the same bytes. */
+int k3_tok_synthesize(const char *dir, int vocab_size, int n_base, struct k3_err *err);
+
+#endif

@@ -1,0 +1,42 @@
+/* Minimal assertions for the unit tests: each test is a small program that exits
+ * 0 (pass), 1 (fail) or 77 (skip: the machine lacks a feature), as liburing's do.
+ * CHECK keeps going after a failure so one run shows every property that broke. */
+#ifndef K3_TESTS_CHECK_H
+#define K3_TESTS_CHECK_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static int check_failures;
+
+#define CHECK(cond, ...)                                                         \
+    do {                                                                         \
+        if (!(cond)) {                                                           \
+            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                        \
+            fputc('\n', stderr);                                                 \
+            check_failures++;                                                    \
+        }                                                                        \
+    } while (0)
+
+/* Stops the test at once: for failures that make the rest meaningless. */
+#define REQUIRE(cond, ...)                                                       \
+    do {                                                                         \
+        CHECK(cond, __VA_ARGS__);                                                \
+        if (!(cond))                                                             \
+            exit(1);                                                             \
+    } while (0)
+
+#define SKIP(...)                                                                \
+    do {                                                                         \
+        fprintf(stderr, "skip: " __VA_ARGS__);                                   \
+        fputc('\n', stderr);                                                     \
+        exit(77);                                                                \
+    } while (0)
+
+static inline int check_result(void)
+{
+    return check_failures ? 1 : 0;
+}
+
+#endif

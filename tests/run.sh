@@ -1,0 +1,52 @@
+#!/bin/bash
+# Test runner: every unit-test program in BUILD/tests and every script in tests/cli,
+# one at a time, each under a timeout.  Exit codes: 0 pass, 77 skip, anything else fail.
+# Usage: tests/run.sh BUILD [NAME-FILTER]
+set -u
+build=${1:?usage: tests/run.sh BUILD [FILTER]}
+filter=${2:-}
+root=$(cd "$(dirname "$0")/.." && pwd)
+export K3="$root/$build/k3-uring"
+export K3_ROOT="$root"
+export K3_TEST_TMP="$root/$build/test-tmp"
+timeout_s=${K3_TEST_TIMEOUT:-300}
+mkdir -p "$K3_TEST_TMP"
+
+passed=0 failed=0 skipped=0
+failed_names=() skipped_names=()
+logdir="$K3_TEST_TMP/logs"
+mkdir -p "$logdir"
+start_all=$SECONDS
+
+run_one() {
+  local name=$1; shift
+  [[ -n "$filter" && "$name" != *"$filter"* ]] && return
+  local log="$logdir/$name.log" start=$SECONDS rc
+  timeout "$timeout_s" "$@" >"$log" 2>&1
+  rc=$?
+  local took=$((SECONDS - start))
+  case $rc in
+    0) passed=$((passed + 1)); printf 'PASS  %-40s %4ss\n' "$name" "$took" ;;
+    77) skipped=$((skipped + 1)); skipped_names+=("$name")
+        printf 'SKIP  %-40s %s\n' "$name" "$(grep -m1 '^skip:' "$log" | cut -c7-)" ;;
+    124) failed=$((failed + 1)); failed_names+=("$name (timeout)")
+         printf 'FAIL  %-40s timed out after %ss\n' "$name" "$timeout_s" ;;
+    *) failed=$((failed + 1)); failed_names+=("$name")
+       printf 'FAIL  %-40s exit %s\n' "$name" "$rc"; sed 's/^/      /' "$log" | tail -25 ;;
+  esac
+}
+
+for t in "$root/$build"/tests/test_*; do
+  [[ -x "$t" ]] && run_one "$(basename "$t")" "$t"
+done
+for t in "$root"/tests/cli/*.sh; do
+  [[ -x "$t" ]] && run_one "cli/$(basename "$t" .sh)" "$t"
+done
+
+echo
+echo "took $((SECONDS - start_all)) s; logs in $logdir"
+((skipped)) && echo "skipped: ${skipped_names[*]}"
+((failed)) && echo "failed: ${failed_names[*]}"
+echo "$skipped skipped"
+echo "$passed passed, $failed failed"
+((failed == 0))
