@@ -18,12 +18,13 @@ int k3_err_prefix(struct k3_err *err, const char *fmt, ...)
 {
     if (!err)
         return -1;
-    char prefix[256], old[sizeof err->msg];
+    char old[sizeof err->msg];
+    memcpy(old, err->msg, sizeof old);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
     va_end(ap);
-    memcpy(old, err->msg, sizeof old);
-    snprintf(err->msg, sizeof err->msg, "%s: %s", prefix, old);
+    size_t at = strlen(err->msg);
+    snprintf(err->msg + at, sizeof err->msg - at, ": %s", old);
     return -1;
 }

@@ -1,0 +1,55 @@
+/* The project's own seeded generator (xoshiro256**, seeded through splitmix64), so that
+ * synthetic weights and sampling are the same bytes on every libc and machine. */
+#ifndef K3_RNG_H
+#define K3_RNG_H
+
+#include <math.h>
+#include <stdint.h>
+
+struct k3_rng {
+    uint64_t s[4];
+};
+
+static inline uint64_t k3_splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static inline void k3_rng_seed(struct k3_rng *r, uint64_t seed)
+{
+    for (int i = 0; i < 4; i++)
+        r->s[i] = k3_splitmix64(&seed);
+}
+
+static inline uint64_t k3_rng_next(struct k3_rng *r)
+{
+    uint64_t *s = r->s;
+    uint64_t x = s[1] * 5;
+    uint64_t out = ((x << 7) | (x >> 57)) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = (s[3] << 45) | (s[3] >> 19);
+    return out;
+}
+
+/* Uniform in [0, 1) with 53 random bits. */
+static inline double k3_rng_uniform(struct k3_rng *r)
+{
+    return (double)(k3_rng_next(r) >> 11) * 0x1.0p-53;
+}
+
+/* Standard normal (Box-Muller; one value per call keeps streams simple). */
+static inline double k3_rng_normal(struct k3_rng *r)
+{
+    double u1 = 1.0 - k3_rng_uniform(r), u2 = k3_rng_uniform(r);
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+#endif
