@@ -196,6 +196,14 @@ static int parse_text(struct k3_config *c, struct reader *r)
         return k3_errf(r->err,
                        "%s: text_config.topk_group: %d groups of %d experts cannot supply %d experts",
                        f, c->topk_group, c->n_experts / c->n_group, c->top_k);
+    if (k3_max_blocks(c) > K3_MAX_BLOCKS)
+        return k3_errf(r->err,
+                       "%s: text_config.attn_res_block_size: %d gives %d AttnRes blocks over %d "
+                       "layers (at most %d)",
+                       f, c->attn_res_block, k3_max_blocks(c), c->n_layers, K3_MAX_BLOCKS);
+    if (c->n_group > K3_MAX_GROUPS)
+        return k3_errf(r->err, "%s: text_config.num_expert_group: %d (at most %d)", f, c->n_group,
+                       K3_MAX_GROUPS);
     if (c->latent % 32 || c->moe_inter % 32)
         return k3_errf(r->err,
                        "%s: text_config: routed_expert_hidden_size %d and moe_intermediate_size %d "
@@ -210,7 +218,7 @@ static int parse_text(struct k3_config *c, struct reader *r)
         return k3_errf(r->err, "%s: text_config.linear_attn_config: missing or not an object", f);
     struct reader lr = {r->file, "text_config.linear_attn_config", lin, r->err, 0};
     c->kda_heads = get_int(&lr, "num_heads", 1, 4096);
-    c->kda_head_dim = get_int(&lr, "head_dim", 1, 4096);
+    c->kda_head_dim = get_int(&lr, "head_dim", 1, K3_MAX_HEAD_DIM);
     c->conv_kernel = get_int(&lr, "short_conv_kernel_size", 1, 64);
     require_bool(&lr, "use_full_rank_gate", true);
     c->gate_lower_bound = get_float(&lr, "gate_lower_bound", -1e6, 0);

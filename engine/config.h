@@ -23,6 +23,12 @@
 /* Added to the sum of the selected router weights before renormalizing. */
 #define K3_ROUTER_RENORM_EPS 1e-20f
 
+/* Bounds the engine keeps small buffers on the stack for; configs beyond them are
+ * refused at load (K3 uses 8 blocks, 1 group, head_dim 128). */
+#define K3_MAX_BLOCKS 64
+#define K3_MAX_GROUPS 256
+#define K3_MAX_HEAD_DIM 1024
+
 enum k3_attn_kind { K3_ATTN_KDA, K3_ATTN_MLA };
 
 struct k3_config {
@@ -62,7 +68,13 @@ struct k3_config {
     int max_positions;
     bool tie_embeddings;
 
-    enum k3_attn_kind *attn;  /* [n_layers], from kda_layers/full_attn_layers */
+    /* Bounds the engine keeps small buffers on the stack for; configs beyond them are
+ * refused at load (K3 uses 8 blocks, 1 group, head_dim 128). */
+#define K3_MAX_BLOCKS 64
+#define K3_MAX_GROUPS 256
+#define K3_MAX_HEAD_DIM 1024
+
+enum k3_attn_kind *attn;  /* [n_layers], from kda_layers/full_attn_layers */
     char *json;               /* the root config.json text, re-serialized */
 };
 

@@ -1,0 +1,54 @@
+/* The expert store: gets routed-expert records into memory for the forward pass.
+ *
+ * Owns: the record buffers and the source they are read from, behind an ops table so
+ * that the checkpoint reader, the packed-drive io_uring path and the pread fallback
+ * look the same to the forward pass.  A batch is begun with the experts one layer
+ * needs; next() hands back records in the order they land (not the order asked), and
+ * every record stays valid until the next begin().
+ * Does not own: which experts to read (the router) or how they are combined.
+ */
+#ifndef K3_EXPERTS_H
+#define K3_EXPERTS_H
+
+#include <stdint.h>
+
+#include "engine/err.h"
+
+struct k3_model;
+struct k3_expert_store;
+
+struct k3_expert_stats {
+    uint64_t records;          /* records delivered */
+    uint64_t bytes;            /* bytes read from storage */
+    uint64_t nan_scale_groups; /* E8M0 code 255 seen (those groups decode to zero) */
+    double read_seconds;       /* time spent waiting for reads */
+};
+
+struct k3_expert_store_ops {
+    const char *name;
+    /* Starts reading experts[0..n) of layer; n <= capacity. */
+    int (*begin)(struct k3_expert_store *s, int layer, const int *experts, int n,
+                 struct k3_err *err);
+    /* The next landed record: *index is its position in the begin() list. */
+    int (*next)(struct k3_expert_store *s, int *index, const uint8_t **record,
+                struct k3_err *err);
+    void (*close)(struct k3_expert_store *s);
+};
+
+struct k3_expert_store {
+    const struct k3_expert_store_ops *ops;
+    int capacity; /* most experts one batch may hold */
+    struct k3_expert_stats stats;
+};
+
+/* Reads each expert's six tensors from the checkpoint shards with pread. */
+int k3_expert_store_checkpoint(struct k3_expert_store **out, const struct k3_model *m,
+                               int capacity, struct k3_err *err);
+
+static inline void k3_expert_store_close(struct k3_expert_store *s)
+{
+    if (s)
+        s->ops->close(s);
+}
+
+#endif

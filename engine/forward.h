@@ -1,0 +1,54 @@
+/* The forward pass: a session runs tokens through the model.
+ *
+ * Owns: per-conversation state (KDA recurrent state and conv rings, the MLA latent
+ * cache, the position), the scratch buffers (allocated once per session, never per
+ * token), and the layer loop with K3's Attention Residuals bookkeeping (§3.2).
+ * A prompt runs in chunks of up to K3_CHUNK tokens, layer by layer, so each layer's
+ * weights and experts are read once per chunk; every value a token gets is computed in
+ * the same order as in one-token decode, so prefill and decode agree bytewise.
+ * Does not own: weights (model.h), expert I/O (experts.h), sampling.
+ */
+#ifndef K3_FORWARD_H
+#define K3_FORWARD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/err.h"
+#include "engine/experts.h"
+#include "engine/model.h"
+
+#define K3_CHUNK 32
+
+/* Called with x after each layer (layer = 0..L-1) and the final mixed h (layer = L),
+ * for every token; pos is the token's absolute position. */
+typedef void (*k3_layer_hook)(void *ctx, int pos, int layer, const float *x, int H);
+
+struct k3_session_scratch;
+
+struct k3_session {
+    const struct k3_model *m;
+    struct k3_expert_store *experts;
+    int pos;                 /* tokens processed so far */
+    int max_ctx;             /* positions the MLA cache holds */
+    float **kda_state;       /* [L] → [kda_heads][d][d], NULL on MLA layers */
+    float **conv_ring;       /* [L] → [3][P][W-1] raw inputs of q, k, v */
+    float **mla_cache;       /* [L] → [max_ctx][kv_lora + rope], NULL on KDA layers */
+    struct k3_session_scratch *s;
+    k3_layer_hook hook;
+    void *hook_ctx;
+};
+
+int k3_session_init(struct k3_session *ss, const struct k3_model *m,
+                    struct k3_expert_store *experts, int max_ctx, struct k3_err *err);
+void k3_session_free(struct k3_session *ss);
+
+/* Runs n tokens at positions pos..pos+n-1.  logits: NULL, or [n][vocab] when
+ * all_logits, or [vocab] for the last token only. */
+int k3_forward(struct k3_session *ss, const int32_t *tokens, int n, float *logits,
+               bool all_logits, struct k3_err *err);
+
+/* Bytes of state a session of max_ctx positions keeps (KDA + conv + MLA cache). */
+uint64_t k3_session_state_bytes(const struct k3_config *c, int max_ctx);
+
+#endif
