@@ -41,8 +41,9 @@ static int argmax_key(const float *key, int n)
     return best;
 }
 
-/* DeepSeek-V3 grouped selection: a group scores the sum of its two best keys; only the
- * topk_group best groups stay eligible. */
+/* DeepSeek-V3 grouped selection: a group scores the sum of its two best keys; the keys
+ * outside the topk_group best groups are set to zero, as DeepSeek-V3's modeling code
+ * does (k3-model.md §3.7.3; K3 itself has one group, where this never runs). */
 static void mask_groups(const struct k3_config *c, float *key)
 {
     int per = c->n_experts / c->n_group;
@@ -70,7 +71,7 @@ static void mask_groups(const struct k3_config *c, float *key)
     for (int g = 0; g < c->n_group; g++)
         if (!keep[g])
             for (int e = g * per; e < (g + 1) * per; e++)
-                key[e] = -INFINITY;
+                key[e] = 0.0f;
 }
 
 void k3_route(const struct k3_config *c, const float *logits, const float *bias, int *idx,

@@ -22,8 +22,9 @@ static int check_failures;
 /* Stops the test at once: for failures that make the rest meaningless. */
 #define REQUIRE(cond, ...)                                                       \
     do {                                                                         \
+        int check_before_ = check_failures;                                      \
         CHECK(cond, __VA_ARGS__);                                                \
-        if (!(cond))                                                             \
+        if (check_failures != check_before_)                                     \
             exit(1);                                                             \
     } while (0)
 

@@ -1,0 +1,66 @@
+/* Helpers shared by the unit tests: the synthetic k3-tiny checkpoint (made once per test
+ * run in $K3_TEST_TMP), the committed fixtures, small file I/O. */
+#ifndef K3_TESTS_UTIL_H
+#define K3_TESTS_UTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "engine/config.h"
+#include "engine/synth.h"
+#include "tests/check.h"
+
+static inline const char *test_tmp(void)
+{
+    const char *t = getenv("K3_TEST_TMP");
+    return t && *t ? t : "build/test-tmp";
+}
+
+static inline const char *test_root(void)
+{
+    const char *r = getenv("K3_ROOT");
+    return r && *r ? r : ".";
+}
+
+/* The k3-tiny checkpoint of the fixtures (seed 1), synthesized on first use. */
+static inline const char *tiny_model(void)
+{
+    static char dir[4096];
+    snprintf(dir, sizeof dir, "%s/k3-tiny-seed1", test_tmp());
+    struct stat st;
+    if (stat(dir, &st) == 0)
+        return dir;
+    mkdir(test_tmp(), 0755);
+    struct k3_config c;
+    struct k3_err err;
+    REQUIRE(k3_config_named(&c, "k3-tiny", &err) == 0, "%s", err.msg);
+    REQUIRE(k3_synth(&c, 1, dir, true, &err) == 0, "%s", err.msg);
+    k3_config_free(&c);
+    return dir;
+}
+
+/* Whole file into memory; NULL if it cannot be read. */
+static inline void *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        ((char *)buf)[n] = 0;
+        *len = (size_t)n;
+    }
+    return buf;
+}
+
+#endif
