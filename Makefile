@@ -57,6 +57,7 @@ endef
 
 $(eval $(call flavour,rel,$(OPT)))
 $(eval $(call flavour,asan,-O1 $(SANITIZE)))
+build/rel/engine/corpus.o build/asan/engine/corpus.o: $(wildcard engine/corpus/*.txt)
 
 .PHONY: all deps deps-ref test test-asan asan demo fixtures bench clean
 all: k3-uring
