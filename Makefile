@@ -82,9 +82,12 @@ test-asan: deps
 	$(Q)$(MAKE) --no-print-directory asan
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh build/asan
 
+# The main job on the built-in synthetic model: synthesize k3-tiny once, then generate.
+DEMO_MODEL := build/demo/k3-tiny
 demo: deps
 	$(Q)$(MAKE) --no-print-directory k3-uring
-	@tools/demo.sh
+	@test -d $(DEMO_MODEL) || ./k3-uring synth --config k3-tiny --seed 1 --out $(DEMO_MODEL)
+	./k3-uring run -m $(DEMO_MODEL) -p "The history of the printing press" -n 48 --temp 0.7 --seed 42
 
 # Regenerates fixtures/ from the PyTorch reference (needs python3-torch).
 fixtures: deps deps-ref k3-uring

@@ -23,7 +23,9 @@
 #include "engine/tokenizer.h"
 
 struct run_opts {
-    const char *model, *ids, *prompt, *logits_out, *dump_layers;
+    const char *model, *ids_text, *prompt, *logits_out, *dump_layers;
+    int32_t *ids; /* --ids, parsed while validating options */
+    int n_ids;
     int n_predict, threads, top_k;
     float temp, top_p;
     uint64_t seed;
@@ -112,6 +114,7 @@ static void emit_end(struct emitter *e)
     if (!e->ids)
         fwrite(buf, 1, k3_utf8_flush(&e->utf8, buf), stdout);
     putchar('\n');
+    fflush(stdout);
 }
 
 static int write_rows(FILE *f, const float *rows, int n, int vocab, const char *path,
@@ -143,7 +146,8 @@ static int generate(const struct run_opts *o, struct k3_err *err)
     if (o->prompt || !o->print_ids)
         rc = k3_tok_load(&tok, o->model, c->vocab, NULL, false, err);
     if (!rc && o->ids) {
-        rc = k3_parse_id_list("--ids", o->ids, &prompt, &n_prompt, err);
+        prompt = o->ids;
+        n_prompt = o->n_ids;
     } else if (!rc) {
         size_t n = 0;
         rc = k3_tok_encode(tok, o->prompt, strlen(o->prompt), false, &prompt, &n, err);
@@ -229,7 +233,8 @@ static int generate(const struct run_opts *o, struct k3_err *err)
     }
     free(dump.stats);
     free(logits);
-    free(prompt);
+    if (prompt != o->ids)
+        free(prompt);
     k3_sampler_free(&sampler);
     k3_session_free(&ss);
     k3_expert_store_close(store);
@@ -244,7 +249,7 @@ int cmd_run(int argc, char **argv)
     const struct k3_opt opts[] = {
         {"model", 'm', K3_OPT_STRING, &o.model, "DIR", "checkpoint folder as shipped", 0, 0},
         {"prompt", 'p', K3_OPT_STRING, &o.prompt, "TEXT", "prompt text (specials are plain text)", 0, 0},
-        {"ids", 0, K3_OPT_STRING, &o.ids, "LIST", "prompt as token ids, e.g. 1,2,3", 0, 0},
+        {"ids", 0, K3_OPT_STRING, &o.ids_text, "LIST", "prompt as token ids, e.g. 1,2,3", 0, 0},
         {"n-predict", 'n', K3_OPT_INT, &o.n_predict, "N", "tokens to generate (default 16)", 0, 1 << 24},
         {"temp", 0, K3_OPT_FLOAT, &o.temp, "T", "sampling temperature; 0 = greedy (default 0)", 0, 100},
         {"top-k", 0, K3_OPT_INT, &o.top_k, "K", "sample from the K best tokens; 0 = all (default 0)", 0, 1 << 24},
@@ -264,15 +269,19 @@ int cmd_run(int argc, char **argv)
         return 0;
     if (!rc && !o.model)
         rc = k3_errf(&err, "-m DIR is required (see --help)");
-    if (!rc && !!o.prompt == !!o.ids)
+    if (!rc && !!o.prompt == !!o.ids_text)
         rc = k3_errf(&err, "give the prompt as exactly one of -p TEXT or --ids LIST");
+    if (!rc && o.ids_text)
+        rc = k3_parse_id_list("--ids", o.ids_text, &o.ids, &o.n_ids, &err);
     if (rc) {
         fprintf(stderr, "k3-uring: %s\n", err.msg);
         return 2;
     }
     if (o.threads)
         omp_set_num_threads(o.threads);
-    if (generate(&o, &err)) {
+    rc = generate(&o, &err);
+    free(o.ids);
+    if (rc) {
         fflush(stdout);
         fprintf(stderr, "k3-uring: %s\n", err.msg);
         return 1;

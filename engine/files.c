@@ -19,6 +19,25 @@ int k3_path_join(char *buf, size_t cap, const char *dir, const char *file, struc
     return 0;
 }
 
+int k3_mkdir_parents(const char *dir, struct k3_err *err)
+{
+    char path[K3_PATH_MAX];
+    size_t n = strlen(dir);
+    if (n >= sizeof path)
+        return k3_errf(err, "%s: path too long", dir);
+    memcpy(path, dir, n + 1);
+    for (char *p = path + 1; ; p++) {
+        if (*p != '/' && *p)
+            continue;
+        char saved = *p;
+        *p = 0;
+        if (mkdir(path, 0755) && errno != EEXIST)
+            return k3_errf(err, "%s: %s", path, strerror(errno));
+        if (!(*p = saved))
+            return 0;
+    }
+}
+
 int k3_read_small_file(const char *path, char **text, size_t *len, struct k3_err *err)
 {
     *text = NULL;

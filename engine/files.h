@@ -12,6 +12,9 @@
 /* buf = dir/file; -1 (with err) when it does not fit. */
 int k3_path_join(char *buf, size_t cap, const char *dir, const char *file, struct k3_err *err);
 
+/* Creates dir and any missing parents (mode 0755); an existing folder is fine. */
+int k3_mkdir_parents(const char *dir, struct k3_err *err);
+
 /* Reads a whole file (at most 256 MB) into a NUL-terminated malloc'd buffer. */
 int k3_read_small_file(const char *path, char **text, size_t *len, struct k3_err *err);
 

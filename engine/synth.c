@@ -273,8 +273,8 @@ int k3_synth(const struct k3_config *c, uint64_t seed, const char *out_dir, bool
     int len = snprintf(tmp, sizeof tmp, "%s.partial-%d", out_dir, (int)getpid());
     if (len < 0 || (size_t)len >= sizeof tmp)
         return k3_errf(err, "--out %s: path too long", out_dir);
-    if (mkdir(tmp, 0755))
-        return k3_errf(err, "%s: %s", tmp, strerror(errno));
+    if (k3_mkdir_parents(tmp, err))
+        return -1;
 
     struct k3_tensor_spec *specs = NULL;
     int n_specs = 0;

@@ -21,7 +21,7 @@ start_all=$SECONDS
 run_one() {
   local name=$1; shift
   [[ -n "$filter" && "$name" != *"$filter"* ]] && return
-  local log="$logdir/$name.log" start=$SECONDS rc
+  local log="$logdir/${name//\//-}.log" start=$SECONDS rc
   timeout "$timeout_s" "$@" >"$log" 2>&1
   rc=$?
   local took=$((SECONDS - start))

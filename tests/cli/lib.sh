@@ -1,0 +1,47 @@
+# Shared by the CLI tests (sourced, not run): the binary, the synthetic tiny model,
+# and the bad-input expectation.
+K3=${K3:?K3 must point at the k3-uring binary}
+K3_TEST_TMP=${K3_TEST_TMP:?}
+failures=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# The k3-tiny seed-1 checkpoint, made once per test run.
+tiny_model() {
+  local dir="$K3_TEST_TMP/k3-tiny-seed1"
+  [[ -d "$dir" ]] || "$K3" synth --config k3-tiny --seed 1 --out "$dir" -q || exit 1
+  echo "$dir"
+}
+
+# A private copy of the tiny model to break.
+tiny_copy() {
+  local dir="$K3_TEST_TMP/$1"
+  rm -rf "$dir"
+  cp -r "$(tiny_model)" "$dir"
+  echo "$dir"
+}
+
+# expect_error CODE NEEDLE CMD...: CMD exits with CODE (no signal, no crash), prints
+# exactly one line on stderr containing NEEDLE, and nothing on stdout.
+expect_error() {
+  local code=$1 needle=$2; shift 2
+  local out err rc
+  out=$("$@" 2>"$K3_TEST_TMP/stderr") && rc=0 || rc=$?
+  err=$(cat "$K3_TEST_TMP/stderr")
+  if [[ $rc -ne $code ]]; then
+    fail "$* exited $rc, want $code; stderr: $err"
+  elif [[ $(printf '%s\n' "$err" | wc -l) -ne 1 ]]; then
+    fail "$*: want one line on stderr, got: $err"
+  elif [[ "$err" != *"$needle"* ]]; then
+    fail "$*: stderr \"$err\" does not mention \"$needle\""
+  elif [[ -n "$out" ]]; then
+    fail "$*: printed on stdout: $out"
+  else
+    echo "ok: $err"
+  fi
+}
+
+finish() {
+  if ((failures)); then echo "$failures failure(s)"; exit 1; fi
+  exit 0
+}

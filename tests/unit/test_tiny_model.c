@@ -1,0 +1,245 @@
+/* k3-tiny end to end against the PyTorch reference's fixtures (fixtures/k3-tiny):
+ * the synthetic checkpoint is the one the fixtures were made from (xxh64 per file),
+ * logits agree within 1e-4 of max|logit|, the 32 greedy tokens are identical, and
+ * prefill, token-by-token decode and thread counts give the same bytes. */
+#include <dirent.h>
+#include <jansson.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "engine/experts.h"
+#include "engine/forward.h"
+#include "engine/model.h"
+#include "engine/sampler.h"
+#include "tests/util.h"
+
+#define REL_TOL 1e-4 /* max |Δlogit| ≤ REL_TOL × max|logit| */
+
+struct fixture {
+    int32_t prompt[64];
+    int n_prompt;
+    int32_t greedy[64];
+    int n_greedy;
+    float *prompt_logits, *decode_logits; /* [n_prompt][V], [n_greedy-1][V] */
+    json_t *layer_stats;
+    int router_bias_changed;
+};
+
+static char fixture_dir[4096];
+
+static int load_ids(json_t *arr, int32_t *out, int cap)
+{
+    int n = 0;
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v) if (n < cap) out[n++] = (int32_t)json_integer_value(v);
+    return n;
+}
+
+static void load_fixture(struct fixture *f, int vocab)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/fixture.json", fixture_dir);
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    REQUIRE(root, "%s: %s", path, jerr.text);
+    f->n_prompt = load_ids(json_object_get(root, "prompt_ids"), f->prompt, 64);
+    f->n_greedy = load_ids(json_object_get(root, "greedy_ids"), f->greedy, 64);
+    f->layer_stats = json_incref(json_object_get(root, "layer_stats"));
+    f->router_bias_changed = (int)json_integer_value(json_object_get(root, "router_bias_changed"));
+    json_decref(root);
+    size_t len;
+    snprintf(path, sizeof path, "%s/prompt_logits.f32", fixture_dir);
+    f->prompt_logits = read_file(path, &len);
+    REQUIRE(f->prompt_logits && len == sizeof(float) * (size_t)f->n_prompt * vocab, "%s", path);
+    snprintf(path, sizeof path, "%s/decode_logits.f32", fixture_dir);
+    f->decode_logits = read_file(path, &len);
+    REQUIRE(f->decode_logits && len == sizeof(float) * (size_t)(f->n_greedy - 1) * vocab, "%s",
+            path);
+}
+
+/* Every file of the synth checkpoint hashes as the fixtures recorded (xxhsum -H1 lines). */
+static void test_checkpoint_pinned(const char *model)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/checkpoint.xxh64", fixture_dir);
+    FILE *f = fopen(path, "r");
+    REQUIRE(f, "%s missing (make fixtures)", path);
+    char hex[32], name[256];
+    int files = 0;
+    while (fscanf(f, "%31s %255s", hex, name) == 2) {
+        char file[4600];
+        snprintf(file, sizeof file, "%s/%s", model, name);
+        size_t len;
+        void *data = read_file(file, &len);
+        CHECK(data, "%s missing from the synth output", name);
+        if (!data)
+            continue;
+        char got[32];
+        snprintf(got, sizeof got, "%016llx", (unsigned long long)XXH64(data, len, 0));
+        CHECK(!strcmp(got, hex), "%s: xxh64 %s, fixtures have %s: synth output changed since "
+              "the fixtures were made (run make fixtures)", name, got, hex);
+        free(data);
+        files++;
+    }
+    fclose(f);
+    CHECK(files >= 5, "checkpoint.xxh64 lists %d files", files);
+}
+
+static double compare_rows(const float *got, const float *want, int rows, int vocab,
+                           const char *what)
+{
+    double max_abs = 0, max_diff = 0;
+    for (size_t i = 0; i < (size_t)rows * vocab; i++) {
+        max_abs = fmax(max_abs, fabs(want[i]));
+        max_diff = fmax(max_diff, fabs((double)got[i] - want[i]));
+        CHECK(isfinite(got[i]), "%s: non-finite logit at %zu", what, i);
+        if (!isfinite(got[i]))
+            return INFINITY;
+    }
+    printf("%s: %d rows, max|logit| %.4f, max |dlogit| %.3g = %.3g of max|logit|\n", what, rows,
+           max_abs, max_diff, max_diff / max_abs);
+    CHECK(max_diff <= REL_TOL * max_abs, "%s: max |dlogit| %.3g exceeds %.0e x %.3g", what,
+          max_diff, REL_TOL, max_abs);
+    return max_diff / max_abs;
+}
+
+/* Per-layer summaries: on a logits mismatch, the first layer that differs. */
+struct stats_capture {
+    float s[128][16][3];
+};
+
+static void capture_hook(void *ctx, int pos, int layer, const float *x, int H)
+{
+    struct stats_capture *c = ctx;
+    if (pos >= 128 || layer >= 16)
+        return;
+    double ss = 0, sum = 0, mx = 0;
+    for (int i = 0; i < H; i++) {
+        ss += (double)x[i] * x[i];
+        sum += x[i];
+        mx = fmax(mx, fabs(x[i]));
+    }
+    c->s[pos][layer][0] = (float)sqrt(ss / H);
+    c->s[pos][layer][1] = (float)(sum / H);
+    c->s[pos][layer][2] = (float)mx;
+}
+
+static void check_layer_stats(const struct stats_capture *cap, const struct fixture *f, int layers)
+{
+    for (int pos = 0; pos < f->n_prompt; pos++)
+        for (int l = 0; l <= layers; l++) {
+            json_t *v = json_array_get(json_array_get(f->layer_stats, (size_t)pos), (size_t)l);
+            double rms = json_number_value(json_array_get(v, 0));
+            if (fabs(cap->s[pos][l][0] - rms) > 1e-3 * rms) {
+                CHECK(0, "first divergence: position %d layer %d: rms %.6g, reference %.6g", pos,
+                      l, cap->s[pos][l][0], rms);
+                return;
+            }
+        }
+}
+
+struct runner {
+    struct k3_model m;
+    struct k3_expert_store *store;
+};
+
+/* Prompt at once (all rows), then greedy decode; returns rows [n_prompt + n - 1][V]. */
+static float *run_model(struct runner *r, const int32_t *prompt, int n_prompt, int n, bool
+                        token_by_token, int32_t *out_ids, struct stats_capture *cap)
+{
+    int V = r->m.cfg.vocab;
+    struct k3_session ss;
+    struct k3_err e = {{0}};
+    REQUIRE(k3_session_init(&ss, &r->m, r->store, n_prompt + n, &e) == 0, "%s", e.msg);
+    if (cap) {
+        ss.hook = capture_hook;
+        ss.hook_ctx = cap;
+    }
+    float *rows = calloc((size_t)(n_prompt + n) * V, sizeof(float));
+    if (token_by_token) {
+        for (int i = 0; i < n_prompt; i++)
+            REQUIRE(k3_forward(&ss, prompt + i, 1, rows + (size_t)i * V, true, &e) == 0, "%s", e.msg);
+    } else {
+        REQUIRE(k3_forward(&ss, prompt, n_prompt, rows, true, &e) == 0, "%s", e.msg);
+    }
+    for (int i = 0; i < n; i++) {
+        const float *last = rows + (size_t)(n_prompt + i - 1) * V;
+        out_ids[i] = k3_argmax(last, V);
+        if (i + 1 < n)
+            REQUIRE(k3_forward(&ss, &out_ids[i], 1, rows + (size_t)(n_prompt + i) * V, false, &e) == 0,
+                    "%s", e.msg);
+    }
+    k3_session_free(&ss);
+    return rows;
+}
+
+int main(void)
+{
+    snprintf(fixture_dir, sizeof fixture_dir, "%s/fixtures/k3-tiny", test_root());
+    const char *model = tiny_model();
+    test_checkpoint_pinned(model);
+
+    struct runner r;
+    struct k3_err e = {{0}};
+    REQUIRE(k3_model_open_checkpoint(&r.m, model, &e) == 0, "%s", e.msg);
+    REQUIRE(k3_expert_store_checkpoint(&r.store, &r.m, r.m.cfg.top_k, &e) == 0, "%s", e.msg);
+    int V = r.m.cfg.vocab;
+    struct fixture f;
+    load_fixture(&f, V);
+    CHECK(f.router_bias_changed > 0, "the fixture has a routing the bias changed");
+
+    static struct stats_capture cap;
+    int32_t ids[64], ids_tbt[64], ids_1t[64];
+    int n = f.n_greedy;
+    omp_set_num_threads(2);
+    float *rows = run_model(&r, f.prompt, f.n_prompt, n, false, ids, &cap);
+    double rel = compare_rows(rows, f.prompt_logits, f.n_prompt, V, "prompt logits");
+    if (rel > REL_TOL)
+        check_layer_stats(&cap, &f, r.m.cfg.n_layers);
+    compare_rows(rows + (size_t)f.n_prompt * V, f.decode_logits, n - 1, V, "decode logits");
+    int same = 0, distinct = 0;
+    for (int i = 0; i < n; i++) {
+        same += ids[i] == f.greedy[i];
+        int seen = 0;
+        for (int j = 0; j < i; j++)
+            seen |= ids[j] == ids[i];
+        distinct += !seen;
+    }
+    printf("greedy tokens identical to the reference: %d/%d (%d distinct)\n", same, n, distinct);
+    CHECK(same == n, "greedy tokens differ from the reference");
+    CHECK(distinct >= n / 4, "greedy output nearly one repeated token: %d distinct", distinct);
+
+    /* Prefill then decode against one token at a time, and against one thread: bytes. */
+    float *rows_tbt = run_model(&r, f.prompt, f.n_prompt, n, true, ids_tbt, NULL);
+    size_t bytes = sizeof(float) * (size_t)(f.n_prompt + n - 1) * V;
+    CHECK(!memcmp(rows, rows_tbt, bytes), "prefill and token-by-token logits differ");
+    CHECK(!memcmp(ids, ids_tbt, sizeof(int32_t) * n), "prefill and token-by-token ids differ");
+    omp_set_num_threads(1);
+    float *rows_1t = run_model(&r, f.prompt, f.n_prompt, n, false, ids_1t, NULL);
+    CHECK(!memcmp(rows, rows_1t, bytes), "1 and 2 threads give different logits");
+
+    /* Logits of a working model: finite and spread, not flat. */
+    for (int i = 0; i < f.n_prompt + n - 1; i++) {
+        double sum = 0, ss = 0;
+        for (int v = 0; v < V; v++) {
+            sum += rows[(size_t)i * V + v];
+            ss += (double)rows[(size_t)i * V + v] * rows[(size_t)i * V + v];
+        }
+        double sd = sqrt(ss / V - (sum / V) * (sum / V));
+        CHECK(sd > 0.5, "row %d: logits nearly flat (sd %.3f)", i, sd);
+    }
+    free(rows);
+    free(rows_tbt);
+    free(rows_1t);
+    free(f.prompt_logits);
+    free(f.decode_logits);
+    json_decref(f.layer_stats);
+    k3_expert_store_close(r.store);
+    k3_model_close(&r.m);
+    return check_result();
+}
