@@ -14,7 +14,7 @@ int cmd_synth(int argc, char **argv)
     const struct k3_opt opts[] = {
         {"config", 'c', K3_OPT_STRING, &config, "NAME|FILE",
          "k3-tiny, k3-bench, k3, or a config.json of the family", 0, 0},
-        {"seed", 's', K3_OPT_U64, &seed, "N", "random seed (same seed, same bytes; default 1)", 0, 0},
+        {"seed", 's', K3_OPT_U64, &seed, "N", "random seed: the same seed gives the same bytes", 0, 0},
         {"out", 'o', K3_OPT_STRING, &out, "DIR", "folder to create (must not exist)", 0, 0},
         {"quiet", 'q', K3_OPT_FLAG, &quiet, NULL, "no progress lines", 0, 0},
     };

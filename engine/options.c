@@ -119,19 +119,49 @@ int k3_opts_parse(const struct k3_opt *opts, int n_opts, int argc, char **argv,
     return 0;
 }
 
+/* The default an option shows in --help: the destination's value before parsing. */
+static void default_text(const struct k3_opt *o, char *buf, size_t len)
+{
+    buf[0] = 0;
+    switch (o->type) {
+    case K3_OPT_STRING:
+        if (*(const char **)o->dst)
+            snprintf(buf, len, " (default %s)", *(const char **)o->dst);
+        break;
+    case K3_OPT_INT:
+        snprintf(buf, len, " (default %d)", *(int *)o->dst);
+        break;
+    case K3_OPT_U64:
+        snprintf(buf, len, " (default %llu)", (unsigned long long)*(uint64_t *)o->dst);
+        break;
+    case K3_OPT_FLOAT:
+        snprintf(buf, len, " (default %g)", *(float *)o->dst);
+        break;
+    case K3_OPT_SIZE: {
+        uint64_t v = *(uint64_t *)o->dst;
+        if (v)
+            snprintf(buf, len, " (default %.3gG)", v / 1073741824.0);
+        break;
+    }
+    case K3_OPT_FLAG:
+        break;
+    }
+}
+
 void k3_opts_help(FILE *f, const char *usage, const struct k3_opt *opts, int n_opts)
 {
     fprintf(f, "%s\n\noptions:\n", usage);
     for (int k = 0; k < n_opts; k++) {
         const struct k3_opt *o = &opts[k];
-        char flag[64];
+        char flag[64], def[96];
         if (o->short_name)
             snprintf(flag, sizeof flag, "-%c, --%s%s%s", o->short_name, o->name, o->arg ? " " : "",
                      o->arg ? o->arg : "");
         else
             snprintf(flag, sizeof flag, "    --%s%s%s", o->name, o->arg ? " " : "",
                      o->arg ? o->arg : "");
-        fprintf(f, "  %-28s %s\n", flag, o->help);
+        default_text(o, def, sizeof def);
+        fprintf(f, "  %-28s %s%s\n", flag, o->help, def);
     }
     fprintf(f, "  %-28s %s\n", "-h, --help", "show this help");
 }

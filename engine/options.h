@@ -1,5 +1,6 @@
-/* Command-line options as a table: one entry gives the flag, its type, range, default
- * and help, so parsing, validation and --help come from the same place.
+/* Command-line options as a table: one entry gives the flag, its type, range and help;
+ * the default is the destination's value before parsing, so parsing, validation and
+ * --help (which prints the defaults) come from the same place and cannot drift.
  * Usage errors name the flag and the value; the caller exits 2 on them. */
 #ifndef K3_OPTIONS_H
 #define K3_OPTIONS_H
