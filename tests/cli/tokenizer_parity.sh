@@ -15,7 +15,11 @@ want="$K3_ROOT/tests/tokenizer/package.json"
 if ! cmp -s "$want" "$work/package.json" || [[ ! -f "$work/node_modules/js-tiktoken/package.json" ]]; then
   cp "$want" "$work/package.json"
   rm -rf "$work"/cl100k_base "$work"/o200k_base
-  (cd "$work" && timeout 180 npm install --no-audit --no-fund --no-package-lock --loglevel=error) ||
+  if ! (cd "$work" && timeout 180 npm install --no-audit --no-fund --no-package-lock \
+          --loglevel=error --fetch-retries=1 --fetch-retry-mintimeout=2000 \
+          --fetch-retry-maxtimeout=5000) >"$work/npm.log" 2>&1; then
+    grep -m3 'npm error' "$work/npm.log" >&2
     skip "npm install js-tiktoken failed (is the npm registry reachable?)"
+  fi
 fi
 exec node "$K3_ROOT/tests/tokenizer/parity.mjs" "$K3" "$work" "$K3_ROOT"
