@@ -27,7 +27,9 @@ struct k3_tokenizer;
  *  - `\p{Han}` becomes `\p{sc:Han}`: Rust's bare script name is the Script property,
  *    PCRE2's (10.40 on) is Script_Extensions, which would also take 、。・〆 into Han runs;
  *  - `\s` / `\S` become the explicit Unicode White_Space set: PCRE2's \s also matches
- *    U+180E (MONGOLIAN VOWEL SEPARATOR), which is not White_Space. */
+ *    U+180E (MONGOLIAN VOWEL SEPARATOR), which is not White_Space.
+ * Property tables are PCRE2's (Unicode 14.0 in 10.42): a character assigned in a later
+ * Unicode version counts as unassigned (Cn) here and may split differently. */
 extern const char K3_PRETOKENIZE_PATTERN[];
 extern const char K3_PRETOKENIZE_PATTERN_PCRE2[];
 

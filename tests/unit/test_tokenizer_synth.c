@@ -6,6 +6,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <xxhash.h>
+
 #include "engine/bpe_train.h"
 #include "engine/tokenizer.h"
 #include "engine/tokenizer_internal.h"
@@ -60,6 +62,23 @@ static void test_deterministic(const char *a, const char *b, const char *what)
         CHECK(la == lb && !memcmp(x, y, la), "%s: %s differs between two runs", what, files[i]);
         free(x);
         free(y);
+    }
+}
+
+/* The synthetic vocabulary is part of every synthetic checkpoint: its bytes are pinned.
+ * A change here means the corpus, a training rule, or PCRE2's Unicode tables changed;
+ * if that was meant, update the hashes (and every fixture made from a synthetic model). */
+static void test_pinned_bytes(const char *dir, const char *what, uint64_t model, uint64_t config)
+{
+    const char *files[] = {"tiktoken.model", "tokenizer_config.json"};
+    uint64_t want[] = {model, config};
+    for (int i = 0; i < 2; i++) {
+        size_t n;
+        char *text = slurp(dir, files[i], &n);
+        uint64_t h = XXH3_64bits(text, n);
+        CHECK(h == want[i], "%s %s: XXH3 %016llx, pinned %016llx", what, files[i],
+              (unsigned long long)h, (unsigned long long)want[i]);
+        free(text);
     }
 }
 
@@ -215,6 +234,8 @@ int main(void)
     CHECK(t_bench < 10.0, "k3-bench took %.2f s", t_bench);
     test_deterministic(tiny, tiny2, "k3-tiny");
     test_deterministic(bench, bench2, "k3-bench");
+    test_pinned_bytes(tiny, "k3-tiny", 0xb83d2eb1cfd95892ULL, 0x0183f9edcdfcdb7cULL);
+    test_pinned_bytes(bench, "k3-bench", 0x5fe601078e3c2c38ULL, 0xf95de6d2e82838e9ULL);
 
     struct k3_tokenizer *tok;
     struct k3_err err = {{0}};
