@@ -636,10 +636,12 @@ static int load_ranks(struct k3_tokenizer *tok, const char *dir, int vocab_size,
         while (e < n && data[e] != '\n')
             e++;
         line++;
-        size_t le = e;
-        if (le > p && data[le - 1] == '\r')
+        size_t le = e, next = e + 1;
+        /* Surrounding blanks and a CR are tolerated, as tiktoken's line.split() does. */
+        while (le > p && (data[le - 1] == '\r' || data[le - 1] == ' ' || data[le - 1] == '\t'))
             le--;
-        size_t next = e + 1;
+        while (p < le && (data[p] == ' ' || data[p] == '\t'))
+            p++;
         size_t q = p;
         while (q < le && data[q] != ' ' && data[q] != '\t')
             q++;
@@ -791,7 +793,7 @@ static int load_specials(struct k3_tokenizer *tok, const char *path, json_t *roo
         char *endp;
         errno = 0;
         long id = strtol(key, &endp, 10);
-        if (!*key || *endp || errno || id < 0 || id >= tok->vocab_size) {
+        if (*key < '0' || *key > '9' || *endp || errno || id < 0 || id >= tok->vocab_size) {
             k3_errf(err, "%s: added_tokens_decoder: id \"%s\" is not an integer in [0, %d)",
                     path, key, tok->vocab_size);
             goto out;
