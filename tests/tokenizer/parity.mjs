@@ -3,9 +3,10 @@
 //   node parity.mjs K3_BINARY WORKDIR REPO_ROOT
 //
 // WORKDIR holds node_modules/js-tiktoken.  For cl100k_base and o200k_base the vocabulary
-// js-tiktoken ships is written out as WORKDIR/<name>/tiktoken.model, then every case below
-// is encoded by js-tiktoken and by k3-uring (--no-specials --pattern <name>), and the ids
-// must be identical and decode back to the same bytes.  A third run checks K3's own
+// js-tiktoken ships is written out as WORKDIR/<name>/tiktoken.model (its specials as
+// tokenizer_config.json), then every case below is encoded by js-tiktoken and by k3-uring
+// (--no-specials --pattern <name>), and the ids must be identical and decode back to the
+// same bytes; a few texts are also encoded with every special allowed (--special).  A third run checks K3's own
 // pattern: K3's pat_str written as a JavaScript `v`-flag regex (which has `&&`, and whose
 // \p{Script=Han} is the Script property, as in tiktoken's Rust regex) splits the text,
 // js-tiktoken's BPE encodes each piece with the o200k ranks, and k3-uring must agree using
@@ -74,8 +75,12 @@ function exportVocab(name) {
   const enc = new Tiktoken(ranks);
   const dir = path.join(work, name);
   const file = path.join(dir, "tiktoken.model");
-  if (!fs.existsSync(file)) {
+  if (!fs.existsSync(file) || !fs.existsSync(path.join(dir, "tokenizer_config.json"))) {
     fs.mkdirSync(dir, { recursive: true });
+    const added = {};
+    for (const [content, id] of Object.entries(ranks.special_tokens)) added[id] = { content, special: true };
+    fs.writeFileSync(path.join(dir, "tokenizer_config.json"),
+                     JSON.stringify({ added_tokens_decoder: added }, null, 2) + "\n");
     const lines = [...enc.textMap.entries()]
       .sort((a, b) => a[0] - b[0])
       .map(([rank, bytes]) => `${Buffer.from(bytes).toString("base64")} ${rank}`);
@@ -95,10 +100,11 @@ function k3run(args, input) {
 const show = (enc, id) => JSON.stringify(Buffer.from(enc.textMap.get(id) ?? []).toString("latin1"));
 
 let failures = 0, checked = 0;
-function compare(label, enc, dir, pattern, text, want) {
+function compare(label, enc, dir, pattern, text, want, special = false) {
   const caseFile = path.join(work, "case.txt");
   fs.writeFileSync(caseFile, text);
-  const out = k3run(["-m", dir, "--no-specials", "--pattern", pattern, "-f", caseFile]).toString().trim();
+  const how = special ? ["--special"] : ["--no-specials"];
+  const out = k3run(["-m", dir, ...how, "--pattern", pattern, "-f", caseFile]).toString().trim();
   const got = out === "" ? [] : out.split(",").map(Number);
   checked++;
   let i = 0;
@@ -110,7 +116,7 @@ function compare(label, enc, dir, pattern, text, want) {
     console.log(`  k3-uring:    ${got.slice(Math.max(0, i - 2), i + 4).map((x) => `${x}=${show(enc, x)}`).join(" ")}`);
     return;
   }
-  const dec = k3run(["-m", dir, "--no-specials", "--decode", got.join(",")]);
+  const dec = k3run(["-m", dir, ...how, "--decode", got.join(",")]);
   if (!dec.equals(Buffer.from(text, "utf8"))) {
     failures++;
     console.log(`FAIL ${label}: decode is not lossless (${dec.length} bytes for ${Buffer.byteLength(text)})`);
@@ -122,6 +128,11 @@ const vocabs = {};
 for (const [name, pattern] of [["cl100k_base", "cl100k"], ["o200k_base", "o200k"]]) {
   const { enc, dir } = (vocabs[name] = exportVocab(name));
   for (const c of cases) compare(`${name} / ${c.name}`, enc, dir, pattern, c.text, enc.encode(c.text, [], []));
+  // Template text: every special allowed, matched anywhere (none is a prefix of another).
+  for (const text of ["<|endoftext|>", "a<|endoftext|>b<|endofprompt|>", "x<|endoftext|><|endoftext|> y",
+                      "<|endoftext|", "<|fim_prefix|>def f():<|fim_suffix|>\n<|fim_middle|>"])
+    compare(`${name} / specials allowed: ${JSON.stringify(text)}`, enc, dir, pattern, text,
+            enc.encode(text, "all"), true);
 }
 
 // ---------------------------------------------------------------- K3's pattern
