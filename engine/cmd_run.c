@@ -97,8 +97,9 @@ static void emit(struct emitter *e, int32_t id)
         size_t len;
         const uint8_t *bytes = k3_tok_bytes(e->tok, id, &len);
         char buf[1024];
+        const size_t max_in = (sizeof buf - 9) / 3; /* K3_UTF8_OUT_MAX(max_in) fits buf */
         while (bytes && len) { /* a token's bytes, in pieces the buffer holds */
-            size_t take = len < sizeof buf - 8 ? len : sizeof buf - 8;
+            size_t take = len < max_in ? len : max_in;
             fwrite(buf, 1, k3_utf8_push(&e->utf8, bytes, take, buf), stdout);
             bytes += take;
             len -= take;

@@ -1,6 +1,7 @@
 /* Tokenizer: loading tiktoken.model + tokenizer_config.json, PCRE2 pre-tokenizing,
  * byte-level BPE encode, decode, and the UTF-8 output stream.  See tokenizer.h. */
 #include "engine/tokenizer.h"
+#include "engine/files.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -521,38 +522,6 @@ struct k3_tokenizer {
     uint8_t *is_special;        /* [vocab_size] */
 };
 
-static int read_file(const char *path, uint8_t **data, size_t *len, struct k3_err *err)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return k3_errf(err, "%s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    uint8_t *buf = malloc(cap + 1);
-    for (;;) {
-        if (!buf) {
-            fclose(f);
-            return k3_errf(err, "%s: out of memory", path);
-        }
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap)
-            break;
-        cap *= 2;
-        uint8_t *nb = realloc(buf, cap + 1);
-        if (!nb)
-            free(buf);
-        buf = nb;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return k3_errf(err, "%s: read error", path);
-    }
-    buf[n] = 0;
-    *data = buf;
-    *len = n;
-    return 0;
-}
 
 static int8_t b64_value(uint8_t c)
 {
@@ -609,15 +578,10 @@ struct rank_line {
 };
 
 /* min_ids: with vocab_size <= 0, the vocabulary is max(largest rank + 1, min_ids). */
-static int load_ranks(struct k3_tokenizer *tok, const char *dir, int vocab_size, int min_ids,
-                      struct k3_err *err)
+/* Parses tiktoken.model text (path names it in messages). */
+static int load_ranks(struct k3_tokenizer *tok, const char *path, const uint8_t *data, size_t n,
+                      int vocab_size, int min_ids, struct k3_err *err)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/tiktoken.model", dir);
-    uint8_t *data = NULL;
-    size_t n = 0;
-    if (read_file(path, &data, &n, err))
-        return -1;
     uint8_t *bytes = malloc(n * 3 / 4 + 4); /* decoded tokens, back to back */
     size_t n_lines = 1;
     for (size_t i = 0; i < n; i++)
@@ -737,7 +701,6 @@ static int load_ranks(struct k3_tokenizer *tok, const char *dir, int vocab_size,
     }
     rc = 0;
 out:
-    free(data);
     free(bytes);
     free(rl);
     return rc;
@@ -751,10 +714,11 @@ static int special_cmp(const void *a, const void *b)
     return memcmp(x->bytes, y->bytes, x->len);
 }
 
-static json_t *read_config(const char *path, int *min_ids, struct k3_err *err)
+static json_t *read_config(const char *path, const char *text, size_t len, int *min_ids,
+                           struct k3_err *err)
 {
     json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
+    json_t *root = json_loadb(text, len, 0, &je);
     if (!root) {
         k3_errf(err, "%s:%d: %s", path, je.line, je.text);
         return NULL;
@@ -844,29 +808,31 @@ out:
     return rc;
 }
 
-int k3_tok_load(struct k3_tokenizer **out, const char *dir, int vocab_size,
-                const char *pattern, bool no_specials, struct k3_err *err)
+int k3_tok_load_mem(struct k3_tokenizer **out, const char *name, const uint8_t *tiktoken,
+                    size_t tiktoken_len, const char *tokconfig, size_t tokconfig_len,
+                    int vocab_size, const char *pattern, struct k3_err *err)
 {
     *out = NULL;
-    char cfg_path[4096];
-    snprintf(cfg_path, sizeof cfg_path, "%s/tokenizer_config.json", dir);
+    char cfg_name[4096], ranks_name[4096];
+    snprintf(cfg_name, sizeof cfg_name, "%s/tokenizer_config.json", name);
+    snprintf(ranks_name, sizeof ranks_name, "%s/tiktoken.model", name);
     json_t *cfg = NULL;
     int min_ids = 0;
-    if (!no_specials && !(cfg = read_config(cfg_path, &min_ids, err)))
+    if (tokconfig && !(cfg = read_config(cfg_name, tokconfig, tokconfig_len, &min_ids, err)))
         return -1;
     struct k3_tokenizer *tok = calloc(1, sizeof *tok);
     if (!tok) {
         json_decref(cfg);
         return k3_errf(err, "tokenizer: out of memory");
     }
-    if (load_ranks(tok, dir, vocab_size, min_ids, err))
+    if (load_ranks(tok, ranks_name, tiktoken, tiktoken_len, vocab_size, min_ids, err))
         goto fail;
     tok->is_special = calloc((size_t)tok->vocab_size, 1);
     if (!tok->is_special) {
         k3_errf(err, "tokenizer: out of memory");
         goto fail;
     }
-    if (cfg && load_specials(tok, cfg_path, cfg, err))
+    if (cfg && load_specials(tok, cfg_name, cfg, err))
         goto fail;
     if (k3_pretok_init(&tok->pretok, pattern ? pattern : K3_PRETOKENIZE_PATTERN_PCRE2, err))
         goto fail;
@@ -877,6 +843,26 @@ fail:
     json_decref(cfg);
     k3_tok_free(tok);
     return -1;
+}
+
+int k3_tok_load(struct k3_tokenizer **out, const char *dir, int vocab_size,
+                const char *pattern, bool no_specials, struct k3_err *err)
+{
+    *out = NULL;
+    char path[4096];
+    uint8_t *ranks = NULL, *cfg = NULL;
+    size_t ranks_len = 0, cfg_len = 0;
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    int rc = no_specials ? 0 : k3_read_small_file(path, (char **)&cfg, &cfg_len, err);
+    snprintf(path, sizeof path, "%s/tiktoken.model", dir);
+    if (!rc)
+        rc = k3_read_small_file(path, (char **)&ranks, &ranks_len, err);
+    if (!rc)
+        rc = k3_tok_load_mem(out, dir, ranks, ranks_len, (const char *)cfg, cfg_len, vocab_size,
+                             pattern, err);
+    free(ranks);
+    free(cfg);
+    return rc;
 }
 
 void k3_tok_free(struct k3_tokenizer *tok)

@@ -48,6 +48,11 @@ const char *k3_tok_named_pattern(const char *name);
  * for foreign vocabularies such as cl100k in the parity tests). */
 int k3_tok_load(struct k3_tokenizer **out, const char *dir, int vocab_size,
                 const char *pattern, bool no_specials, struct k3_err *err);
+/* The same from bytes in memory (a pack carries both files in its manifest); name
+ * stands for the folder in messages.  tokconfig NULL: no specials. */
+int k3_tok_load_mem(struct k3_tokenizer **out, const char *name, const uint8_t *tiktoken,
+                    size_t tiktoken_len, const char *tokconfig, size_t tokconfig_len,
+                    int vocab_size, const char *pattern, struct k3_err *err);
 void k3_tok_free(struct k3_tokenizer *tok);
 
 /* Encodes len bytes of UTF-8.  allow_special: template text, where special tokens are
