@@ -23,7 +23,7 @@
 #include "engine/tokenizer.h"
 
 struct run_opts {
-    const char *model, *ids_text, *prompt, *logits_out, *dump_layers;
+    const char *model, *drives, *ids_text, *prompt, *logits_out, *dump_layers;
     int32_t *ids; /* --ids, parsed while validating options */
     int n_ids;
     int n_predict, threads, top_k;
@@ -126,10 +126,31 @@ static int write_rows(FILE *f, const float *rows, int n, int vocab, const char *
     return 0;
 }
 
+/* Splits "a,b,c" in place into at most cap paths. */
+static int split_list(char *text, const char **items, int cap)
+{
+    int n = 0;
+    for (char *tok = strtok(text, ","); tok && n < cap; tok = strtok(NULL, ","))
+        items[n++] = tok;
+    return n;
+}
+
+static int open_model(struct k3_model *m, const struct run_opts *o, struct k3_err *err)
+{
+    if (o->model)
+        return k3_model_open_checkpoint(m, o->model, err);
+    char *list = strdup(o->drives);
+    const char *drives[256];
+    int n = list ? split_list(list, drives, 256) : 0;
+    int rc = n ? k3_model_open_packed(m, drives, n, err) : k3_errf(err, "--drives: no drives");
+    free(list);
+    return rc;
+}
+
 static int generate(const struct run_opts *o, struct k3_err *err)
 {
     struct k3_model m;
-    if (k3_model_open_checkpoint(&m, o->model, err))
+    if (open_model(&m, o, err))
         return -1;
     const struct k3_config *c = &m.cfg;
     struct k3_tokenizer *tok = NULL;
@@ -145,7 +166,7 @@ static int generate(const struct run_opts *o, struct k3_err *err)
     int rc = 0;
 
     if (o->prompt || !o->print_ids)
-        rc = k3_tok_load(&tok, o->model, c->vocab, NULL, false, err);
+        rc = k3_model_tokenizer(&m, &tok, err);
     if (!rc && o->ids) {
         prompt = o->ids;
         n_prompt = o->n_ids;
@@ -161,7 +182,9 @@ static int generate(const struct run_opts *o, struct k3_err *err)
         rc = k3_errf(err, "prompt (%d tokens) + -n %d exceeds max_position_embeddings %d",
                      n_prompt, o->n_predict, c->max_positions);
     if (!rc)
-        rc = k3_expert_store_checkpoint(&store, &m, c->top_k, err);
+        rc = k3_expert_store_open(&store, &m, c->top_k, err);
+    if (!rc && store->fallback[0])
+        fprintf(stderr, "k3-uring: note: %s\n", store->fallback);
     if (!rc)
         rc = k3_session_init(&ss, &m, store, ctx, err);
     if (!rc)
@@ -249,6 +272,7 @@ int cmd_run(int argc, char **argv)
     struct run_opts o = {.n_predict = 16, .top_p = 1.0f, .seed = 1};
     const struct k3_opt opts[] = {
         {"model", 'm', K3_OPT_STRING, &o.model, "DIR", "checkpoint folder as shipped", 0, 0},
+        {"drives", 'd', K3_OPT_STRING, &o.drives, "D0,D1,..", "packed drive folders, any order (k3-uring pack)", 0, 0},
         {"prompt", 'p', K3_OPT_STRING, &o.prompt, "TEXT", "prompt text (specials are plain text)", 0, 0},
         {"ids", 0, K3_OPT_STRING, &o.ids_text, "LIST", "prompt as token ids, e.g. 1,2,3", 0, 0},
         {"n-predict", 'n', K3_OPT_INT, &o.n_predict, "N", "tokens to generate", 0, 1 << 24},
@@ -263,13 +287,14 @@ int cmd_run(int argc, char **argv)
         {"ignore-eos", 0, K3_OPT_FLAG, &o.ignore_eos, NULL, "do not stop at the end-of-message token", 0, 0},
         {"quiet", 'q', K3_OPT_FLAG, &o.quiet, NULL, "no statistics on stderr", 0, 0},
     };
-    const char *usage = "usage: k3-uring run -m DIR (-p TEXT | --ids LIST) [-n N] [options]";
+    const char *usage = "usage: k3-uring run (-m DIR | --drives D0,D1,..) (-p TEXT | --ids LIST) "
+                        "[-n N] [options]";
     struct k3_err err = {{0}};
     int rc = k3_opts_parse(opts, (int)(sizeof opts / sizeof opts[0]), argc, argv, usage, &err);
     if (rc > 0)
         return 0;
-    if (!rc && !o.model)
-        rc = k3_errf(&err, "-m DIR is required (see --help)");
+    if (!rc && !!o.model == !!o.drives)
+        rc = k3_errf(&err, "give the model as exactly one of -m DIR or --drives D0,D1,...");
     if (!rc && !!o.prompt == !!o.ids_text)
         rc = k3_errf(&err, "give the prompt as exactly one of -p TEXT or --ids LIST");
     if (!rc && o.ids_text)

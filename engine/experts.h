@@ -39,11 +39,20 @@ struct k3_expert_store {
     const struct k3_expert_store_ops *ops;
     int capacity; /* most experts one batch may hold */
     struct k3_expert_stats stats;
+    char fallback[256]; /* a fallback in effect (e.g. no O_DIRECT), said once; or "" */
 };
 
 /* Reads each expert's six tensors from the checkpoint shards with pread. */
 int k3_expert_store_checkpoint(struct k3_expert_store **out, const struct k3_model *m,
                                int capacity, struct k3_err *err);
+
+/* Reads each record's pieces from the packed drives with pread, checksums verified. */
+int k3_expert_store_packed(struct k3_expert_store **out, const struct k3_model *m,
+                           int capacity, struct k3_err *err);
+
+/* The store for wherever the model was opened from. */
+int k3_expert_store_open(struct k3_expert_store **out, const struct k3_model *m, int capacity,
+                         struct k3_err *err);
 
 static inline void k3_expert_store_close(struct k3_expert_store *s)
 {

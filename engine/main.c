@@ -12,6 +12,7 @@ static const struct {
 } commands[] = {
     {"run", cmd_run, "run a model on a prompt: generate tokens, write logits"},
     {"synth", cmd_synth, "write a checkpoint folder of a K3-family config with random weights"},
+    {"pack", cmd_pack, "lay a checkpoint out striped across drives for streaming"},
     {"tokenize", cmd_tokenize, "encode text to token ids or decode ids to text"},
 };
 
@@ -21,7 +22,7 @@ static void usage(FILE *f)
                "commands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
-    fprintf(f, "\nk3-uring -m DIR -p TEXT ... is short for k3-uring run -m DIR -p TEXT ...\n"
+    fprintf(f, "\nk3-uring --drives D0,D1 -p TEXT ... (or -m DIR) is short for k3-uring run ...\n"
                "exit codes: 0 ok, 1 runtime error, 2 usage error\n");
 }
 

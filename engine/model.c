@@ -6,13 +6,11 @@
 
 #include "engine/files.h"
 #include "engine/kernels.h"
+#include "engine/packed.h"
+#include "engine/tokenizer.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
-               "safetensors data is little-endian and read in place");
-
-#define ARENA_ALIGN 64
-
-static size_t align_up(size_t n) { return (n + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN; }
+               "safetensors and pack data are little-endian and used in place");
 
 static int64_t numel(const int64_t *shape, int ndim)
 {
@@ -31,55 +29,97 @@ static void shape_str(char *buf, size_t len, const int64_t *shape, int ndim)
         snprintf(buf + at, len - at, "]");
 }
 
-/* Finds name and checks its dtype (want, or alt when alt differs) and shape. */
-static const struct k3_ckpt_tensor *checked(const struct k3_checkpoint *ck, const char *name,
-                                            enum k3_dtype want, enum k3_dtype alt,
-                                            const int64_t *shape, int ndim, struct k3_err *err)
+/* A found tensor against what the config implies: dtype (want, or alt) and shape. */
+static int check_tensor(const char *file, const char *name, enum k3_dtype dtype, int ndim,
+                        const int64_t *shape, enum k3_dtype want, enum k3_dtype alt,
+                        int want_ndim, const int64_t *want_shape, struct k3_err *err)
+{
+    if (dtype != want && dtype != alt)
+        return k3_errf(err, "%s: tensor %s: dtype %s, expected %s", file, name,
+                       k3_dtype_name(dtype), k3_dtype_name(want));
+    int same = ndim == want_ndim;
+    for (int d = 0; same && d < ndim; d++)
+        same = shape[d] == want_shape[d];
+    if (!same) {
+        char got[96], exp[96];
+        shape_str(got, sizeof got, shape, ndim);
+        shape_str(exp, sizeof exp, want_shape, want_ndim);
+        return k3_errf(err, "%s: tensor %s: shape %s, expected %s", file, name, got, exp);
+    }
+    return 0;
+}
+
+static enum k3_dtype alt_dtype(const struct k3_tensor_spec *s)
+{
+    /* The sources disagree on the small F32 tensors; BF16 is accepted for them. */
+    return s->kind == K3_T_F32 ? K3_DT_BF16 : k3_spec_dtype(s);
+}
+
+static const struct k3_ckpt_tensor *ckpt_checked(const struct k3_checkpoint *ck, const char *name,
+                                                 enum k3_dtype want, enum k3_dtype alt,
+                                                 const int64_t *shape, int ndim,
+                                                 struct k3_err *err)
 {
     const struct k3_ckpt_tensor *t = k3_ckpt_find(ck, name);
     if (!t) {
         k3_errf(err, "%s: tensor %s: missing (config.json implies it)", ck->dir, name);
         return NULL;
     }
-    const char *file = ck->shards[t->shard].path;
-    if (t->t->dtype != want && t->t->dtype != alt) {
-        k3_errf(err, "%s: tensor %s: dtype %s, expected %s", file, name,
-                k3_dtype_name(t->t->dtype), k3_dtype_name(want));
+    if (check_tensor(ck->shards[t->shard].path, name, t->t->dtype, t->t->ndim, t->t->shape, want,
+                     alt, ndim, shape, err))
         return NULL;
-    }
-    int same = t->t->ndim == ndim;
-    for (int d = 0; same && d < ndim; d++)
-        same = t->t->shape[d] == shape[d];
-    if (!same) {
-        char got[96], exp[96];
-        shape_str(got, sizeof got, t->t->shape, t->t->ndim);
-        shape_str(exp, sizeof exp, shape, ndim);
-        k3_errf(err, "%s: tensor %s: shape %s, expected %s", file, name, got, exp);
-        return NULL;
-    }
     return t;
 }
 
-static size_t resident_bytes(const struct k3_tensor_spec *s)
+int k3_ckpt_plan_init(struct k3_ckpt_plan *p, const struct k3_checkpoint *ck,
+                      const struct k3_config *c, struct k3_err *err)
 {
-    return (size_t)numel(s->shape, s->ndim) * (s->kind == K3_T_MATRIX ? 2 : 4);
+    memset(p, 0, sizeof *p);
+    if (k3_trunk_specs(c, &p->specs, &p->n_specs))
+        return k3_errf(err, "out of memory");
+    p->trunk = calloc((size_t)p->n_specs, sizeof *p->trunk);
+    p->experts = calloc((size_t)c->n_layers * c->n_experts, sizeof *p->experts);
+    uint64_t *bytes = calloc((size_t)p->n_specs, sizeof *bytes);
+    int rc = p->trunk && p->experts && bytes ? 0 : k3_errf(err, "out of memory");
+    for (int i = 0; !rc && i < p->n_specs; i++) {
+        const struct k3_tensor_spec *s = &p->specs[i];
+        p->trunk[i] = ckpt_checked(ck, s->name, k3_spec_dtype(s), alt_dtype(s), s->shape,
+                                   s->ndim, err);
+        rc = p->trunk[i] ? 0 : -1;
+        if (!rc)
+            bytes[i] = p->trunk[i]->t->nbytes;
+    }
+    struct k3_record_layout r;
+    k3_record_layout_init(&r, c);
+    char name[192];
+    for (int l = 0; !rc && l < c->n_layers; l++) {
+        if (!k3_layer_is_moe(c, l))
+            continue;
+        for (int e = 0; !rc && e < c->n_experts; e++)
+            for (int part = 0; !rc && part < K3_EXPERT_PARTS; part++) {
+                k3_expert_tensor_name(name, sizeof name, l, e, (enum k3_expert_part)part);
+                const int64_t shape[2] = {r.rows[part], r.cols[part]};
+                const struct k3_ckpt_tensor *t =
+                    ckpt_checked(ck, name, K3_DT_U8, K3_DT_U8, shape, 2, err);
+                rc = t ? 0 : -1;
+                p->experts[(size_t)l * c->n_experts + e].part[part] = t;
+            }
+    }
+    if (!rc && k3_trunk_layout_init(&p->layout, c, p->specs, p->n_specs, bytes))
+        rc = k3_errf(err, "out of memory");
+    free(bytes);
+    if (rc)
+        k3_ckpt_plan_free(p);
+    return rc;
 }
 
-/* Reads a tensor into dst: matrices as stored, vectors widened to f32. */
-static int load_tensor(const struct k3_checkpoint *ck, const struct k3_ckpt_tensor *t,
-                       const struct k3_tensor_spec *s, void *dst, struct k3_err *err)
+void k3_ckpt_plan_free(struct k3_ckpt_plan *p)
 {
-    if (s->kind == K3_T_MATRIX || t->t->dtype == K3_DT_F32)
-        return k3_ckpt_read(ck, t, dst, 0, t->t->nbytes, err);
-    int64_t n = numel(s->shape, s->ndim);
-    uint16_t *tmp = malloc((size_t)n * 2);
-    if (!tmp)
-        return k3_errf(err, "out of memory");
-    int rc = k3_ckpt_read(ck, t, tmp, 0, t->t->nbytes, err);
-    for (int64_t i = 0; !rc && i < n; i++)
-        ((float *)dst)[i] = k3_bf16_to_f32(tmp[i]);
-    free(tmp);
-    return rc;
+    free(p->specs);
+    free(p->trunk);
+    free(p->experts);
+    k3_trunk_layout_free(&p->layout);
+    memset(p, 0, sizeof *p);
 }
 
 static void multiply_into(float *key, const float *v, int n)
@@ -145,66 +185,62 @@ static void place(struct k3_model *m, const struct k3_tensor_spec *s, void *p)
     }
 }
 
-static int load_trunk(struct k3_model *m, struct k3_err *err)
+/* Where each segment starts in the trunk arena (4 KiB-aligned, so packed segments can
+ * be read into place with O_DIRECT). */
+static int alloc_trunk(struct k3_model *m, const struct k3_trunk_layout *t, uint64_t *seg_off,
+                       struct k3_err *err)
 {
-    struct k3_tensor_spec *specs;
-    int n;
-    if (k3_trunk_specs(&m->cfg, &specs, &n))
-        return k3_errf(err, "out of memory");
-    const struct k3_ckpt_tensor **found = calloc((size_t)n, sizeof *found);
-    int rc = found ? 0 : k3_errf(err, "out of memory");
-    size_t total = 0;
-    for (int i = 0; !rc && i < n; i++) {
-        const struct k3_tensor_spec *s = &specs[i];
-        enum k3_dtype want = k3_spec_dtype(s);
-        enum k3_dtype alt = s->kind == K3_T_F32 ? K3_DT_BF16 : want;
-        found[i] = checked(m->ckpt, s->name, want, alt, s->shape, s->ndim, err);
-        if (!found[i])
-            rc = -1;
-        total += align_up(resident_bytes(s));
+    uint64_t total = 0;
+    for (int s = 0; s < t->n_segments; s++) {
+        seg_off[s] = total;
+        total += (t->segment_bytes[s] + K3IO_ALIGN - 1) / K3IO_ALIGN * K3IO_ALIGN;
     }
-    if (!rc) {
-        m->arena = aligned_alloc(ARENA_ALIGN, total ? total : ARENA_ALIGN);
-        m->arena_bytes = total;
-        if (!m->arena)
-            rc = k3_errf(err, "out of memory loading the trunk (%zu MB)", total >> 20);
-    }
-    char *at = m->arena;
-    for (int i = 0; !rc && i < n; i++) {
-        rc = load_tensor(m->ckpt, found[i], &specs[i], at, err);
-        if (!rc)
-            place(m, &specs[i], at);
-        at += align_up(resident_bytes(&specs[i]));
-    }
-    if (!rc && m->cfg.tie_embeddings)
-        m->w.lm_head = m->w.embed;
-    free(found);
-    free(specs);
-    return rc;
+    m->trunk = k3io_alloc(total);
+    m->trunk_bytes = total;
+    return m->trunk ? 0 : k3_errf(err, "out of memory loading the trunk (%llu MB)",
+                                  (unsigned long long)(total >> 20));
 }
 
-static int locate_experts(struct k3_model *m, struct k3_err *err)
+/* Points every weight into the loaded segments; bf16 vectors are widened to f32. */
+static int place_all(struct k3_model *m, const struct k3_tensor_spec *specs, int n,
+                     const struct k3_trunk_layout *t, const uint64_t *seg_off,
+                     const enum k3_dtype *dtypes, struct k3_err *err)
+{
+    size_t vec_floats = 0;
+    for (int i = 0; i < n; i++)
+        if (specs[i].kind != K3_T_MATRIX && dtypes[i] == K3_DT_BF16)
+            vec_floats += (size_t)numel(specs[i].shape, specs[i].ndim);
+    m->vectors = malloc(sizeof(float) * (vec_floats + 1));
+    if (!m->vectors)
+        return k3_errf(err, "out of memory");
+    float *v = m->vectors;
+    for (int i = 0; i < n; i++) {
+        uint8_t *raw = m->trunk + seg_off[t->segment[i]] + t->offset[i];
+        if (specs[i].kind != K3_T_MATRIX && dtypes[i] == K3_DT_BF16) {
+            int64_t count = numel(specs[i].shape, specs[i].ndim);
+            for (int64_t k = 0; k < count; k++)
+                v[k] = k3_bf16_to_f32(((const uint16_t *)raw)[k]);
+            place(m, &specs[i], v);
+            v += count;
+        } else {
+            place(m, &specs[i], raw);
+        }
+    }
+    if (m->cfg.tie_embeddings)
+        m->w.lm_head = m->w.embed;
+    return 0;
+}
+
+static int model_common_init(struct k3_model *m, struct k3_err *err)
 {
     const struct k3_config *c = &m->cfg;
-    const struct k3_record_layout *r = &m->record;
-    m->experts = calloc((size_t)c->n_layers * c->n_experts, sizeof *m->experts);
-    if (!m->experts)
+    k3_record_layout_init(&m->record, c);
+    m->w.layers = calloc((size_t)c->n_layers, sizeof *m->w.layers);
+    m->moe_index = calloc((size_t)c->n_layers, sizeof *m->moe_index);
+    if (!m->w.layers || !m->moe_index)
         return k3_errf(err, "out of memory");
-    char name[192];
-    for (int l = 0; l < c->n_layers; l++) {
-        if (!k3_layer_is_moe(c, l))
-            continue;
-        for (int e = 0; e < c->n_experts; e++)
-            for (int p = 0; p < K3_EXPERT_PARTS; p++) {
-                k3_expert_tensor_name(name, sizeof name, l, e, (enum k3_expert_part)p);
-                const int64_t shape[2] = {r->rows[p], r->cols[p]};
-                const struct k3_ckpt_tensor *t =
-                    checked(m->ckpt, name, K3_DT_U8, K3_DT_U8, shape, 2, err);
-                if (!t)
-                    return -1;
-                m->experts[(size_t)l * c->n_experts + e].part[p] = t;
-            }
-    }
+    for (int l = 0, k = 0; l < c->n_layers; l++)
+        m->moe_index[l] = k3_layer_is_moe(c, l) ? k++ : -1;
     return 0;
 }
 
@@ -215,25 +251,145 @@ int k3_model_open_checkpoint(struct k3_model *m, const char *dir, struct k3_err 
     if (k3_path_join(path, sizeof path, dir, "config.json", err) ||
         k3_config_load(&m->cfg, path, err))
         return -1;
-    k3_record_layout_init(&m->record, &m->cfg);
-    m->w.layers = calloc((size_t)m->cfg.n_layers, sizeof *m->w.layers);
-    int rc = m->w.layers ? 0 : k3_errf(err, "out of memory");
+    int rc = model_common_init(m, err);
     if (!rc)
         rc = k3_ckpt_open(&m->ckpt, dir, err);
     if (!rc)
-        rc = locate_experts(m, err);
+        rc = k3_ckpt_plan_init(&m->plan, m->ckpt, &m->cfg, err);
+    const struct k3_trunk_layout *t = &m->plan.layout;
+    uint64_t *seg_off = rc ? NULL : calloc((size_t)t->n_segments, sizeof *seg_off);
+    enum k3_dtype *dtypes = rc ? NULL : calloc((size_t)m->plan.n_specs, sizeof *dtypes);
+    if (!rc && (!seg_off || !dtypes))
+        rc = k3_errf(err, "out of memory");
     if (!rc)
-        rc = load_trunk(m, err);
+        rc = alloc_trunk(m, t, seg_off, err);
+    for (int i = 0; !rc && i < m->plan.n_specs; i++) {
+        const struct k3_ckpt_tensor *ct = m->plan.trunk[i];
+        dtypes[i] = ct->t->dtype;
+        rc = k3_ckpt_read(m->ckpt, ct, m->trunk + seg_off[t->segment[i]] + t->offset[i], 0,
+                          ct->t->nbytes, err);
+    }
+    if (!rc)
+        rc = place_all(m, m->plan.specs, m->plan.n_specs, t, seg_off, dtypes, err);
+    free(seg_off);
+    free(dtypes);
     if (rc)
         k3_model_close(m);
     return rc;
 }
 
+/* The pack's tensor table must be the layout this build computes for its config:
+ * every tensor by name, with the expected dtype, shape, segment and offset. */
+static int check_packed_tensors(const struct k3_packed *p, const struct k3_tensor_spec *specs,
+                                int n, const struct k3_trunk_layout *t, enum k3_dtype *dtypes,
+                                struct k3_err *err)
+{
+    const char *file = p->drives[0].path;
+    if ((int)p->header.n_tensors != n)
+        return k3_errf(err, "%s: manifest lists %llu trunk tensors, config.json implies %d", file,
+                       (unsigned long long)p->header.n_tensors, n);
+    for (int i = 0; i < n; i++) {
+        const struct k3_pack_tensor *pt = &p->tensors[i];
+        const char *name = p->names + pt->name_offset;
+        if (strcmp(name, specs[i].name))
+            return k3_errf(err, "%s: manifest tensor %d is %s, expected %s", file, i, name,
+                           specs[i].name);
+        if (check_tensor(file, name, (enum k3_dtype)pt->dtype, (int)pt->ndim, pt->shape,
+                         k3_spec_dtype(&specs[i]), alt_dtype(&specs[i]), specs[i].ndim,
+                         specs[i].shape, err))
+            return -1;
+        dtypes[i] = (enum k3_dtype)pt->dtype;
+        if (pt->object != (uint32_t)t->segment[i] || pt->offset != t->offset[i])
+            return k3_errf(err, "%s: manifest places tensor %s at segment %u offset %llu, "
+                           "expected segment %d offset %llu", file, name, pt->object,
+                           (unsigned long long)pt->offset, t->segment[i],
+                           (unsigned long long)t->offset[i]);
+    }
+    return 0;
+}
+
+int k3_model_open_packed(struct k3_model *m, const char *const *drives, int n,
+                         struct k3_err *err)
+{
+    memset(m, 0, sizeof *m);
+    if (k3_packed_open(&m->packed, drives, n, err))
+        return -1;
+    const struct k3_packed *p = m->packed;
+    int rc = k3_config_parse(&m->cfg, p->drives[0].path, p->config, p->config_len, err);
+    if (!rc)
+        rc = model_common_init(m, err);
+    struct k3_tensor_spec *specs = NULL;
+    int n_specs = 0;
+    if (!rc && k3_trunk_specs(&m->cfg, &specs, &n_specs))
+        rc = k3_errf(err, "out of memory");
+    enum k3_dtype *dtypes = rc ? NULL : calloc((size_t)n_specs, sizeof *dtypes);
+    uint64_t *bytes = rc ? NULL : calloc((size_t)n_specs, sizeof *bytes);
+    if (!rc && (!dtypes || !bytes))
+        rc = k3_errf(err, "out of memory");
+    for (int i = 0; !rc && i < n_specs && i < (int)p->header.n_tensors; i++)
+        bytes[i] = p->tensors[i].bytes;
+    struct k3_trunk_layout t = {0};
+    if (!rc && k3_trunk_layout_init(&t, &m->cfg, specs, n_specs, bytes))
+        rc = k3_errf(err, "out of memory");
+    if (!rc)
+        rc = check_packed_tensors(p, specs, n_specs, &t, dtypes, err);
+    if (!rc && (p->header.n_trunk_objects != (uint32_t)t.n_segments ||
+                p->header.n_objects != (uint64_t)t.n_segments +
+                                           (uint64_t)k3_moe_layer_count(&m->cfg) * m->cfg.n_experts))
+        rc = k3_errf(err, "%s: manifest holds %llu objects, config.json implies %d segments and "
+                     "%d records", p->drives[0].path, (unsigned long long)p->header.n_objects,
+                     t.n_segments, k3_moe_layer_count(&m->cfg) * m->cfg.n_experts);
+    for (uint64_t r = t.n_segments; !rc && r < p->header.n_objects; r++)
+        if (p->objects[r].bytes != m->record.bytes)
+            rc = k3_errf(err, "%s: manifest record %llu is %llu bytes, config.json implies %llu",
+                         p->drives[0].path, (unsigned long long)r,
+                         (unsigned long long)p->objects[r].bytes,
+                         (unsigned long long)m->record.bytes);
+    uint64_t *seg_off = rc ? NULL : calloc((size_t)t.n_segments, sizeof *seg_off);
+    if (!rc && !seg_off)
+        rc = k3_errf(err, "out of memory");
+    if (!rc)
+        rc = alloc_trunk(m, &t, seg_off, err);
+    for (int s = 0; !rc && s < t.n_segments; s++)
+        rc = k3_packed_read_object(p, (uint64_t)s, m->trunk + seg_off[s], err);
+    if (!rc)
+        rc = place_all(m, specs, n_specs, &t, seg_off, dtypes, err);
+    free(seg_off);
+    free(bytes);
+    free(dtypes);
+    free(specs);
+    k3_trunk_layout_free(&t);
+    if (rc)
+        k3_model_close(m);
+    return rc;
+}
+
+int k3_model_tokenizer(const struct k3_model *m, struct k3_tokenizer **tok, struct k3_err *err)
+{
+    if (!m->packed)
+        return k3_tok_load(tok, m->ckpt->dir, m->cfg.vocab, NULL, false, err);
+    const struct k3_packed *p = m->packed;
+    if (!p->tiktoken_len || !p->tokconfig_len)
+        return k3_errf(err, "drive %s: the pack carries no tokenizer (its checkpoint had no "
+                       "tiktoken.model); give the prompt as --ids", p->drives[0].path);
+    return k3_tok_load_mem(tok, p->drives[0].path, (const uint8_t *)p->tiktoken, p->tiktoken_len,
+                           p->tokconfig, p->tokconfig_len, m->cfg.vocab, NULL, err);
+}
+
+uint64_t k3_model_record_object(const struct k3_model *m, int layer, int expert)
+{
+    return (uint64_t)m->cfg.n_layers + 2 +
+           (uint64_t)m->moe_index[layer] * (uint64_t)m->cfg.n_experts + (uint64_t)expert;
+}
+
 void k3_model_close(struct k3_model *m)
 {
+    k3_ckpt_plan_free(&m->plan);
     k3_ckpt_close(m->ckpt);
-    free(m->experts);
-    free(m->arena);
+    k3_packed_close(m->packed);
+    free(m->trunk);
+    free(m->vectors);
+    free(m->moe_index);
     free(m->w.layers);
     k3_config_free(&m->cfg);
     memset(m, 0, sizeof *m);

@@ -85,19 +85,47 @@ struct k3_expert_loc {
     const struct k3_ckpt_tensor *part[K3_EXPERT_PARTS];
 };
 
+/* Every tensor a config implies, found in a checkpoint and checked (dtype, shape). */
+struct k3_ckpt_plan {
+    struct k3_tensor_spec *specs;
+    int n_specs;
+    const struct k3_ckpt_tensor **trunk; /* [n_specs] */
+    struct k3_expert_loc *experts;       /* [n_layers][n_experts]; MoE layers filled */
+    struct k3_trunk_layout layout;       /* segments with the dtypes found */
+};
+
+int k3_ckpt_plan_init(struct k3_ckpt_plan *p, const struct k3_checkpoint *ck,
+                      const struct k3_config *c, struct k3_err *err);
+void k3_ckpt_plan_free(struct k3_ckpt_plan *p);
+
+struct k3_packed;
+
 struct k3_model {
     struct k3_config cfg;
     struct k3_weights w;
     struct k3_record_layout record;   /* byte layout of one expert record */
-    struct k3_checkpoint *ckpt;
-    struct k3_expert_loc *experts;    /* [n_layers][n_experts]; MoE layers only filled */
-    void *arena;                      /* every trunk tensor, 64-byte aligned */
-    size_t arena_bytes;
+    struct k3_checkpoint *ckpt;       /* opened from a checkpoint folder, or */
+    struct k3_packed *packed;         /* from packed drives */
+    struct k3_ckpt_plan plan;         /* checkpoint: where every tensor is */
+    int *moe_index;                   /* [n_layers] position among MoE layers, or -1 */
+    uint8_t *trunk;                   /* every trunk segment, each K3IO_ALIGN-aligned */
+    uint64_t trunk_bytes;
+    float *vectors;                   /* bf16 norm gains widened to f32 */
 };
 
 /* Opens a checkpoint folder as shipped: validates every tensor against the config and
  * loads the trunk. */
 int k3_model_open_checkpoint(struct k3_model *m, const char *dir, struct k3_err *err);
+/* Opens a pack from its drive folders, in any order. */
+int k3_model_open_packed(struct k3_model *m, const char *const *drives, int n,
+                         struct k3_err *err);
 void k3_model_close(struct k3_model *m);
+
+struct k3_tokenizer;
+/* The tokenizer the model came with (checkpoint folder files or the pack's copies). */
+int k3_model_tokenizer(const struct k3_model *m, struct k3_tokenizer **tok, struct k3_err *err);
+
+/* Object index of an expert record in the pack. */
+uint64_t k3_model_record_object(const struct k3_model *m, int layer, int expert);
 
 #endif

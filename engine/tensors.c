@@ -178,3 +178,35 @@ void k3_expert_tensor_name(char *buf, size_t len, int layer, int expert, enum k3
     snprintf(buf, len, "%slayers.%d.block_sparse_moe.experts.%d.%s", K3_TENSOR_PREFIX, layer,
              expert, part_names[p]);
 }
+
+int k3_trunk_layout_init(struct k3_trunk_layout *t, const struct k3_config *c,
+                         const struct k3_tensor_spec *specs, int n, const uint64_t *bytes)
+{
+    t->n_segments = c->n_layers + 2;
+    t->segment_bytes = calloc((size_t)t->n_segments, sizeof *t->segment_bytes);
+    t->segment = calloc((size_t)n + 1, sizeof *t->segment);
+    t->offset = calloc((size_t)n + 1, sizeof *t->offset);
+    if (!t->segment_bytes || !t->segment || !t->offset) {
+        k3_trunk_layout_free(t);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        int seg = specs[i].layer >= 0 ? specs[i].layer + 1
+                  : specs[i].slot == K3_SLOT_EMBED ? 0
+                                                   : c->n_layers + 1;
+        uint64_t at = (t->segment_bytes[seg] + K3_SEGMENT_TENSOR_ALIGN - 1) /
+                      K3_SEGMENT_TENSOR_ALIGN * K3_SEGMENT_TENSOR_ALIGN;
+        t->segment[i] = seg;
+        t->offset[i] = at;
+        t->segment_bytes[seg] = at + bytes[i];
+    }
+    return 0;
+}
+
+void k3_trunk_layout_free(struct k3_trunk_layout *t)
+{
+    free(t->segment_bytes);
+    free(t->segment);
+    free(t->offset);
+    memset(t, 0, sizeof *t);
+}

@@ -72,6 +72,25 @@ int k3_trunk_specs(const struct k3_config *c, struct k3_tensor_spec **specs, int
  * K3_T_F32, as the sources disagree on those small tensors). */
 enum k3_dtype k3_spec_dtype(const struct k3_tensor_spec *s);
 
+/* ---- trunk segments -------------------------------------------------------------- */
+
+/* The trunk is stored and loaded as segments: 0 the embedding, 1 + l layer l, L + 1 the
+ * output tensors (final norm, output AttnRes, lm_head).  Inside a segment the tensors
+ * follow the spec order, each at a K3_SEGMENT_TENSOR_ALIGN-aligned offset. */
+#define K3_SEGMENT_TENSOR_ALIGN 64
+
+struct k3_trunk_layout {
+    int n_segments;
+    uint64_t *segment_bytes; /* [n_segments] */
+    int *segment;            /* [n_specs] */
+    uint64_t *offset;        /* [n_specs] inside the segment */
+};
+
+/* Lays out n specs whose stored sizes are bytes[i] (the dtype found, not assumed). */
+int k3_trunk_layout_init(struct k3_trunk_layout *t, const struct k3_config *c,
+                         const struct k3_tensor_spec *specs, int n, const uint64_t *bytes);
+void k3_trunk_layout_free(struct k3_trunk_layout *t);
+
 /* ---- routed experts ------------------------------------------------------------ */
 
 enum k3_expert_part {

@@ -1,0 +1,132 @@
+/* The packed streaming layout on the drives: FROZEN on-disk format, version 1.
+ *
+ * Each drive is a folder holding two files:
+ *   k3-uring.data      objects' pieces, every piece at a 4 KiB-aligned offset;
+ *   k3-uring.manifest  a k3_pack_header, then sections (config, tokenizer files, the
+ *                      object, piece and tensor tables).  Written last: data is synced,
+ *                      then the manifest goes to a temporary name, is synced and renamed
+ *                      into place, so a pack cut short never opens as a model.
+ * Every drive's manifest holds the whole table (so any drive names the model and its
+ * siblings); only drive_index and the header checksum differ between drives.
+ *
+ * Objects: trunk segments (the embedding, one per layer in layer order, the output
+ * tensors), then one record per routed expert (MoE layers in order, experts in order).
+ * A record is w1, w3, w2 packed nibbles and their E8M0 scales, still MXFP4, back to back
+ * (tensors.h, k3_record_layout).  A trunk segment holds its tensors, each at a 64-byte
+ * aligned offset.
+ *
+ * Placement (k3_pack_place): an object of B bytes is cut into m pieces of piece_bytes
+ * (4 KiB multiple; the last piece may be shorter); piece j lives on drive
+ * (object + j) mod N.  A drive's pieces of one object are stored contiguously, in j
+ * order, so each drive serves an object with one extent.  Records are cut into a
+ * multiple of N pieces, so every drive holds the same share of every record (to within
+ * the 4 KiB rounding) and any set of experts a token routes to loads the drives evenly.
+ * With whole-record placement (piece_bytes >= B) record r lives on drive r mod N.
+ *
+ * All integers are little-endian.  Changing anything here means a new version.
+ */
+#ifndef K3_PACK_FORMAT_H
+#define K3_PACK_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define K3_PACK_MAGIC "K3URING\x1a"
+#define K3_PACK_VERSION 1
+#define K3_PACK_ALIGN 4096u            /* offsets, piece sizes, data file size */
+#define K3_PACK_TENSOR_ALIGN 64u       /* tensor offsets inside a trunk segment */
+#define K3_PACK_DATA_FILE "k3-uring.data"
+#define K3_PACK_MANIFEST_FILE "k3-uring.manifest"
+#define K3_PACK_MAX_SECTIONS 8
+
+enum k3_pack_section_kind {
+    K3_SEC_CONFIG = 1,     /* config.json text */
+    K3_SEC_TIKTOKEN = 2,   /* tiktoken.model bytes */
+    K3_SEC_TOKCONFIG = 3,  /* tokenizer_config.json text */
+    K3_SEC_OBJECTS = 4,    /* struct k3_pack_object[] */
+    K3_SEC_PIECES = 5,     /* struct k3_pack_piece[] */
+    K3_SEC_TENSORS = 6,    /* struct k3_pack_tensor[] */
+    K3_SEC_NAMES = 7,      /* NUL-terminated tensor names, referenced by name_offset */
+};
+
+struct k3_pack_section {
+    uint32_t kind;
+    uint32_t reserved;
+    uint64_t offset;       /* from the start of the manifest */
+    uint64_t bytes;
+};
+_Static_assert(sizeof(struct k3_pack_section) == 24, "frozen");
+
+struct k3_pack_header {
+    char magic[8];
+    uint32_t version;
+    uint32_t header_bytes;     /* sizeof(struct k3_pack_header) */
+    uint64_t manifest_bytes;   /* the whole manifest file */
+    uint64_t manifest_xxh64;   /* XXH64 (seed 0) of the manifest with this field zeroed */
+    uint64_t sections_xxh64;   /* XXH64 of all section bytes: equal on every drive */
+    uint64_t model_xxh64;      /* XXH64 of the config and every object's xxh64: the model */
+    uint8_t pack_id[16];       /* random per pack run: drives of one pack share it */
+    uint32_t drive_index;
+    uint32_t drive_count;
+    uint64_t chunk_bytes;      /* requested stripe unit; 0 = whole records */
+    uint64_t data_bytes;       /* size of this drive's data file */
+    uint64_t n_objects, n_pieces, n_tensors;
+    uint32_t n_trunk_objects;  /* objects [0, n_trunk_objects) are trunk segments */
+    uint32_t n_sections;
+    struct k3_pack_section sections[K3_PACK_MAX_SECTIONS];
+};
+_Static_assert(sizeof(struct k3_pack_header) == 312, "frozen");
+
+/* One trunk segment or expert record. */
+struct k3_pack_object {
+    uint64_t bytes;            /* logical size */
+    uint64_t xxh64;            /* XXH3-64 of the logical bytes: independent of placement */
+    uint64_t first_piece;      /* index into the piece table */
+    uint32_t n_pieces;
+    uint32_t piece_bytes;      /* every piece but the last */
+    int32_t layer;             /* trunk: -1 embedding, 0..L-1 layers, L output; record: layer */
+    int32_t expert;            /* -1 for trunk segments */
+};
+_Static_assert(sizeof(struct k3_pack_object) == 40, "frozen");
+
+struct k3_pack_piece {
+    uint64_t offset;           /* in the drive's data file, K3_PACK_ALIGN-aligned */
+    uint64_t xxh64;            /* XXH3-64 (seed 0) of the piece's bytes */
+    uint32_t bytes;
+    uint32_t drive;
+};
+_Static_assert(sizeof(struct k3_pack_piece) == 24, "frozen");
+
+struct k3_pack_tensor {
+    uint64_t offset;           /* inside its segment, K3_PACK_TENSOR_ALIGN-aligned */
+    uint64_t bytes;
+    int64_t shape[3];
+    uint32_t object;           /* the trunk segment holding it */
+    uint32_t dtype;            /* enum k3_dtype */
+    uint32_t ndim;
+    uint32_t name_offset;      /* into the names section */
+};
+_Static_assert(sizeof(struct k3_pack_tensor) == 56, "frozen");
+
+/* Drive of piece j of object `index` over n drives. */
+static inline uint32_t k3_pack_piece_drive(uint64_t index, uint32_t j, uint32_t n_drives)
+{
+    return (uint32_t)((index + j) % n_drives);
+}
+
+static inline uint64_t k3_pack_round_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+/* Piece size of an expert record of B bytes: the fewest pieces per drive (k) that keep
+ * pieces at most `chunk` bytes, then B cut into N·k equal pieces rounded up to 4 KiB.
+ * chunk 0 keeps records whole (one drive each, round-robin). */
+static inline uint64_t k3_pack_record_piece_bytes(uint64_t B, uint64_t chunk, uint32_t n_drives)
+{
+    if (chunk == 0)
+        return k3_pack_round_up(B, K3_PACK_ALIGN);
+    uint64_t per_drive = (B + n_drives - 1) / n_drives;
+    uint64_t k = (per_drive + chunk - 1) / chunk;
+    uint64_t pieces = (uint64_t)n_drives * k;
+    return k3_pack_round_up((B + pieces - 1) / pieces, K3_PACK_ALIGN);
+}
+
+#endif

@@ -1,0 +1,80 @@
+#include "iouring/file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int k3io_open(struct k3io_file *f, const char *path, int flags, bool prefer_direct)
+{
+    f->fd = -1;
+    f->direct = false;
+    int fd = -1;
+    if (prefer_direct) {
+        fd = open(path, flags | O_DIRECT | O_CLOEXEC, 0644);
+        if (fd < 0 && errno != EINVAL)
+            return -errno;
+        f->direct = fd >= 0;
+    }
+    if (fd < 0)
+        fd = open(path, flags | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st)) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    f->fd = fd;
+    f->size = (uint64_t)st.st_size;
+    return 0;
+}
+
+void k3io_close(struct k3io_file *f)
+{
+    if (f->fd >= 0)
+        close(f->fd);
+    f->fd = -1;
+}
+
+ssize_t k3io_pread_full(const struct k3io_file *f, void *buf, size_t len, uint64_t off)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = pread(f->fd, (char *)buf + done, len - done, (off_t)(off + done));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            break;
+        done += (size_t)n;
+    }
+    return (ssize_t)done;
+}
+
+int k3io_pwrite_full(const struct k3io_file *f, const void *buf, size_t len, uint64_t off)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = pwrite(f->fd, (const char *)buf + done, len - done, (off_t)(off + done));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? -errno : -EIO;
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+void *k3io_alloc(size_t len)
+{
+    size_t n = (len + K3IO_ALIGN - 1) / K3IO_ALIGN * K3IO_ALIGN;
+    void *p = aligned_alloc(K3IO_ALIGN, n ? n : K3IO_ALIGN);
+    if (p)
+        memset(p, 0, n ? n : K3IO_ALIGN);
+    return p;
+}
