@@ -1,0 +1,184 @@
+/* The pread backend: a fixed pool of worker threads behind a mutex, a work FIFO and a
+ * completion FIFO.  Used where io_uring is unavailable (ENOSYS, EPERM from the sysctl or
+ * a seccomp profile) or not wanted.  Workers only read; what a result means is decided
+ * by the shared layer on the reader's thread when it reaps. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "iouring/reader_internal.h"
+
+struct fifo {
+    struct k3io_chunk *head, *tail;
+};
+
+struct pool {
+    pthread_mutex_t lock;
+    pthread_cond_t work_ready;  /* workers wait here */
+    pthread_cond_t done_ready;  /* the reader's thread waits here */
+    struct fifo work, done;     /* under lock */
+    bool stopping;              /* under lock */
+    struct fifo staged;         /* the reader's thread only: queued, not yet flushed */
+    unsigned n_staged;
+    const int *fds;             /* [n_files], read-only while workers run */
+    int n_threads;
+    pthread_t threads[];
+};
+
+static void fifo_push(struct fifo *f, struct k3io_chunk *c)
+{
+    c->next = NULL;
+    if (f->tail)
+        f->tail->next = c;
+    else
+        f->head = c;
+    f->tail = c;
+}
+
+static struct k3io_chunk *fifo_pop(struct fifo *f)
+{
+    struct k3io_chunk *c = f->head;
+    if (c) {
+        f->head = c->next;
+        if (!f->head)
+            f->tail = NULL;
+    }
+    return c;
+}
+
+static void fifo_splice(struct fifo *to, struct fifo *from)
+{
+    if (!from->head)
+        return;
+    if (to->tail)
+        to->tail->next = from->head;
+    else
+        to->head = from->head;
+    to->tail = from->tail;
+    from->head = from->tail = NULL;
+}
+
+/* Workers leave only when told to stop and the work FIFO is empty, so destroy never
+ * abandons a read that could still land in the caller's memory. */
+static void *worker(void *arg)
+{
+    struct pool *p = arg;
+    pthread_mutex_lock(&p->lock);
+    for (;;) {
+        while (!p->work.head && !p->stopping)
+            pthread_cond_wait(&p->work_ready, &p->lock);
+        struct k3io_chunk *c = fifo_pop(&p->work);
+        if (!c)
+            break;
+        pthread_mutex_unlock(&p->lock);
+        ssize_t n = pread(p->fds[c->file], c->buf, c->len, (off_t)c->offset);
+        c->res = n < 0 ? -errno : (int32_t)n;
+        pthread_mutex_lock(&p->lock);
+        fifo_push(&p->done, c);
+        pthread_cond_signal(&p->done_ready);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+static void stop_workers(struct pool *p, int started)
+{
+    pthread_mutex_lock(&p->lock);
+    p->stopping = true;
+    pthread_cond_broadcast(&p->work_ready);
+    pthread_mutex_unlock(&p->lock);
+    for (int i = 0; i < started; i++)
+        pthread_join(p->threads[i], NULL);
+}
+
+static void free_pool(struct pool *p)
+{
+    pthread_cond_destroy(&p->done_ready);
+    pthread_cond_destroy(&p->work_ready);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
+
+static int pool_init(struct k3io_reader *r, const char **failed_call, char *note, size_t note_len)
+{
+    struct pool *p = calloc(1, sizeof *p + (size_t)r->pread_threads * sizeof(pthread_t));
+    if (!p) {
+        *failed_call = "calloc";
+        return -ENOMEM;
+    }
+    p->fds = r->fds;
+    p->n_threads = r->pread_threads;
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->work_ready, NULL);
+    pthread_cond_init(&p->done_ready, NULL);
+    for (int i = 0; i < p->n_threads; i++) {
+        int rc = pthread_create(&p->threads[i], NULL, worker, p);
+        if (rc) {
+            stop_workers(p, i);
+            free_pool(p);
+            *failed_call = "pthread_create";
+            return -rc;
+        }
+    }
+    r->backend = p;
+    return 0;
+}
+
+static void pool_exit(struct k3io_reader *r)
+{
+    struct pool *p = r->backend;
+    stop_workers(p, p->n_threads);
+    free_pool(p);
+}
+
+static void pool_queue(struct k3io_reader *r, struct k3io_chunk *c)
+{
+    struct pool *p = r->backend;
+    fifo_push(&p->staged, c);
+    p->n_staged++;
+}
+
+/* One lock for the whole batch; a wake-up per chunk, or all workers for a big one. */
+static int pool_flush(struct k3io_reader *r)
+{
+    struct pool *p = r->backend;
+    if (!p->n_staged)
+        return 0;
+    pthread_mutex_lock(&p->lock);
+    fifo_splice(&p->work, &p->staged);
+    if (p->n_staged >= (unsigned)p->n_threads)
+        pthread_cond_broadcast(&p->work_ready);
+    else
+        for (unsigned i = 0; i < p->n_staged; i++)
+            pthread_cond_signal(&p->work_ready);
+    pthread_mutex_unlock(&p->lock);
+    p->n_staged = 0;
+    return 0;
+}
+
+static int pool_reap(struct k3io_reader *r, bool wait)
+{
+    struct pool *p = r->backend;
+    pool_flush(r);
+    struct fifo done = {0};
+    pthread_mutex_lock(&p->lock);
+    while (wait && !p->done.head)
+        pthread_cond_wait(&p->done_ready, &p->lock);
+    fifo_splice(&done, &p->done);
+    pthread_mutex_unlock(&p->lock);
+    /* chunk_done may stage the same chunk again (a retry), so pop before handing over */
+    struct k3io_chunk *c;
+    while ((c = fifo_pop(&done)))
+        k3io__chunk_done(r, c, c->res);
+    return 0;
+}
+
+const struct k3io_ops k3io_pool_ops = {
+    .name = "pread",
+    .init = pool_init,
+    .exit = pool_exit,
+    .queue = pool_queue,
+    .flush = pool_flush,
+    .reap = pool_reap,
+};

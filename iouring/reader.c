@@ -1,0 +1,433 @@
+/* The shared layer of the reader: requests, chunks, retries, the pending FIFO, counters
+ * and the choice of backend.  The backends (uring.c, pool.c) only start chunks and hand
+ * back their raw results; every decision about a result is taken here, so both behave
+ * alike. */
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "iouring/file.h"
+#include "iouring/reader_internal.h"
+
+#define DEFAULT_QUEUE_DEPTH 64
+#define DEFAULT_MAX_IO (1u << 20)
+#define DEFAULT_PREAD_THREADS 8
+/* io_uring_setup refuses more entries (EINVAL at 65536, checked); the pool is held to the
+ * same bound so that a depth that works on one backend works on the other. */
+#define MAX_QUEUE_DEPTH 32768
+#define REQUESTS_PER_BLOCK 64
+
+struct k3io_block {
+    struct k3io_block *next;
+    struct k3io_request rq[REQUESTS_PER_BLOCK];
+};
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- requests: allocated in blocks that live as long as the reader ---- */
+
+static struct k3io_request *request_get(struct k3io_reader *r)
+{
+    if (!r->free_requests) {
+        struct k3io_block *b = calloc(1, sizeof *b);
+        if (!b)
+            return NULL;
+        b->next = r->blocks;
+        r->blocks = b;
+        for (int i = REQUESTS_PER_BLOCK - 1; i >= 0; i--) {
+            b->rq[i].next = r->free_requests;
+            r->free_requests = &b->rq[i];
+        }
+    }
+    struct k3io_request *rq = r->free_requests;
+    r->free_requests = rq->next;
+    return rq;
+}
+
+static void request_put(struct k3io_reader *r, struct k3io_request *rq)
+{
+    rq->next = r->free_requests;
+    r->free_requests = rq;
+}
+
+static void push(struct k3io_request **head, struct k3io_request **tail, struct k3io_request *rq)
+{
+    rq->next = NULL;
+    if (*tail)
+        (*tail)->next = rq;
+    else
+        *head = rq;
+    *tail = rq;
+}
+
+static struct k3io_request *pop(struct k3io_request **head, struct k3io_request **tail)
+{
+    struct k3io_request *rq = *head;
+    if (rq) {
+        *head = rq->next;
+        if (!*head)
+            *tail = NULL;
+    }
+    return rq;
+}
+
+/* A request finishes when no more chunks will be cut from it and none is in flight, so
+ * no read can still land in the caller's buffer after k3io_wait returns it. */
+static void request_maybe_done(struct k3io_reader *r, struct k3io_request *rq)
+{
+    if (rq->carved && rq->inflight == 0 && !r->closing) {
+        push(&r->done, &r->done_tail, rq);
+        r->n_done++;
+    }
+}
+
+static bool carving_over(const struct k3io_request *rq)
+{
+    return rq->error || rq->carve_at >= rq->carve_end;
+}
+
+/* ---- chunks ---- */
+
+static void chunk_finish(struct k3io_reader *r, struct k3io_chunk *c)
+{
+    struct k3io_request *rq = c->rq;
+    c->next = r->free_chunks;
+    r->free_chunks = c;
+    r->inflight--;
+    rq->inflight--;
+    request_maybe_done(r, rq);
+}
+
+/* The data ends at file offset end: nothing at or past it belongs to the request. */
+static void chunk_hit_eof(struct k3io_reader *r, struct k3io_chunk *c, uint64_t end)
+{
+    if (end < c->rq->carve_end)
+        c->rq->carve_end = end;
+    chunk_finish(r, c);
+}
+
+static void chunk_retry(struct k3io_reader *r, struct k3io_chunk *c, int32_t res)
+{
+    if (res == -EAGAIN)
+        r->stats.resubmit_eagain++;
+    else
+        r->stats.resubmit_eintr++;
+    c->retries++;
+    r->ops->queue(r, c);
+}
+
+void k3io__chunk_done(struct k3io_reader *r, struct k3io_chunk *c, int32_t res)
+{
+    if (r->fault) {
+        struct k3io_fault_at at = {.tag = c->rq->req.tag, .file = c->file, .len = c->len,
+                                   .offset = c->offset};
+        res = r->fault(r->fault_ctx, &at, res);
+    }
+    if (res > 0)
+        r->stats.bytes += (uint64_t)res;
+    if (r->closing) { /* destroy is draining: only the slot matters */
+        chunk_finish(r, c);
+        return;
+    }
+    struct k3io_request *rq = c->rq;
+    if (res < 0) {
+        if ((res == -EAGAIN || res == -EINTR) && c->retries < K3IO_MAX_RETRIES) {
+            chunk_retry(r, c, res);
+            return;
+        }
+        if (!rq->error)
+            rq->error = res;
+        chunk_finish(r, c);
+        return;
+    }
+    uint32_t got = (uint32_t)res < c->len ? (uint32_t)res : c->len;
+    if (got == c->len) {
+        chunk_finish(r, c);
+        return;
+    }
+    if (got == 0) {
+        chunk_hit_eof(r, c, c->offset);
+        return;
+    }
+    /* Short.  On a direct file an unaligned count only happens at end of file (and the
+     * remainder could not be read with O_DIRECT anyway); otherwise read the rest. */
+    if (r->direct[c->file] && got % K3IO_ALIGN) {
+        chunk_hit_eof(r, c, c->offset + got);
+        return;
+    }
+    r->stats.resubmit_short++;
+    c->offset += got;
+    c->buf += got;
+    c->len -= got;
+    r->ops->queue(r, c);
+}
+
+/* Cuts chunks from the pending FIFO into free slots and stages them. */
+static void carve(struct k3io_reader *r)
+{
+    while (r->pending) {
+        struct k3io_request *rq = r->pending;
+        if (carving_over(rq)) {
+            pop(&r->pending, &r->pending_tail);
+            rq->carved = true;
+            request_maybe_done(r, rq);
+            continue;
+        }
+        struct k3io_chunk *c = r->free_chunks;
+        if (!c)
+            break;
+        r->free_chunks = c->next;
+        char *buf = (char *)rq->req.buf + (rq->carve_at - rq->req.offset);
+        uint64_t len = rq->carve_end - rq->carve_at;
+        if (len > r->max_io_bytes)
+            len = r->max_io_bytes;
+        if (r->area) {
+            uint64_t piece_left = K3IO_AREA_PIECE - (uint64_t)(buf - r->area) % K3IO_AREA_PIECE;
+            if (len > piece_left)
+                len = piece_left;
+        }
+        *c = (struct k3io_chunk){.rq = rq, .file = rq->req.file, .len = (uint32_t)len,
+                                 .offset = rq->carve_at, .buf = buf};
+        rq->carve_at += len;
+        rq->inflight++;
+        r->inflight++;
+        r->stats.chunks++;
+        r->ops->queue(r, c);
+    }
+}
+
+/* ---- the public interface ---- */
+
+static int check_config(const struct k3io_config *cfg)
+{
+    if (cfg->n_files < 0 || (cfg->n_files > 0 && !cfg->fds))
+        return -EINVAL;
+    if (cfg->area_bytes && !cfg->area)
+        return -EINVAL;
+    if (cfg->queue_depth > MAX_QUEUE_DEPTH)
+        return -EINVAL;
+    if (cfg->max_io_bytes % K3IO_ALIGN || cfg->max_io_bytes > K3IO_AREA_PIECE)
+        return -EINVAL;
+    if (cfg->pread_threads < 0)
+        return -EINVAL;
+    if (cfg->backend != K3IO_AUTO && cfg->backend != K3IO_URING && cfg->backend != K3IO_PREAD)
+        return -EINVAL;
+    return 0;
+}
+
+static int copy_config(struct k3io_reader *r, const struct k3io_config *cfg)
+{
+    r->n_files = cfg->n_files;
+    r->area = cfg->area_bytes ? cfg->area : NULL;
+    r->area_bytes = cfg->area_bytes;
+    r->queue_depth = cfg->queue_depth ? cfg->queue_depth : DEFAULT_QUEUE_DEPTH;
+    r->max_io_bytes = cfg->max_io_bytes ? cfg->max_io_bytes : DEFAULT_MAX_IO;
+    r->pread_threads = cfg->pread_threads ? cfg->pread_threads : DEFAULT_PREAD_THREADS;
+    r->fds = calloc((size_t)r->n_files + 1, sizeof *r->fds);
+    r->direct = calloc((size_t)r->n_files + 1, sizeof *r->direct);
+    r->chunks = calloc(r->queue_depth, sizeof *r->chunks);
+    if (!r->fds || !r->direct || !r->chunks)
+        return -ENOMEM;
+    for (int i = 0; i < r->n_files; i++) {
+        r->fds[i] = cfg->fds[i];
+        int fl = fcntl(cfg->fds[i], F_GETFL);
+        r->direct[i] = fl >= 0 && (fl & O_DIRECT); /* a bad fd fails at read time */
+    }
+    for (unsigned i = r->queue_depth; i-- > 0;) {
+        r->chunks[i].next = r->free_chunks;
+        r->free_chunks = &r->chunks[i];
+    }
+    return 0;
+}
+
+static void free_reader(struct k3io_reader *r)
+{
+    while (r->blocks) {
+        struct k3io_block *b = r->blocks;
+        r->blocks = b->next;
+        free(b);
+    }
+    free(r->chunks);
+    free(r->direct);
+    free(r->fds);
+    free(r);
+}
+
+int k3io_reader_create(struct k3io_reader **out, const struct k3io_config *cfg, char *note,
+                       size_t note_len)
+{
+    char scratch[1];
+    if (!note || !note_len) {
+        note = scratch;
+        note_len = sizeof scratch;
+    }
+    note[0] = 0;
+    *out = NULL;
+    int rc = check_config(cfg);
+    if (rc)
+        return rc;
+    struct k3io_reader *r = calloc(1, sizeof *r);
+    if (!r)
+        return -ENOMEM;
+    rc = copy_config(r, cfg);
+    if (rc) {
+        free_reader(r);
+        return rc;
+    }
+    const char *failed_call = "";
+    rc = -1;
+    if (cfg->backend != K3IO_PREAD) {
+        r->ops = &k3io_uring_ops;
+        rc = r->ops->init(r, &failed_call, note, note_len);
+        if (rc && cfg->backend == K3IO_URING) {
+            snprintf(note, note_len, "io_uring unavailable (%s: %s)", failed_call, strerror(-rc));
+            free_reader(r);
+            return rc;
+        }
+    }
+    if (rc) {
+        int why = rc;
+        r->ops = &k3io_pool_ops;
+        rc = r->ops->init(r, &failed_call, note, note_len);
+        if (rc) {
+            free_reader(r);
+            return rc;
+        }
+        if (cfg->backend == K3IO_AUTO)
+            snprintf(note, note_len, "io_uring unavailable (%s: %s); %d pread threads",
+                     failed_call, strerror(-why), r->pread_threads);
+    }
+    *out = r;
+    return 0;
+}
+
+void k3io_reader_destroy(struct k3io_reader *r)
+{
+    if (!r)
+        return;
+    /* Reads still in flight target the caller's memory: wait for every one of them. */
+    r->closing = true;
+    while (r->inflight && r->ops->reap(r, true) == 0)
+        ;
+    r->ops->exit(r);
+    free_reader(r);
+}
+
+static bool request_valid(const struct k3io_reader *r, const struct k3io_req *q)
+{
+    if (q->file >= (uint32_t)r->n_files || q->len == 0 || q->len > INT32_MAX || !q->buf)
+        return false;
+    if (!r->area)
+        return true;
+    const char *b = q->buf;
+    return b >= r->area && (size_t)(b - r->area) <= r->area_bytes &&
+           q->len <= r->area_bytes - (size_t)(b - r->area);
+}
+
+int k3io_submit(struct k3io_reader *r, const struct k3io_req *reqs, int n)
+{
+    if (n < 0)
+        return -EINVAL;
+    for (int i = 0; i < n; i++)
+        if (!request_valid(r, &reqs[i]))
+            return -EINVAL;
+    struct k3io_request *head = NULL, *tail = NULL, *rq;
+    for (int i = 0; i < n; i++) {
+        if (!(rq = request_get(r))) { /* all or nothing */
+            while ((rq = pop(&head, &tail)))
+                request_put(r, rq);
+            return -ENOMEM;
+        }
+        *rq = (struct k3io_request){.req = reqs[i], .carve_at = reqs[i].offset,
+                                    .carve_end = reqs[i].offset + reqs[i].len};
+        push(&head, &tail, rq);
+    }
+    if (head) {
+        if (r->pending_tail)
+            r->pending_tail->next = head;
+        else
+            r->pending = head;
+        r->pending_tail = tail;
+    }
+    r->outstanding += n;
+    r->stats.requests += (uint64_t)n;
+    carve(r);
+    return r->ops->flush(r);
+}
+
+/* Reaps (blocking when wait), then refills the freed slots from the pending FIFO. */
+static int progress(struct k3io_reader *r, bool wait)
+{
+    int rc;
+    if (wait) {
+        double t0 = now_seconds();
+        rc = r->ops->reap(r, true);
+        r->stats.wait_seconds += now_seconds() - t0;
+    } else {
+        rc = r->ops->reap(r, false);
+    }
+    if (rc)
+        return rc;
+    carve(r);
+    return r->ops->flush(r); /* new chunks, and retries staged while reaping */
+}
+
+int k3io_wait(struct k3io_reader *r, struct k3io_done *out, int max, int min)
+{
+    if (max < 0 || min < 0 || (max && !out))
+        return -EINVAL;
+    if (min > max)
+        min = max;
+    if (min > r->outstanding)
+        min = r->outstanding;
+    int rc = progress(r, false);
+    while (!rc && r->n_done < min) {
+        /* Something is in flight whenever a request is neither done nor returned: carve
+         * fills every free slot and finishes requests that need no more reads. */
+        assert(r->inflight > 0);
+        rc = progress(r, true);
+    }
+    if (rc)
+        return rc;
+    int n = 0;
+    struct k3io_request *rq;
+    while (n < max && (rq = pop(&r->done, &r->done_tail))) {
+        out[n].tag = rq->req.tag;
+        out[n].res = rq->error ? rq->error : (int32_t)(rq->carve_end - rq->req.offset);
+        request_put(r, rq);
+        n++;
+    }
+    r->n_done -= n;
+    r->outstanding -= n;
+    return n;
+}
+
+int k3io_pending(const struct k3io_reader *r)
+{
+    return r->outstanding;
+}
+
+const char *k3io_backend_name(const struct k3io_reader *r)
+{
+    return r->ops->name;
+}
+
+struct k3io_stats k3io_stats(const struct k3io_reader *r)
+{
+    return r->stats;
+}
+
+void k3io_set_fault(struct k3io_reader *r, k3io_fault_fn fn, void *ctx)
+{
+    r->fault = fn;
+    r->fault_ctx = ctx;
+}

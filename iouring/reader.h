@@ -1,0 +1,100 @@
+/* Batched reads from drive files into registered memory: the read path's engine room.
+ *
+ * Owns: the io_uring ring (registered buffers and files, setup-flag fallbacks as fio
+ * does them) or, where io_uring is unavailable or not wanted, a pool of pread threads
+ * behind the same interface; splitting requests into chunks of at most max_io_bytes;
+ * resubmitting short reads, -EAGAIN and -EINTR (bounded); completing a request only when
+ * every one of its chunks has; counters.
+ * Does not own: what is read or why (the caller's offsets and tags), checksums, memory
+ * budgets, NUMA placement.  Knows nothing of models.
+ *
+ * One thread creates, submits, reaps and destroys (io_uring's SINGLE_ISSUER and
+ * DEFER_TASKRUN tie the ring to the thread that set it up); completions come back in the
+ * order they land, never promised in submission order.
+ * Functions return 0 (or a count) and -errno on failure; none prints.
+ */
+#ifndef K3IO_READER_H
+#define K3IO_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum k3io_backend {
+    K3IO_AUTO,  /* io_uring, else pread threads */
+    K3IO_URING, /* io_uring or fail */
+    K3IO_PREAD, /* pread threads */
+};
+
+struct k3io_config {
+    enum k3io_backend backend;
+    const int *fds;          /* files requests name by index (registered with the ring) */
+    int n_files;
+    void *area;              /* every destination lies inside [area, area + area_bytes); */
+    size_t area_bytes;       /*   registered as fixed buffers (1 GiB pieces) when possible */
+    unsigned queue_depth;    /* chunks in flight at most (default 64, at most 32768) */
+    uint32_t max_io_bytes;   /* chunk size cap, a multiple of 4096 (default 1 MiB, at most
+                              * 1 GiB); chunks also never cross a 1 GiB boundary of area */
+    int pread_threads;       /* workers of the pread backend (default 8) */
+};
+
+struct k3io_req {
+    uint32_t file;           /* index into fds */
+    uint32_t len;            /* bytes, 1..INT32_MAX (res must hold it); on O_DIRECT files
+                              * offset, len and buf are 4 KiB-aligned */
+    uint64_t offset;
+    void *buf;
+    uint64_t tag;            /* the caller's, returned on completion */
+};
+
+struct k3io_done {
+    uint64_t tag;
+    int32_t res;             /* bytes read (< len only at end of file), or -errno */
+};
+
+struct k3io_stats {
+    uint64_t requests;       /* accepted by k3io_submit */
+    uint64_t chunks;         /* reads cut from requests, resubmissions not counted */
+    uint64_t bytes;          /* read into buffers by every read, resubmissions included */
+    uint64_t resubmit_short, resubmit_eagain, resubmit_eintr;
+    double wait_seconds;     /* time blocked in k3io_wait */
+};
+
+struct k3io_reader;
+
+/* Creates a reader.  note (may be NULL) receives one line naming any fallback taken,
+ * e.g. "io_uring unavailable (setup: Operation not permitted); 8 pread threads", or ""
+ * when none. */
+int k3io_reader_create(struct k3io_reader **out, const struct k3io_config *cfg, char *note,
+                       size_t note_len);
+void k3io_reader_destroy(struct k3io_reader *r);
+
+/* Queues n requests and submits them in as few system calls as the queue allows; what
+ * does not fit in flight is submitted as completions make room (during k3io_wait).
+ * Returns 0, or -EINVAL (a file index out of range, len 0 or over INT32_MAX, a buffer
+ * outside area) / -ENOMEM with none of the n queued. */
+int k3io_submit(struct k3io_reader *r, const struct k3io_req *reqs, int n);
+
+/* Waits until at least min requests have completed (0: only what has), then returns up
+ * to max of them in out; returns how many.  min is capped at max and at the requests
+ * outstanding, so it never waits for what was not submitted.  A request is returned only
+ * once every read of it has finished: no I/O lands in its buffer afterwards. */
+int k3io_wait(struct k3io_reader *r, struct k3io_done *out, int max, int min);
+
+/* Requests submitted and not yet returned by k3io_wait. */
+int k3io_pending(const struct k3io_reader *r);
+
+const char *k3io_backend_name(const struct k3io_reader *r); /* "io_uring" or "pread" */
+struct k3io_stats k3io_stats(const struct k3io_reader *r);
+
+/* Fault injection (tests, chaos runs): fn sees each chunk's result before the reader acts
+ * on it and returns the result to act on, e.g. -EIO, -EAGAIN, or a short count.  What the
+ * real read put in the buffer stays there.  fn == NULL turns it off. */
+struct k3io_fault_at {
+    uint64_t tag;            /* of the request the chunk belongs to */
+    uint32_t file, len;
+    uint64_t offset;
+};
+typedef int32_t (*k3io_fault_fn)(void *ctx, const struct k3io_fault_at *at, int32_t res);
+void k3io_set_fault(struct k3io_reader *r, k3io_fault_fn fn, void *ctx);
+
+#endif

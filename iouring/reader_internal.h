@@ -1,0 +1,105 @@
+/* Inside the reader: the bookkeeping shared by both backends (reader.c) and the ops
+ * table each backend fills (uring.c, pool.c).
+ *
+ * A request is cut into chunks of at most max_io_bytes, never crossing a 1 GiB boundary
+ * of the area (a registered buffer is at most 1 GiB).  At most queue_depth chunks are in
+ * flight; requests that do not fit wait in a FIFO and are carved as chunks finish.  The
+ * backend only moves chunks: it starts them and hands back each one's raw result to
+ * k3io__chunk_done, which decides between resubmitting, finishing the chunk and finishing
+ * the request.  Only the thread that owns the reader touches anything here except where
+ * pool.c says otherwise.
+ */
+#ifndef K3IO_READER_INTERNAL_H
+#define K3IO_READER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "iouring/reader.h"
+
+/* A registered buffer may not exceed 1 GiB (io_uring_register(2)); chunks never cross
+ * a boundary of these pieces of the area, so each lies in one registered buffer. */
+#define K3IO_AREA_PIECE (1ull << 30)
+/* -EAGAIN and -EINTR are resubmitted this many times per chunk before the error stands. */
+#define K3IO_MAX_RETRIES 32
+
+struct k3io_request {             /* one caller request, from k3io_submit to k3io_wait */
+    struct k3io_req req;
+    uint64_t carve_at;            /* file offset of the first byte not yet carved */
+    uint64_t carve_end;           /* carve up to here: offset + len, lowered at end of file */
+    uint32_t inflight;            /* chunks started and not finished */
+    int32_t error;                /* the first chunk's -errno, 0 if none */
+    bool carved;                  /* left the pending FIFO: no more chunks will be cut */
+    struct k3io_request *next;    /* pending, done or free list */
+};
+
+struct k3io_chunk {               /* one read, at most max_io_bytes; a slot of queue_depth */
+    struct k3io_request *rq;
+    uint32_t file;                /* index into fds */
+    uint32_t len;
+    uint64_t offset;
+    char *buf;
+    uint32_t retries;             /* -EAGAIN/-EINTR resubmissions so far */
+    int32_t res;                  /* pool.c: the worker's result */
+    struct k3io_chunk *next;      /* free list or a backend's queue */
+};
+
+struct k3io_reader;
+
+/* A backend, as fio's engines are: a map of what it does at a glance. */
+struct k3io_ops {
+    const char *name;
+    /* Sets up the backend; on failure returns -errno and names the failing call in
+     * *failed_call.  May append a sentence to note (a lesser fallback it took). */
+    int (*init)(struct k3io_reader *r, const char **failed_call, char *note, size_t note_len);
+    /* Frees the backend; nothing is in flight by then. */
+    void (*exit)(struct k3io_reader *r);
+    /* Stages a chunk (its slot is already counted in flight); cannot fail. */
+    void (*queue)(struct k3io_reader *r, struct k3io_chunk *c);
+    /* Starts what is staged, in as few system calls as the backend can. */
+    int (*flush)(struct k3io_reader *r);
+    /* Starts what is staged and hands every finished chunk to k3io__chunk_done; with
+     * wait, blocks until at least one has finished (some must be in flight). */
+    int (*reap)(struct k3io_reader *r, bool wait);
+};
+
+extern const struct k3io_ops k3io_uring_ops;
+extern const struct k3io_ops k3io_pool_ops;
+
+struct k3io_block;                /* requests are allocated in blocks, never freed early */
+
+struct k3io_reader {
+    const struct k3io_ops *ops;
+    void *backend;                /* the ops' private state */
+
+    int *fds;                     /* [n_files] */
+    bool *direct;                 /* [n_files] O_DIRECT in effect: short reads resubmit only aligned */
+    int n_files;
+    char *area;                   /* [area_bytes] or NULL */
+    size_t area_bytes;
+    unsigned queue_depth;
+    uint32_t max_io_bytes;
+    int pread_threads;
+
+    struct k3io_chunk *chunks;    /* [queue_depth] */
+    struct k3io_chunk *free_chunks;
+    unsigned inflight;            /* chunks started and not finished */
+
+    struct k3io_request *pending, *pending_tail; /* waiting to be carved, FIFO */
+    struct k3io_request *done, *done_tail;       /* finished, not yet returned, FIFO */
+    int n_done;
+    struct k3io_request *free_requests;
+    struct k3io_block *blocks;
+    int outstanding;              /* submitted and not yet returned */
+    bool closing;                 /* destroy drains: results are no longer acted on */
+
+    k3io_fault_fn fault;
+    void *fault_ctx;
+    struct k3io_stats stats;
+};
+
+/* Called by a backend with a chunk's raw result (bytes or -errno). */
+void k3io__chunk_done(struct k3io_reader *r, struct k3io_chunk *c, int32_t res);
+
+#endif

@@ -1,0 +1,230 @@
+/* The io_uring backend: one ring per reader, set up as fio does (the newest task-run
+ * flags first, dropped on EINVAL), files and the buffer area registered, reads as
+ * READ_FIXED on fixed files.  Where registration is refused it reads without it and says
+ * so in the note; where the ring itself is refused, reader.c falls back to pread. */
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "iouring/reader_internal.h"
+
+struct uring {
+    struct io_uring ring;
+    bool fixed_files;  /* fds registered: sqe->fd is the index, IOSQE_FIXED_FILE */
+    bool fixed_bufs;   /* area registered in 1 GiB pieces: READ_FIXED */
+};
+
+/* fio's ladder (fio_ioring_queue_init): each rung needs a newer kernel than the next. */
+static const unsigned setup_ladder[] = {
+    IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_COOP_TASKRUN, /* 6.1 */
+    IORING_SETUP_COOP_TASKRUN,                                                           /* 5.19 */
+    0,
+};
+
+static void note_add(char *note, size_t note_len, const char *fmt, ...)
+{
+    size_t used = strlen(note);
+    if (used && used + 2 < note_len) {
+        strcpy(note + used, "; ");
+        used += 2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(note + used, note_len - used, fmt, ap);
+    va_end(ap);
+}
+
+static int setup_ring(struct io_uring *ring, unsigned entries)
+{
+    int rc = -EINVAL;
+    for (size_t i = 0; i < sizeof setup_ladder / sizeof setup_ladder[0] && rc == -EINVAL; i++) {
+        struct io_uring_params p = {.flags = setup_ladder[i]};
+        rc = io_uring_queue_init_params(entries, ring, &p);
+    }
+    return rc;
+}
+
+static bool reads_supported(struct io_uring *ring)
+{
+    struct io_uring_probe *probe = io_uring_get_probe_ring(ring);
+    bool ok = probe && io_uring_opcode_supported(probe, IORING_OP_READ) &&
+              io_uring_opcode_supported(probe, IORING_OP_READ_FIXED);
+    io_uring_free_probe(probe);
+    return ok;
+}
+
+/* A descriptor that is not open becomes an empty slot (-1), whose reads fail with EBADF
+ * just as they would through the bad descriptor itself. */
+static int register_files(struct k3io_reader *r, struct uring *u)
+{
+    if (!r->n_files)
+        return 0;
+    int *table = malloc((size_t)r->n_files * sizeof *table);
+    if (!table)
+        return -ENOMEM;
+    for (int i = 0; i < r->n_files; i++)
+        table[i] = fcntl(r->fds[i], F_GETFD) >= 0 ? r->fds[i] : -1;
+    int rc = io_uring_register_files(&u->ring, table, (unsigned)r->n_files);
+    free(table);
+    u->fixed_files = rc == 0;
+    return rc;
+}
+
+/* Pinned pages are charged to RLIMIT_MEMLOCK without CAP_IPC_LOCK, so raise it first as
+ * fio's t/io_uring.c does: to infinity where allowed, else the soft limit to the hard one.
+ * Failure is fine: registration then fails with ENOMEM and the reads go unregistered. */
+static void raise_memlock(void)
+{
+    struct rlimit rl = {RLIM_INFINITY, RLIM_INFINITY};
+    if (setrlimit(RLIMIT_MEMLOCK, &rl) == 0 || getrlimit(RLIMIT_MEMLOCK, &rl))
+        return;
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_MEMLOCK, &rl);
+}
+
+static int register_area(struct k3io_reader *r, struct uring *u)
+{
+    raise_memlock();
+    size_t n = (r->area_bytes + K3IO_AREA_PIECE - 1) / K3IO_AREA_PIECE;
+    struct iovec *iov = malloc(n * sizeof *iov);
+    if (!iov)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        size_t at = i * K3IO_AREA_PIECE, left = r->area_bytes - at;
+        iov[i] = (struct iovec){r->area + at, left < K3IO_AREA_PIECE ? left : K3IO_AREA_PIECE};
+    }
+    int rc = io_uring_register_buffers(&u->ring, iov, (unsigned)n);
+    free(iov);
+    u->fixed_bufs = rc == 0;
+    return rc;
+}
+
+static int uring_init(struct k3io_reader *r, const char **failed_call, char *note, size_t note_len)
+{
+    struct uring *u = calloc(1, sizeof *u);
+    if (!u) {
+        *failed_call = "calloc";
+        return -ENOMEM;
+    }
+    int rc = setup_ring(&u->ring, r->queue_depth);
+    if (rc) {
+        *failed_call = "io_uring_queue_init_params";
+        free(u);
+        return rc;
+    }
+    if (!reads_supported(&u->ring)) {
+        *failed_call = "io_uring_get_probe_ring: no READ or READ_FIXED";
+        io_uring_queue_exit(&u->ring);
+        free(u);
+        return -EOPNOTSUPP;
+    }
+    io_uring_register_ring_fd(&u->ring); /* 5.18+; only saves a file lookup per enter */
+    rc = register_files(r, u);
+    if (rc)
+        note_add(note, note_len, "io_uring: registered files unavailable "
+                 "(io_uring_register_files: %s); plain fds", strerror(-rc));
+    if (r->area) {
+        rc = register_area(r, u);
+        if (rc)
+            note_add(note, note_len, "io_uring: registered buffers unavailable "
+                     "(io_uring_register_buffers: %s); plain reads", strerror(-rc));
+    }
+    r->backend = u;
+    return 0;
+}
+
+static void uring_exit(struct k3io_reader *r)
+{
+    struct uring *u = r->backend;
+    io_uring_queue_exit(&u->ring);
+    free(u);
+}
+
+static void uring_queue(struct k3io_reader *r, struct k3io_chunk *c)
+{
+    struct uring *u = r->backend;
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+    /* Never NULL: unsubmitted SQEs <= chunks in flight <= queue_depth <= SQ entries. */
+    assert(sqe);
+    int fd = u->fixed_files ? (int)c->file : r->fds[c->file];
+    if (u->fixed_bufs)
+        io_uring_prep_read_fixed(sqe, fd, c->buf, c->len, c->offset,
+                                 (int)((size_t)(c->buf - r->area) / K3IO_AREA_PIECE));
+    else
+        io_uring_prep_read(sqe, fd, c->buf, c->len, c->offset);
+    if (u->fixed_files)
+        sqe->flags |= IOSQE_FIXED_FILE;
+    io_uring_sqe_set_data(sqe, c);
+}
+
+/* -EAGAIN and -EBUSY from io_uring_enter mean the kernel took nothing until completions
+ * are reaped; the SQEs stay in the ring and the next enter (in reap) submits them. */
+static bool enter_transient(int rc)
+{
+    return rc == -EINTR || rc == -EAGAIN || rc == -EBUSY;
+}
+
+static int uring_flush(struct k3io_reader *r)
+{
+    struct uring *u = r->backend;
+    int rc;
+    do
+        rc = io_uring_submit(&u->ring);
+    while (rc == -EINTR);
+    return rc < 0 && !enter_transient(rc) ? rc : 0;
+}
+
+static unsigned drain(struct k3io_reader *r, struct uring *u)
+{
+    struct io_uring_cqe *cqes[64];
+    unsigned total = 0, n;
+    while ((n = io_uring_peek_batch_cqe(&u->ring, cqes, 64)) > 0) {
+        for (unsigned i = 0; i < n; i++)
+            k3io__chunk_done(r, io_uring_cqe_get_data(cqes[i]), cqes[i]->res);
+        io_uring_cq_advance(&u->ring, n);
+        total += n;
+    }
+    return total;
+}
+
+/* With DEFER_TASKRUN, completions are only posted inside io_uring_enter(GETEVENTS), and
+ * liburing 2.3's peek enters the kernel only for the TASKRUN or overflow flags; so every
+ * reap enters with GETEVENTS (submit_and_get_events, submit_and_wait) before peeking. */
+static int uring_reap(struct k3io_reader *r, bool wait)
+{
+    struct uring *u = r->backend;
+    for (;;) {
+        int rc = wait ? io_uring_submit_and_wait(&u->ring, 1)
+                      : io_uring_submit_and_get_events(&u->ring);
+        if (rc < 0 && !enter_transient(rc))
+            return rc;
+        if (drain(r, u) || !wait)
+            return 0;
+        if (rc == -EINTR || rc >= 0)
+            continue;
+        /* Refused with nothing reaped: wait for a completion without submitting, or, with
+         * nothing of ours in the kernel (liburing#281), give it a moment. */
+        if (r->inflight > io_uring_sq_ready(&u->ring)) {
+            struct io_uring_cqe *cqe;
+            io_uring_wait_cqe(&u->ring, &cqe);
+        } else {
+            nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+        }
+    }
+}
+
+const struct k3io_ops k3io_uring_ops = {
+    .name = "io_uring",
+    .init = uring_init,
+    .exit = uring_exit,
+    .queue = uring_queue,
+    .flush = uring_flush,
+    .reap = uring_reap,
+};

@@ -1,0 +1,112 @@
+/* Helpers for the reader tests (test_reader_*.c): files of known pseudo-random content,
+ * a reader per backend (io_uring runs skipped where io_uring is unavailable), waiting for
+ * everything outstanding. */
+#ifndef K3_TEST_READER_H
+#define K3_TEST_READER_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "iouring/file.h"
+#include "iouring/reader.h"
+#include "tests/check.h"
+
+static const enum k3io_backend test_backends[] = {K3IO_URING, K3IO_PREAD};
+#define N_TEST_BACKENDS 2
+
+static inline const char *backend_label(enum k3io_backend b)
+{
+    return b == K3IO_URING ? "io_uring" : b == K3IO_PREAD ? "pread" : "auto";
+}
+
+/* The byte at file offset i of the file made with seed. */
+static inline uint8_t pattern_byte(uint64_t seed, uint64_t i)
+{
+    uint64_t z = seed * 0x9e3779b97f4a7c15ull + (i >> 3) + 1;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (uint8_t)(z >> (8 * (i & 7)));
+}
+
+/* $K3_TEST_TMP/name (the runner sets it; build/test-tmp otherwise). */
+static inline const char *test_path(const char *name)
+{
+    static char path[4][4096];
+    static int next;
+    const char *t = getenv("K3_TEST_TMP");
+    t = t && *t ? t : "build/test-tmp";
+    mkdir(t, 0755);
+    char *p = path[next++ % 4];
+    snprintf(p, sizeof path[0], "%s/%s", t, name);
+    return p;
+}
+
+/* Writes size bytes of the seed's pattern to path. */
+static inline void make_pattern_file(const char *path, uint64_t size, uint64_t seed)
+{
+    struct k3io_file f;
+    REQUIRE(k3io_open(&f, path, O_RDWR | O_CREAT | O_TRUNC, false) == 0, "create %s", path);
+    enum { STEP = 1 << 20 };
+    uint8_t *buf = malloc(STEP);
+    REQUIRE(buf, "malloc");
+    for (uint64_t at = 0; at < size; at += STEP) {
+        uint64_t n = size - at < STEP ? size - at : STEP;
+        for (uint64_t i = 0; i < n; i++)
+            buf[i] = pattern_byte(seed, at + i);
+        REQUIRE(k3io_pwrite_full(&f, buf, n, at) == 0, "write %s", path);
+    }
+    free(buf);
+    k3io_close(&f);
+}
+
+/* A reader on backend b, or NULL when b is io_uring and this machine refuses io_uring
+ * (the io_uring run is then skipped, and said so). */
+static inline struct k3io_reader *open_reader(enum k3io_backend b, struct k3io_config cfg)
+{
+    cfg.backend = b;
+    char note[256];
+    struct k3io_reader *r = NULL;
+    int rc = k3io_reader_create(&r, &cfg, note, sizeof note);
+    if (rc && b == K3IO_URING && (rc == -ENOSYS || rc == -EPERM || rc == -EOPNOTSUPP)) {
+        printf("io_uring run skipped: %s\n", note);
+        return NULL;
+    }
+    REQUIRE(rc == 0, "%s reader: %s (%s)", backend_label(b), strerror(-rc), note);
+    REQUIRE(strcmp(k3io_backend_name(r), backend_label(b)) == 0, "asked %s, got %s",
+            backend_label(b), k3io_backend_name(r));
+    return r;
+}
+
+/* Waits for every outstanding request; done[] gets them by arrival.  Returns how many. */
+static inline int wait_all(struct k3io_reader *r, struct k3io_done *done, int cap)
+{
+    int n = 0;
+    while (k3io_pending(r) > 0) {
+        int got = k3io_wait(r, done + n, cap - n, 1);
+        REQUIRE(got > 0, "k3io_wait: %d (%s)", got, got < 0 ? strerror(-got) : "none");
+        n += got;
+    }
+    return n;
+}
+
+/* The result of the request with this tag among done[0..n), which must hold it once. */
+static inline int32_t result_of(const struct k3io_done *done, int n, uint64_t tag)
+{
+    int seen = 0;
+    int32_t res = 0;
+    for (int i = 0; i < n; i++)
+        if (done[i].tag == tag) {
+            seen++;
+            res = done[i].res;
+        }
+    REQUIRE(seen == 1, "tag %llu completed %d times", (unsigned long long)tag, seen);
+    return res;
+}
+
+#endif
