@@ -1,0 +1,67 @@
+/* An area over 1 GiB is registered as several buffers (1 GiB each at most, the kernel's
+ * limit): on both backends a read whose destination crosses the 1 GiB boundary of the
+ * area is cut there (each part in one registered buffer, READ_FIXED with the right
+ * buf_index) and one wholly in the second piece lands too. */
+#include <sys/mman.h>
+
+#include "tests/unit/test_reader.h"
+
+#define SEED 29
+#define FILE_BYTES (4u << 20)
+#define GiB (1ull << 30)
+#define AREA_BYTES (GiB + (8u << 20))
+
+static void run(enum k3io_backend b, const int *fd, char *area)
+{
+    struct k3io_config cfg = {.fds = fd, .n_files = 1, .area = area, .area_bytes = AREA_BYTES,
+                              .queue_depth = 8, .max_io_bytes = 4u << 20, .pread_threads = 2};
+    char note[256];
+    cfg.backend = b;
+    struct k3io_reader *r = NULL;
+    int rc = k3io_reader_create(&r, &cfg, note, sizeof note);
+    if (rc && b == K3IO_URING) {
+        printf("io_uring run skipped: %s\n", note);
+        return;
+    }
+    REQUIRE(rc == 0, "%s: %s", backend_label(b), strerror(-rc));
+    CHECK(note[0] == 0, "%s: note \"%s\"", backend_label(b), note);
+    struct k3io_req q[] = {
+        {.file = 0, .len = 3u << 20, .offset = 4096, .buf = area + GiB - (1u << 20), .tag = 1},
+        {.file = 0, .len = 2u << 20, .offset = 1u << 20, .buf = area + GiB + (4u << 20), .tag = 2},
+    };
+    REQUIRE(k3io_submit(r, q, 2) == 0, "submit");
+    struct k3io_done d[2];
+    int n = wait_all(r, d, 2);
+    for (int i = 0; i < 2; i++) {
+        int32_t res = result_of(d, n, q[i].tag);
+        CHECK(res == (int32_t)q[i].len, "%s: request %d res %d (%s)", backend_label(b), i, res,
+              res < 0 ? strerror(-res) : "bytes");
+        const uint8_t *got = q[i].buf;
+        for (uint32_t k = 0; res > 0 && k < q[i].len; k++)
+            if (got[k] != pattern_byte(SEED, q[i].offset + k)) {
+                CHECK(0, "%s: request %d byte %u differs", backend_label(b), i, k);
+                break;
+            }
+    }
+    struct k3io_stats st = k3io_stats(r);
+    CHECK(st.chunks == 3, "%s: %llu chunks, want 3 (the crossing read cut in two)",
+          backend_label(b), (unsigned long long)st.chunks);
+    k3io_reader_destroy(r);
+}
+
+int main(void)
+{
+    const char *path = test_path("reader_pieces.bin");
+    make_pattern_file(path, FILE_BYTES, SEED);
+    struct k3io_file f;
+    REQUIRE(k3io_open(&f, path, O_RDONLY, true) == 0, "open %s", path);
+    char *area = mmap(NULL, AREA_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (area == MAP_FAILED)
+        SKIP("no room for a %llu-byte area", (unsigned long long)AREA_BYTES);
+    for (int i = 0; i < N_TEST_BACKENDS; i++)
+        run(test_backends[i], &f.fd, area);
+    munmap(area, AREA_BYTES);
+    k3io_close(&f);
+    unlink(path);
+    return check_result();
+}
