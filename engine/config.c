@@ -139,7 +139,7 @@ static int parse_text(struct k3_config *c, struct reader *r)
 {
     c->vocab = get_int(r, "vocab_size", 1, 1 << 24);
     c->hidden = get_int(r, "hidden_size", 1, 1 << 20);
-    c->n_layers = get_int(r, "num_hidden_layers", 1, 4096);
+    c->n_layers = get_int(r, "num_hidden_layers", 1, K3_MAX_LAYERS);
     c->rms_eps = get_float(r, "rms_norm_eps", 0, 1);
     require_string(r, "hidden_act", "situ");
     c->situ_beta = get_float(r, "activation_situ_beta", 1e-6, 1e6);

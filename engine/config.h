@@ -25,6 +25,7 @@
 
 /* Bounds the engine keeps small buffers on the stack for; configs beyond them are
  * refused at load (K3 uses 8 blocks, 1 group, head_dim 128). */
+#define K3_MAX_LAYERS 4096
 #define K3_MAX_BLOCKS 64
 #define K3_MAX_GROUPS 256
 #define K3_MAX_HEAD_DIM 1024
@@ -70,6 +71,7 @@ struct k3_config {
 
     /* Bounds the engine keeps small buffers on the stack for; configs beyond them are
  * refused at load (K3 uses 8 blocks, 1 group, head_dim 128). */
+#define K3_MAX_LAYERS 4096
 #define K3_MAX_BLOCKS 64
 #define K3_MAX_GROUPS 256
 #define K3_MAX_HEAD_DIM 1024

@@ -99,6 +99,14 @@ static void layout_scratch(struct k3_session_scratch *s, struct bump *b, const s
     s->batch = take(b, E * sizeof(int));
 }
 
+uint64_t k3_session_scratch_bytes(const struct k3_config *c, int max_ctx, int threads)
+{
+    struct k3_session_scratch s = {.threads = threads};
+    struct bump b = {0};
+    layout_scratch(&s, &b, c, max_ctx);
+    return b.used;
+}
+
 uint64_t k3_session_state_bytes(const struct k3_config *c, int max_ctx)
 {
     uint64_t bytes = 0, d = (uint64_t)c->kda_head_dim, P = (uint64_t)k3_kda_width(c);

@@ -48,6 +48,9 @@ void k3_session_free(struct k3_session *ss);
 int k3_forward(struct k3_session *ss, const int32_t *tokens, int n, float *logits,
                bool all_logits, struct k3_err *err);
 
+/* Bytes of scratch a session allocates (activations of one chunk, attention rows). */
+uint64_t k3_session_scratch_bytes(const struct k3_config *c, int max_ctx, int threads);
+
 /* Bytes of state a session of max_ctx positions keeps (KDA + conv + MLA cache). */
 uint64_t k3_session_state_bytes(const struct k3_config *c, int max_ctx);
 

@@ -249,7 +249,7 @@ static int open_drives(struct packer *pk, struct k3_err *err)
             return k3_errf(err, "drive %s: %s", dir, strerror(-e));
         if (k3_path_join(path, sizeof path, dir, K3_PACK_DATA_FILE, err))
             return -1;
-        e = k3io_open(&pk->files[d], path, O_RDWR | O_CREAT | O_TRUNC, true);
+        e = k3io_open(&pk->files[d], path, O_RDWR | O_CREAT | O_TRUNC, false);
         if (e)
             return k3_errf(err, "drive %s: %s: %s", dir, path, strerror(-e));
         if (!pk->files[d].direct)
@@ -509,6 +509,9 @@ int k3_pack(const struct k3_pack_opts *o, struct k3_err *err)
                            &pk.tokconfig_len, err);
     if (!rc)
         rc = k3_ckpt_open(&pk.ck, o->checkpoint, err);
+    /* The input is read once, front to back within each shard: ask for deep readahead. */
+    for (int s = 0; !rc && s < pk.ck->n_shards; s++)
+        posix_fadvise(pk.ck->shards[s].fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     if (!rc)
         rc = k3_ckpt_plan_init(&pk.plan, pk.ck, &pk.cfg, err);
     if (!rc) {

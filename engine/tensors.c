@@ -190,16 +190,21 @@ int k3_trunk_layout_init(struct k3_trunk_layout *t, const struct k3_config *c,
         k3_trunk_layout_free(t);
         return -1;
     }
-    for (int i = 0; i < n; i++) {
-        int seg = specs[i].layer >= 0 ? specs[i].layer + 1
-                  : specs[i].slot == K3_SLOT_EMBED ? 0
-                                                   : c->n_layers + 1;
-        uint64_t at = (t->segment_bytes[seg] + K3_SEGMENT_TENSOR_ALIGN - 1) /
-                      K3_SEGMENT_TENSOR_ALIGN * K3_SEGMENT_TENSOR_ALIGN;
-        t->segment[i] = seg;
-        t->offset[i] = at;
-        t->segment_bytes[seg] = at + bytes[i];
-    }
+    /* Vectors first, so a segment's small tensors sit in its first pieces and can be
+     * loaded without the matrices; then the matrices. */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < n; i++) {
+            if ((specs[i].kind == K3_T_MATRIX) != (pass == 1))
+                continue;
+            int seg = specs[i].layer >= 0 ? specs[i].layer + 1
+                      : specs[i].slot == K3_SLOT_EMBED ? 0
+                                                       : c->n_layers + 1;
+            uint64_t at = (t->segment_bytes[seg] + K3_SEGMENT_TENSOR_ALIGN - 1) /
+                          K3_SEGMENT_TENSOR_ALIGN * K3_SEGMENT_TENSOR_ALIGN;
+            t->segment[i] = seg;
+            t->offset[i] = at;
+            t->segment_bytes[seg] = at + bytes[i];
+        }
     return 0;
 }
 

@@ -75,8 +75,9 @@ enum k3_dtype k3_spec_dtype(const struct k3_tensor_spec *s);
 /* ---- trunk segments -------------------------------------------------------------- */
 
 /* The trunk is stored and loaded as segments: 0 the embedding, 1 + l layer l, L + 1 the
- * output tensors (final norm, output AttnRes, lm_head).  Inside a segment the tensors
- * follow the spec order, each at a K3_SEGMENT_TENSOR_ALIGN-aligned offset. */
+ * output tensors (final norm, output AttnRes, lm_head).  Inside a segment the vectors
+ * (norm gains, biases, convs...) come first, then the matrices, each group in spec order
+ * and every tensor at a K3_SEGMENT_TENSOR_ALIGN-aligned offset. */
 #define K3_SEGMENT_TENSOR_ALIGN 64
 
 struct k3_trunk_layout {
