@@ -284,27 +284,32 @@ int k3io_reader_create(struct k3io_reader **out, const struct k3io_config *cfg, 
         return rc;
     }
     const char *failed_call = "";
-    rc = -1;
+    int why = 0; /* io_uring's refusal, when falling back */
     if (cfg->backend != K3IO_PREAD) {
         r->ops = &k3io_uring_ops;
-        rc = r->ops->init(r, &failed_call, note, note_len);
-        if (rc && cfg->backend == K3IO_URING) {
-            snprintf(note, note_len, "io_uring unavailable (%s: %s)", failed_call, strerror(-rc));
+        why = r->ops->init(r, &failed_call, note, note_len);
+        if (!why) {
+            *out = r;
+            return 0;
+        }
+        snprintf(note, note_len, "io_uring unavailable (%s: %s)", failed_call, strerror(-why));
+        if (cfg->backend == K3IO_URING) {
             free_reader(r);
-            return rc;
+            return why;
         }
     }
+    r->ops = &k3io_pool_ops;
+    rc = r->ops->init(r, &failed_call, note, note_len);
     if (rc) {
-        int why = rc;
-        r->ops = &k3io_pool_ops;
-        rc = r->ops->init(r, &failed_call, note, note_len);
-        if (rc) {
-            free_reader(r);
-            return rc;
-        }
-        if (cfg->backend == K3IO_AUTO)
-            snprintf(note, note_len, "io_uring unavailable (%s: %s); %d pread threads",
-                     failed_call, strerror(-why), r->pread_threads);
+        size_t used = strlen(note);
+        snprintf(note + used, note_len - used, "%spread threads unavailable (%s: %s)",
+                 used ? "; " : "", failed_call, strerror(-rc));
+        free_reader(r);
+        return rc;
+    }
+    if (why) {
+        size_t used = strlen(note);
+        snprintf(note + used, note_len - used, "; %d pread threads", r->pread_threads);
     }
     *out = r;
     return 0;
@@ -364,21 +369,16 @@ int k3io_submit(struct k3io_reader *r, const struct k3io_req *reqs, int n)
     return r->ops->flush(r);
 }
 
-/* Reaps (blocking when wait), then refills the freed slots from the pending FIFO. */
-static int progress(struct k3io_reader *r, bool wait)
+/* Hands finished chunks to chunk_done (blocking for one when wait), then cuts chunks for
+ * the freed slots; they start with the next reap or flush. */
+static int reap(struct k3io_reader *r, bool wait)
 {
-    int rc;
-    if (wait) {
-        double t0 = now_seconds();
-        rc = r->ops->reap(r, true);
+    double t0 = wait ? now_seconds() : 0;
+    int rc = r->ops->reap(r, wait);
+    if (wait)
         r->stats.wait_seconds += now_seconds() - t0;
-    } else {
-        rc = r->ops->reap(r, false);
-    }
-    if (rc)
-        return rc;
     carve(r);
-    return r->ops->flush(r); /* new chunks, and retries staged while reaping */
+    return rc;
 }
 
 int k3io_wait(struct k3io_reader *r, struct k3io_done *out, int max, int min)
@@ -389,13 +389,18 @@ int k3io_wait(struct k3io_reader *r, struct k3io_done *out, int max, int min)
         min = max;
     if (min > r->outstanding)
         min = r->outstanding;
-    int rc = progress(r, false);
+    int rc = 0;
+    if (min == 0)
+        rc = reap(r, false); /* only what has landed */
     while (!rc && r->n_done < min) {
         /* Something is in flight whenever a request is neither done nor returned: carve
-         * fills every free slot and finishes requests that need no more reads. */
+         * fills every free slot and finishes requests that need no more reads.  Each
+         * blocking reap also starts what the last one staged, in the same system call. */
         assert(r->inflight > 0);
-        rc = progress(r, true);
+        rc = reap(r, true);
     }
+    if (!rc)
+        rc = r->ops->flush(r); /* refills and retries staged by the last reap */
     if (rc)
         return rc;
     int n = 0;

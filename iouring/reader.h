@@ -70,8 +70,10 @@ void k3io_reader_destroy(struct k3io_reader *r);
 
 /* Queues n requests and submits them in as few system calls as the queue allows; what
  * does not fit in flight is submitted as completions make room (during k3io_wait).
- * Returns 0, or -EINVAL (a file index out of range, len 0 or over INT32_MAX, a buffer
- * outside area) / -ENOMEM with none of the n queued. */
+ * Returns 0; -EINVAL (a file index out of range, len 0 or over INT32_MAX, a buffer
+ * outside area) or -ENOMEM with none of the n queued; or the backend's -errno when it
+ * cannot start reads (e.g. -EEXIST: io_uring used from a thread other than the
+ * creator's), the requests staying queued. */
 int k3io_submit(struct k3io_reader *r, const struct k3io_req *reqs, int n);
 
 /* Waits until at least min requests have completed (0: only what has), then returns up

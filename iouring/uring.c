@@ -125,7 +125,6 @@ static int uring_init(struct k3io_reader *r, const char **failed_call, char *not
         free(u);
         return -EOPNOTSUPP;
     }
-    io_uring_register_ring_fd(&u->ring); /* 5.18+; only saves a file lookup per enter */
     rc = register_files(r, u);
     if (rc)
         note_add(note, note_len, "io_uring: registered files unavailable "
