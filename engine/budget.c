@@ -66,16 +66,33 @@ int k3_budget_plan(const struct k3_budget_input *in, uint64_t budget, struct k3_
     b->budget = budget;
     b->n_segments = in->n_segments;
     uint64_t fixed = fixed_part(in, b);
-    b->floor = cost(in, b->resident, fixed);
+    /* The floor: with the k largest segments resident the cost is their sum plus two slots
+     * of the next largest; the cheapest k is the floor (for K3 it is k = 0, but a model
+     * with one huge segment is cheaper with that one resident). */
+    bool trial[K3_MAX_LAYERS + 2] = {0};
+    b->floor = cost(in, trial, fixed);
+    int best_k = 0;
+    for (int k = 1;; k++) {
+        int s = next_candidate(in, trial);
+        if (s <= 0)
+            break;
+        trial[s] = true;
+        uint64_t c = cost(in, trial, fixed);
+        if (c < b->floor) {
+            b->floor = c;
+            best_k = k;
+        }
+    }
+    for (int k = 0; k < best_k; k++)
+        b->resident[next_candidate(in, b->resident)] = true;
     if (budget < b->floor)
         return k3_errf(err,
                        "--ram %.2f GiB is below the floor of %.2f GiB at %d context (session "
-                       "state %.2f, expert buffers %.2f, trunk stream slots 2 x %.2f, the rest "
-                       "%.2f GiB)",
+                       "state %.2f, expert buffers %.2f, trunk %.2f, the rest %.2f GiB)",
                        budget / GIB, b->floor / GIB, in->ctx, b->state / GIB,
-                       b->expert_inflight / GIB, largest_streamed(in, b->resident) / GIB,
+                       b->expert_inflight / GIB, (b->floor - fixed) / GIB,
                        (fixed - b->state - b->expert_inflight) / GIB);
-    /* Greedy: make a segment resident while the plan still fits. */
+    /* Above the floor: more segments resident while the plan still fits. */
     for (;;) {
         int s = next_candidate(in, b->resident);
         if (s < 0)
@@ -102,8 +119,9 @@ void k3_budget_print(FILE *f, const struct k3_budget *b, const struct k3_budget_
     for (int s = 1; s < in->n_segments; s++)
         resident += b->resident[s], streamed += !b->resident[s];
     const double G = GIB;
-    fprintf(f, "budget %.2f GiB (floor %.2f GiB at %d context):\n", b->budget / G, b->floor / G,
-            in->ctx);
+    fprintf(f, "budget %.2f GiB = %llu B (floor %.2f GiB = %llu B at %d context):\n",
+            b->budget / G, (unsigned long long)b->budget, b->floor / G,
+            (unsigned long long)b->floor, in->ctx);
     fprintf(f, "  session state         %8.3f GiB (KDA state, conv rings, MLA cache)\n",
             b->state / G);
     fprintf(f, "  runtime + scratch     %8.3f GiB\n", (b->runtime + b->scratch) / G);

@@ -3,12 +3,13 @@
  *
  * Owns: the arithmetic.  The floor is the runtime itself, the session state for the
  * context (KDA state, conv rings, MLA latent cache), the scratch of one chunk, every
- * segment's small tensors, the expert buffers one layer keeps in flight, two stream
- * slots of the largest trunk segment (one computing, one being read) and a buffer for
- * embedding rows, which are read on demand.  Above the floor, trunk segments become
- * resident largest first (each resident byte is a byte not read per token, and the
- * largest ones also shrink the stream slots), the embedding last; what remains holds a
- * cache of expert records.  Does not own: allocation (stream.c), measuring RSS.
+ * segment's small tensors, the expert buffers one layer keeps in flight, a buffer for
+ * embedding rows (read on demand), and the trunk at its cheapest: two stream slots (one
+ * computing, one being read) of the largest streamed segment, plus whichever largest
+ * segments are cheaper resident than streamed through slots of their size.  Above the
+ * floor, trunk segments become resident largest first (each resident byte is a byte not
+ * read per token, and the largest ones also shrink the stream slots), the embedding
+ * last; what remains holds a cache of expert records.  Does not own: allocation (stream.c), measuring RSS.
  */
 #ifndef K3_BUDGET_H
 #define K3_BUDGET_H

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "engine/cli.h"
@@ -19,17 +20,21 @@
 #include "engine/forward.h"
 #include "engine/model.h"
 #include "engine/options.h"
+#include "engine/packed.h"
 #include "engine/sampler.h"
+#include "engine/stream.h"
 #include "engine/tokenizer.h"
 
 struct run_opts {
     const char *model, *drives, *ids_text, *prompt, *logits_out, *dump_layers;
+    const char *ram_text, *io_text;
     int32_t *ids; /* --ids, parsed while validating options */
     int n_ids;
-    int n_predict, threads, top_k;
+    int n_predict, threads, top_k, ctx;
     float temp, top_p;
-    uint64_t seed;
-    bool print_ids, ignore_eos, quiet;
+    uint64_t seed, ram;
+    enum k3io_backend io;
+    bool print_ids, ignore_eos, quiet, stats, verbose, no_cache, sync;
 };
 
 /* Per-layer summaries of the hidden state, [positions][layers + 1][rms, mean, max_abs]:
@@ -135,135 +140,262 @@ static int split_list(char *text, const char **items, int cap)
     return n;
 }
 
-static int open_model(struct k3_model *m, const struct run_opts *o, struct k3_err *err)
+/* Everything one run holds, set up in order and torn down in reverse. */
+struct runner {
+    const struct run_opts *o;
+    struct k3_model m;
+    struct k3_stream *stream;          /* packed models: the read path */
+    struct k3_expert_store *ckpt_store;/* checkpoint models */
+    struct k3_expert_store *store;     /* whichever serves the experts */
+    struct k3_tokenizer *tok;
+    struct k3_session ss;
+    struct k3_sampler sampler;
+    struct layer_dump dump;
+    int32_t *prompt;
+    int n_prompt, ctx;
+    float *logits;                     /* [K3_CHUNK][vocab] */
+    FILE *lf;
+    char logits_tmp[K3_PATH_MAX];
+};
+
+static int open_model(struct runner *r, struct k3_err *err)
 {
+    const struct run_opts *o = r->o;
     if (o->model)
-        return k3_model_open_checkpoint(m, o->model, err);
+        return k3_model_open_checkpoint(&r->m, o->model, err);
     char *list = strdup(o->drives);
     const char *drives[256];
     int n = list ? split_list(list, drives, 256) : 0;
-    int rc = n ? k3_model_open_packed(m, drives, n, err) : k3_errf(err, "--drives: no drives");
+    int rc = n ? k3_model_open_packed(&r->m, drives, n, err) : k3_errf(err, "--drives: no drives");
     free(list);
     return rc;
 }
 
-static int generate(const struct run_opts *o, struct k3_err *err)
+static int prepare_prompt(struct runner *r, struct k3_err *err)
 {
-    struct k3_model m;
-    if (open_model(&m, o, err))
+    const struct run_opts *o = r->o;
+    if ((o->prompt || !o->print_ids) && k3_model_tokenizer(&r->m, &r->tok, err))
         return -1;
-    const struct k3_config *c = &m.cfg;
-    struct k3_tokenizer *tok = NULL;
-    struct k3_expert_store *store = NULL;
-    struct k3_session ss = {0};
-    struct k3_sampler sampler = {0};
-    struct layer_dump dump = {0};
-    int32_t *prompt = NULL;
-    int n_prompt = 0;
-    float *logits = NULL;
-    FILE *lf = NULL;
-    char logits_tmp[K3_PATH_MAX] = "";
-    int rc = 0;
-
-    if (o->prompt || !o->print_ids)
-        rc = k3_model_tokenizer(&m, &tok, err);
-    if (!rc && o->ids) {
-        prompt = o->ids;
-        n_prompt = o->n_ids;
-    } else if (!rc) {
+    if (o->ids) {
+        r->prompt = o->ids;
+        r->n_prompt = o->n_ids;
+    } else {
         size_t n = 0;
-        rc = k3_tok_encode(tok, o->prompt, strlen(o->prompt), false, &prompt, &n, err);
-        n_prompt = (int)n;
+        if (k3_tok_encode(r->tok, o->prompt, strlen(o->prompt), false, &r->prompt, &n, err))
+            return -1;
+        r->n_prompt = (int)n;
     }
-    if (!rc && n_prompt == 0)
-        rc = k3_errf(err, "the prompt is empty");
-    int ctx = n_prompt + o->n_predict;
-    if (!rc && ctx > c->max_positions)
-        rc = k3_errf(err, "prompt (%d tokens) + -n %d exceeds max_position_embeddings %d",
-                     n_prompt, o->n_predict, c->max_positions);
-    if (!rc)
-        rc = k3_expert_store_open(&store, &m, c->top_k, err);
-    if (!rc && store->fallback[0])
-        fprintf(stderr, "k3-uring: note: %s\n", store->fallback);
-    if (!rc)
-        rc = k3_session_init(&ss, &m, store, ctx, err);
-    if (!rc)
-        rc = k3_sampler_init(&sampler, c->vocab, o->temp, o->top_k, o->top_p, o->seed, err);
-    if (!rc && !(logits = malloc(sizeof(float) * (size_t)K3_CHUNK * c->vocab)))
-        rc = k3_errf(err, "out of memory for logits");
-    if (!rc && o->dump_layers) {
-        dump.layers = c->n_layers;
-        dump.positions = ctx;
-        dump.stats = calloc((size_t)ctx * (c->n_layers + 1) * 3, sizeof(float));
-        if (!dump.stats)
-            rc = k3_errf(err, "out of memory for --dump-layers");
-        ss.hook = dump_hook;
-        ss.hook_ctx = &dump;
+    if (r->n_prompt == 0)
+        return k3_errf(err, "the prompt is empty");
+    r->ctx = o->ctx ? o->ctx : r->n_prompt + o->n_predict;
+    if (r->ctx < r->n_prompt + o->n_predict)
+        return k3_errf(err, "--ctx %d holds fewer than the prompt (%d tokens) + -n %d", r->ctx,
+                       r->n_prompt, o->n_predict);
+    if (r->ctx > r->m.cfg.max_positions)
+        return k3_errf(err, "context %d exceeds max_position_embeddings %d", r->ctx,
+                       r->m.cfg.max_positions);
+    return 0;
+}
+
+static int open_read_path(struct runner *r, struct k3_err *err)
+{
+    const struct run_opts *o = r->o;
+    const struct k3_config *c = &r->m.cfg;
+    if (!r->m.packed) {
+        if (k3_expert_store_checkpoint(&r->ckpt_store, &r->m, c->top_k, err))
+            return -1;
+        r->store = r->ckpt_store;
+        if (r->store->fallback[0])
+            fprintf(stderr, "k3-uring: note: %s\n", r->store->fallback);
+        return 0;
+    }
+    struct k3_stream_opts so = {
+        .backend = o->io,
+        .ram = o->ram,
+        .ctx = r->ctx,
+        .threads = omp_get_max_threads(),
+        .cache = !o->no_cache,
+        .sync = o->sync,
+        .logits_bytes = sizeof(float) * (size_t)K3_CHUNK * (size_t)c->vocab,
+    };
+    char note[256] = "";
+    if (k3_stream_open(&r->stream, &r->m, &so, note, sizeof note, err))
+        return -1;
+    if (note[0])
+        fprintf(stderr, "k3-uring: note: %s\n", note);
+    for (int d = 0; d < r->m.packed->n_drives; d++)
+        if (!r->m.packed->drives[d].data.direct) {
+            fprintf(stderr, "k3-uring: note: drive %s refuses O_DIRECT; reading it through the "
+                            "page cache\n", r->m.packed->drives[d].path);
+            break;
+        }
+    if (o->verbose) {
+        const struct k3_budget_input *in;
+        const struct k3_budget *b = k3_stream_budget(r->stream, &in);
+        fprintf(stderr, "k3-uring: reads through %s; ", k3_stream_backend(r->stream));
+        k3_budget_print(stderr, b, in);
+    }
+    r->store = k3_stream_experts(r->stream);
+    return 0;
+}
+
+static int setup(struct runner *r, struct k3_err *err)
+{
+    const struct run_opts *o = r->o;
+    if (open_model(r, err))
+        return -1;
+    const struct k3_config *c = &r->m.cfg;
+    if (prepare_prompt(r, err) || open_read_path(r, err) ||
+        k3_session_init(&r->ss, &r->m, r->store, r->ctx, err) ||
+        k3_sampler_init(&r->sampler, c->vocab, o->temp, o->top_k, o->top_p, o->seed, err))
+        return -1;
+    if (r->stream)
+        r->ss.trunk = k3_stream_trunk(r->stream);
+    if (!(r->logits = malloc(sizeof(float) * (size_t)K3_CHUNK * c->vocab)))
+        return k3_errf(err, "out of memory for logits");
+    if (o->dump_layers) {
+        r->dump.layers = c->n_layers;
+        r->dump.positions = r->ctx;
+        r->dump.stats = calloc((size_t)r->ctx * (c->n_layers + 1) * 3, sizeof(float));
+        if (!r->dump.stats)
+            return k3_errf(err, "out of memory for --dump-layers");
+        r->ss.hook = dump_hook;
+        r->ss.hook_ctx = &r->dump;
     }
     /* Logits go to a temporary name and are renamed at the end: a failed run leaves no
      * file that looks complete. */
-    if (!rc && o->logits_out) {
-        int n = snprintf(logits_tmp, sizeof logits_tmp, "%s.partial", o->logits_out);
-        if (n < 0 || (size_t)n >= sizeof logits_tmp)
-            rc = k3_errf(err, "--logits-out %s: path too long", o->logits_out);
-        else if (!(lf = fopen(logits_tmp, "wb")))
-            rc = k3_errf(err, "--logits-out %s: %s", logits_tmp, strerror(errno));
+    if (o->logits_out) {
+        int n = snprintf(r->logits_tmp, sizeof r->logits_tmp, "%s.partial", o->logits_out);
+        if (n < 0 || (size_t)n >= sizeof r->logits_tmp)
+            return k3_errf(err, "--logits-out %s: path too long", o->logits_out);
+        if (!(r->lf = fopen(r->logits_tmp, "wb")))
+            return k3_errf(err, "--logits-out %s: %s", r->logits_tmp, strerror(errno));
     }
+    return 0;
+}
 
-    double t0 = now();
-    for (int done = 0; !rc && done < n_prompt; done += K3_CHUNK) {
-        int T = n_prompt - done < K3_CHUNK ? n_prompt - done : K3_CHUNK;
-        rc = k3_forward(&ss, prompt + done, T, logits, lf != NULL, err);
-        if (!rc && lf) {
-            rc = write_rows(lf, logits, T, c->vocab, logits_tmp, err);
+static void teardown(struct runner *r)
+{
+    if (r->lf) {
+        fclose(r->lf);
+        unlink(r->logits_tmp);
+    }
+    free(r->dump.stats);
+    free(r->logits);
+    if (r->prompt != r->o->ids)
+        free(r->prompt);
+    k3_sampler_free(&r->sampler);
+    k3_session_free(&r->ss);
+    k3_expert_store_close(r->ckpt_store);
+    k3_stream_close(r->stream);
+    k3_tok_free(r->tok);
+    k3_model_close(&r->m);
+}
+
+/* What one step read and waited for (--stats), from two snapshots. */
+struct snapshot {
+    double t;
+    struct k3_stream_stats io;
+};
+
+static struct snapshot snap(const struct runner *r)
+{
+    struct snapshot s = {.t = now()};
+    if (r->stream)
+        s.io = k3_stream_stats(r->stream);
+    return s;
+}
+
+static void print_step(const struct runner *r, const char *what, int index,
+                       const struct snapshot *a, const struct snapshot *b)
+{
+    double dt = b->t - a->t;
+    if (!r->stream) {
+        fprintf(stderr, "k3-uring: %s %d: %.4f s\n", what, index, dt);
+        return;
+    }
+    const struct k3_stream_stats *x = &a->io, *y = &b->io;
+    uint64_t bytes = y->bytes - x->bytes, hits = y->records_hit - x->records_hit;
+    uint64_t asked = hits + y->records_read - x->records_read;
+    fprintf(stderr,
+            "k3-uring: %s %d: %.4f s, %.1f MB in %llu reads (%.2f GB/s), stall %.4f s, "
+            "cache hits %llu/%llu, verify %.4f s\n",
+            what, index, dt, bytes / 1e6, (unsigned long long)(y->reads - x->reads),
+            dt > 0 ? bytes / dt / 1e9 : 0, y->stall_seconds - x->stall_seconds,
+            (unsigned long long)hits, (unsigned long long)asked,
+            y->verify_seconds - x->verify_seconds);
+}
+
+static int generate(const struct run_opts *o, struct k3_err *err)
+{
+    struct runner r = {.o = o};
+    int rc = setup(&r, err);
+    const struct k3_config *c = &r.m.cfg;
+    struct snapshot start = snap(&r), a = start, b;
+    for (int done = 0; !rc && done < r.n_prompt; done += K3_CHUNK) {
+        int T = r.n_prompt - done < K3_CHUNK ? r.n_prompt - done : K3_CHUNK;
+        rc = k3_forward(&r.ss, r.prompt + done, T, r.logits, r.lf != NULL, err);
+        if (!rc && r.lf) {
+            rc = write_rows(r.lf, r.logits, T, c->vocab, r.logits_tmp, err);
             /* keep the last row first: the first token is sampled from it */
-            memmove(logits, logits + (size_t)(T - 1) * c->vocab, sizeof(float) * (size_t)c->vocab);
+            memmove(r.logits, r.logits + (size_t)(T - 1) * c->vocab,
+                    sizeof(float) * (size_t)c->vocab);
         }
     }
-    double t_prompt = now() - t0, t1 = now();
-    struct emitter em = {.tok = tok, .ids = o->print_ids};
+    struct snapshot prompt_end = snap(&r);
+    if (!rc && o->stats)
+        print_step(&r, "prompt", r.n_prompt, &start, &prompt_end);
+    struct emitter em = {.tok = r.tok, .ids = o->print_ids};
     int generated = 0;
+    a = prompt_end;
     while (!rc && generated < o->n_predict) {
-        int32_t next = k3_sample(&sampler, logits);
+        int32_t next = k3_sample(&r.sampler, r.logits);
         emit(&em, next);
         generated++;
         if ((next == c->eos_id && !o->ignore_eos) || generated == o->n_predict)
             break;
-        rc = k3_forward(&ss, &next, 1, logits, false, err);
-        if (!rc && lf)
-            rc = write_rows(lf, logits, 1, c->vocab, logits_tmp, err);
+        rc = k3_forward(&r.ss, &next, 1, r.logits, false, err);
+        if (!rc && r.lf)
+            rc = write_rows(r.lf, r.logits, 1, c->vocab, r.logits_tmp, err);
+        b = snap(&r);
+        if (!rc && o->stats)
+            print_step(&r, "token", generated, &a, &b);
+        a = b;
     }
-    double t_gen = now() - t1;
+    struct snapshot end = snap(&r);
     if (generated || !rc)
         emit_end(&em);
-    if (lf && fclose(lf) && !rc)
-        rc = k3_errf(err, "%s: write failed: %s", logits_tmp, strerror(errno));
-    if (lf && !rc && rename(logits_tmp, o->logits_out))
-        rc = k3_errf(err, "--logits-out %s: %s", o->logits_out, strerror(errno));
-    if (lf && rc)
-        unlink(logits_tmp);
+    if (!rc && r.lf) {
+        FILE *f = r.lf;
+        r.lf = NULL;
+        if (fclose(f))
+            rc = k3_errf(err, "%s: write failed: %s", r.logits_tmp, strerror(errno));
+        else if (rename(r.logits_tmp, o->logits_out))
+            rc = k3_errf(err, "--logits-out %s: %s", o->logits_out, strerror(errno));
+        if (rc)
+            unlink(r.logits_tmp);
+    }
     if (!rc && o->dump_layers)
-        rc = write_layer_dump(&dump, ss.pos, o->dump_layers, err);
+        rc = write_layer_dump(&r.dump, r.ss.pos, o->dump_layers, err);
     if (!rc && !o->quiet) {
-        const struct k3_expert_stats *st = &store->stats;
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        double t_gen = end.t - prompt_end.t;
+        uint64_t bytes = end.io.bytes - prompt_end.io.bytes;
         fprintf(stderr,
                 "k3-uring: prompt %d tokens in %.3f s; generated %d tokens, %.4f s/token; "
-                "experts %llu records, %.1f MB read (%.3f s waiting)\n",
-                n_prompt, t_prompt, generated, generated > 1 ? t_gen / (generated - 1) : 0.0,
-                (unsigned long long)st->records, st->bytes / 1e6, st->read_seconds);
-        if (st->nan_scale_groups)
+                "%.1f MB read per token (%.2f GB/s), stall %.4f s/token; peak RSS %ld MB\n",
+                r.n_prompt, prompt_end.t - start.t, generated,
+                generated > 1 ? t_gen / (generated - 1) : 0.0,
+                generated > 1 ? bytes / 1e6 / (generated - 1) : 0.0,
+                t_gen > 0 ? bytes / t_gen / 1e9 : 0.0,
+                generated > 1 ? (end.io.stall_seconds - prompt_end.io.stall_seconds) / (generated - 1) : 0.0,
+                ru.ru_maxrss / 1024);
+        if (r.store->stats.nan_scale_groups)
             fprintf(stderr, "k3-uring: %llu MXFP4 groups had the reserved scale 255 (zeroed)\n",
-                    (unsigned long long)st->nan_scale_groups);
+                    (unsigned long long)r.store->stats.nan_scale_groups);
     }
-    free(dump.stats);
-    free(logits);
-    if (prompt != o->ids)
-        free(prompt);
-    k3_sampler_free(&sampler);
-    k3_session_free(&ss);
-    k3_expert_store_close(store);
-    k3_tok_free(tok);
-    k3_model_close(&m);
+    teardown(&r);
     return rc;
 }
 
@@ -281,6 +413,14 @@ int cmd_run(int argc, char **argv)
         {"top-p", 0, K3_OPT_FLOAT, &o.top_p, "P", "nucleus sampling mass", 1e-6, 1},
         {"seed", 's', K3_OPT_U64, &o.seed, "N", "sampling seed", 0, 0},
         {"threads", 't', K3_OPT_INT, &o.threads, "N", "compute threads; 0 = one per core", 0, 4096},
+        {"ctx", 'c', K3_OPT_INT, &o.ctx, "N", "context positions; 0 = prompt + -n", 0, 1 << 30},
+        {"ram", 0, K3_OPT_STRING, &o.ram_text, "SIZE|floor|trunk",
+         "RAM budget (packed drives; default trunk: the whole trunk resident)", 0, 0},
+        {"io", 0, K3_OPT_STRING, &o.io_text, "auto|uring|pread", "read backend (packed drives; default auto)", 0, 0},
+        {"no-cache", 0, K3_OPT_FLAG, &o.no_cache, NULL, "no expert cache in the spare budget", 0, 0},
+        {"sync", 0, K3_OPT_FLAG, &o.sync, NULL, "read one record at a time, no overlap (baseline)", 0, 0},
+        {"stats", 0, K3_OPT_FLAG, &o.stats, NULL, "per token: time, bytes read, GB/s, stall, hits", 0, 0},
+        {"verbose", 'v', K3_OPT_FLAG, &o.verbose, NULL, "print the read backend and the budget", 0, 0},
         {"logits-out", 0, K3_OPT_STRING, &o.logits_out, "FILE", "write raw f32 logits, one row per predicted position", 0, 0},
         {"dump-layers", 0, K3_OPT_STRING, &o.dump_layers, "FILE", "write per-layer hidden-state summaries (JSON)", 0, 0},
         {"print-ids", 0, K3_OPT_FLAG, &o.print_ids, NULL, "print generated token ids instead of text", 0, 0},
@@ -299,6 +439,23 @@ int cmd_run(int argc, char **argv)
         rc = k3_errf(&err, "give the prompt as exactly one of -p TEXT or --ids LIST");
     if (!rc && o.ids_text)
         rc = k3_parse_id_list("--ids", o.ids_text, &o.ids, &o.n_ids, &err);
+    if (!rc && o.model && (o.ram_text || o.io_text || o.no_cache || o.sync))
+        rc = k3_errf(&err, "--ram, --io, --no-cache and --sync need --drives (a packed model); "
+                           "-m DIR loads the checkpoint whole");
+    if (!rc && (!o.ram_text || !strcmp(o.ram_text, "trunk")))
+        o.ram = K3_RAM_TRUNK;
+    else if (!rc && !strcmp(o.ram_text, "floor"))
+        o.ram = K3_RAM_FLOOR;
+    else if (!rc && (k3_parse_size(o.ram_text, &o.ram) || o.ram == 0))
+        rc = k3_errf(&err, "--ram: \"%s\" is not a size (e.g. 8G), floor or trunk", o.ram_text);
+    if (!rc && (!o.io_text || !strcmp(o.io_text, "auto")))
+        o.io = K3IO_AUTO;
+    else if (!rc && !strcmp(o.io_text, "uring"))
+        o.io = K3IO_URING;
+    else if (!rc && !strcmp(o.io_text, "pread"))
+        o.io = K3IO_PREAD;
+    else if (!rc)
+        rc = k3_errf(&err, "--io: \"%s\" is not auto, uring or pread", o.io_text);
     if (rc) {
         fprintf(stderr, "k3-uring: %s\n", err.msg);
         return 2;

@@ -46,14 +46,6 @@ struct k3_expert_store {
 int k3_expert_store_checkpoint(struct k3_expert_store **out, const struct k3_model *m,
                                int capacity, struct k3_err *err);
 
-/* Reads each record's pieces from the packed drives with pread, checksums verified. */
-int k3_expert_store_packed(struct k3_expert_store **out, const struct k3_model *m,
-                           int capacity, struct k3_err *err);
-
-/* The store for wherever the model was opened from. */
-int k3_expert_store_open(struct k3_expert_store **out, const struct k3_model *m, int capacity,
-                         struct k3_err *err);
-
 static inline void k3_expert_store_close(struct k3_expert_store *s)
 {
     if (s)

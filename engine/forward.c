@@ -377,13 +377,20 @@ static int forward_chunk(struct k3_session *ss, const int32_t *tokens, int T, fl
     int H = c->hidden;
     size_t NB = (size_t)k3_max_blocks(c);
 
-    for (int t = 0; t < T; t++) {
-        const uint16_t *row = m->w.embed + (size_t)tokens[t] * H;
-        for (int i = 0; i < H; i++)
-            s->p[(size_t)t * H + i] = k3_bf16_to_f32(row[i]);
+    if (ss->trunk) {
+        if (ss->trunk->embed(ss->trunk->ctx, tokens, T, s->p, err))
+            return -1;
+    } else {
+        for (int t = 0; t < T; t++) {
+            const uint16_t *row = m->w.embed + (size_t)tokens[t] * H;
+            for (int i = 0; i < H; i++)
+                s->p[(size_t)t * H + i] = k3_bf16_to_f32(row[i]);
+        }
     }
     int nb = 0; /* stored blocks: the same count for every token */
     for (int l = 0; l < c->n_layers; l++) {
+        if (ss->trunk && ss->trunk->segment(ss->trunk->ctx, l + 1, err))
+            return k3_err_prefix(err, "layer %d", l);
         const struct k3_layer_weights *w = &m->w.layers[l];
         /* p holds x, the previous layer's output (the embedding at l = 0). */
         if (nb)
@@ -423,6 +430,8 @@ static int forward_chunk(struct k3_session *ss, const int32_t *tokens, int T, fl
 
     /* Output: mix over every stored block and the last block's sum, norm, lm_head. */
     int first = ss->hook ? 0 : logits_from;
+    if (first < T && ss->trunk && ss->trunk->segment(ss->trunk->ctx, c->n_layers + 1, err))
+        return -1;
     if (first < T) {
         int n = T - first;
         for (int t = first; t < T; t++) {

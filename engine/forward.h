@@ -26,6 +26,15 @@ typedef void (*k3_layer_hook)(void *ctx, int pos, int layer, const float *x, int
 
 struct k3_session_scratch;
 
+/* Where the trunk comes from when it is not all resident (stream.h): segment() makes a
+ * segment's matrices available and bound before it is used; embed() writes the f32
+ * embedding rows of T tokens. */
+struct k3_trunk_source {
+    int (*segment)(void *ctx, int seg, struct k3_err *err);
+    int (*embed)(void *ctx, const int32_t *tokens, int T, float *out, struct k3_err *err);
+    void *ctx;
+};
+
 struct k3_session {
     const struct k3_model *m;
     struct k3_expert_store *experts;
@@ -34,6 +43,7 @@ struct k3_session {
     float **kda_state;       /* [L] → [kda_heads][d][d], NULL on MLA layers */
     float **conv_ring;       /* [L] → [3][P][W-1] raw inputs of q, k, v */
     float **mla_cache;       /* [L] → [max_ctx][kv_lora + rope], NULL on KDA layers */
+    const struct k3_trunk_source *trunk; /* NULL: every segment resident */
     struct k3_session_scratch *s;
     k3_layer_hook hook;
     void *hook_ctx;

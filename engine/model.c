@@ -78,16 +78,19 @@ int k3_ckpt_plan_init(struct k3_ckpt_plan *p, const struct k3_checkpoint *ck,
     if (k3_trunk_specs(c, &p->specs, &p->n_specs))
         return k3_errf(err, "out of memory");
     p->trunk = calloc((size_t)p->n_specs, sizeof *p->trunk);
+    p->dtypes = calloc((size_t)p->n_specs, sizeof *p->dtypes);
     p->experts = calloc((size_t)c->n_layers * c->n_experts, sizeof *p->experts);
     uint64_t *bytes = calloc((size_t)p->n_specs, sizeof *bytes);
-    int rc = p->trunk && p->experts && bytes ? 0 : k3_errf(err, "out of memory");
+    int rc = p->trunk && p->dtypes && p->experts && bytes ? 0 : k3_errf(err, "out of memory");
     for (int i = 0; !rc && i < p->n_specs; i++) {
         const struct k3_tensor_spec *s = &p->specs[i];
         p->trunk[i] = ckpt_checked(ck, s->name, k3_spec_dtype(s), alt_dtype(s), s->shape,
                                    s->ndim, err);
         rc = p->trunk[i] ? 0 : -1;
-        if (!rc)
+        if (!rc) {
             bytes[i] = p->trunk[i]->t->nbytes;
+            p->dtypes[i] = p->trunk[i]->t->dtype;
+        }
     }
     struct k3_record_layout r;
     k3_record_layout_init(&r, c);
@@ -116,6 +119,7 @@ int k3_ckpt_plan_init(struct k3_ckpt_plan *p, const struct k3_checkpoint *ck,
 void k3_ckpt_plan_free(struct k3_ckpt_plan *p)
 {
     free(p->specs);
+    free(p->dtypes);
     free(p->trunk);
     free(p->experts);
     k3_trunk_layout_free(&p->layout);
@@ -185,50 +189,52 @@ static void place(struct k3_model *m, const struct k3_tensor_spec *s, void *p)
     }
 }
 
-/* Where each segment starts in the trunk arena (4 KiB-aligned, so packed segments can
- * be read into place with O_DIRECT). */
-static int alloc_trunk(struct k3_model *m, const struct k3_trunk_layout *t, uint64_t *seg_off,
-                       struct k3_err *err)
+static int64_t spec_numel(const struct k3_tensor_spec *s) { return numel(s->shape, s->ndim); }
+
+void k3_model_bind_segment(struct k3_model *m, int seg, const uint8_t *base)
 {
-    uint64_t total = 0;
-    for (int s = 0; s < t->n_segments; s++) {
-        seg_off[s] = total;
-        total += (t->segment_bytes[s] + K3IO_ALIGN - 1) / K3IO_ALIGN * K3IO_ALIGN;
-    }
-    m->trunk = k3io_alloc(total);
-    m->trunk_bytes = total;
-    return m->trunk ? 0 : k3_errf(err, "out of memory loading the trunk (%llu MB)",
-                                  (unsigned long long)(total >> 20));
+    const struct k3_ckpt_plan *p = &m->plan;
+    m->segment_base[seg] = base;
+    for (int i = 0; i < p->n_specs; i++)
+        if (p->specs[i].kind == K3_T_MATRIX && p->layout.segment[i] == seg)
+            place(m, &p->specs[i], (void *)(base + p->layout.offset[i]));
+    if (seg == 0 && m->cfg.tie_embeddings)
+        m->w.lm_head = m->w.embed;
 }
 
-/* Points every weight into the loaded segments; bf16 vectors are widened to f32. */
-static int place_all(struct k3_model *m, const struct k3_tensor_spec *specs, int n,
-                     const struct k3_trunk_layout *t, const uint64_t *seg_off,
-                     const enum k3_dtype *dtypes, struct k3_err *err)
+/* Copies segment seg's small tensors (as f32) out of its bytes, whose first `have`
+ * bytes are at raw; v is where the next one goes in the vector arena. */
+static float *load_vectors(struct k3_model *m, int seg, const uint8_t *raw, float *v)
 {
-    size_t vec_floats = 0;
-    for (int i = 0; i < n; i++)
-        if (specs[i].kind != K3_T_MATRIX && dtypes[i] == K3_DT_BF16)
-            vec_floats += (size_t)numel(specs[i].shape, specs[i].ndim);
-    m->vectors = malloc(sizeof(float) * (vec_floats + 1));
-    if (!m->vectors)
-        return k3_errf(err, "out of memory");
-    float *v = m->vectors;
-    for (int i = 0; i < n; i++) {
-        uint8_t *raw = m->trunk + seg_off[t->segment[i]] + t->offset[i];
-        if (specs[i].kind != K3_T_MATRIX && dtypes[i] == K3_DT_BF16) {
-            int64_t count = numel(specs[i].shape, specs[i].ndim);
-            for (int64_t k = 0; k < count; k++)
-                v[k] = k3_bf16_to_f32(((const uint16_t *)raw)[k]);
-            place(m, &specs[i], v);
-            v += count;
-        } else {
-            place(m, &specs[i], raw);
-        }
+    const struct k3_ckpt_plan *p = &m->plan;
+    for (int i = 0; i < p->n_specs; i++) {
+        const struct k3_tensor_spec *s = &p->specs[i];
+        if (s->kind == K3_T_MATRIX || p->layout.segment[i] != seg)
+            continue;
+        const uint8_t *src = raw + p->layout.offset[i];
+        int64_t n = spec_numel(s);
+        if (p->dtypes[i] == K3_DT_BF16)
+            for (int64_t k = 0; k < n; k++)
+                v[k] = k3_bf16_to_f32(((const uint16_t *)src)[k]);
+        else
+            memcpy(v, src, (size_t)n * sizeof(float));
+        place(m, s, v);
+        v += n;
     }
-    if (m->cfg.tie_embeddings)
-        m->w.lm_head = m->w.embed;
-    return 0;
+    return v;
+}
+
+/* Bytes of segment seg up to the end of its last small tensor. */
+static uint64_t vector_prefix(const struct k3_ckpt_plan *p, int seg)
+{
+    uint64_t end = 0;
+    for (int i = 0; i < p->n_specs; i++)
+        if (p->specs[i].kind != K3_T_MATRIX && p->layout.segment[i] == seg) {
+            uint64_t e = p->layout.offset[i] + (uint64_t)spec_numel(&p->specs[i]) *
+                                                   (uint64_t)k3_dtype_size(p->dtypes[i]);
+            end = e > end ? e : end;
+        }
+    return end;
 }
 
 static int model_common_init(struct k3_model *m, struct k3_err *err)
@@ -237,11 +243,23 @@ static int model_common_init(struct k3_model *m, struct k3_err *err)
     k3_record_layout_init(&m->record, c);
     m->w.layers = calloc((size_t)c->n_layers, sizeof *m->w.layers);
     m->moe_index = calloc((size_t)c->n_layers, sizeof *m->moe_index);
-    if (!m->w.layers || !m->moe_index)
+    m->segment_base = calloc((size_t)c->n_layers + 2, sizeof *m->segment_base);
+    if (!m->w.layers || !m->moe_index || !m->segment_base)
         return k3_errf(err, "out of memory");
     for (int l = 0, k = 0; l < c->n_layers; l++)
         m->moe_index[l] = k3_layer_is_moe(c, l) ? k++ : -1;
     return 0;
+}
+
+/* The vector arena: every small tensor as f32. */
+static int alloc_vectors(struct k3_model *m, struct k3_err *err)
+{
+    size_t floats = 0;
+    for (int i = 0; i < m->plan.n_specs; i++)
+        if (m->plan.specs[i].kind != K3_T_MATRIX)
+            floats += (size_t)spec_numel(&m->plan.specs[i]);
+    m->vectors = malloc(sizeof(float) * (floats + 1));
+    return m->vectors ? 0 : k3_errf(err, "out of memory");
 }
 
 int k3_model_open_checkpoint(struct k3_model *m, const char *dir, struct k3_err *err)
@@ -258,21 +276,29 @@ int k3_model_open_checkpoint(struct k3_model *m, const char *dir, struct k3_err 
         rc = k3_ckpt_plan_init(&m->plan, m->ckpt, &m->cfg, err);
     const struct k3_trunk_layout *t = &m->plan.layout;
     uint64_t *seg_off = rc ? NULL : calloc((size_t)t->n_segments, sizeof *seg_off);
-    enum k3_dtype *dtypes = rc ? NULL : calloc((size_t)m->plan.n_specs, sizeof *dtypes);
-    if (!rc && (!seg_off || !dtypes))
+    if (!rc && !seg_off)
         rc = k3_errf(err, "out of memory");
-    if (!rc)
-        rc = alloc_trunk(m, t, seg_off, err);
+    uint64_t total = 0;
+    for (int s = 0; !rc && s < t->n_segments; s++) {
+        seg_off[s] = total;
+        total += (t->segment_bytes[s] + K3IO_ALIGN - 1) / K3IO_ALIGN * K3IO_ALIGN;
+    }
+    if (!rc && !(m->trunk = k3io_alloc(total)))
+        rc = k3_errf(err, "out of memory loading the trunk (%llu MB)",
+                     (unsigned long long)(total >> 20));
     for (int i = 0; !rc && i < m->plan.n_specs; i++) {
         const struct k3_ckpt_tensor *ct = m->plan.trunk[i];
-        dtypes[i] = ct->t->dtype;
         rc = k3_ckpt_read(m->ckpt, ct, m->trunk + seg_off[t->segment[i]] + t->offset[i], 0,
                           ct->t->nbytes, err);
     }
     if (!rc)
-        rc = place_all(m, m->plan.specs, m->plan.n_specs, t, seg_off, dtypes, err);
+        rc = alloc_vectors(m, err);
+    float *v = m->vectors;
+    for (int s = 0; !rc && s < t->n_segments; s++) {
+        v = load_vectors(m, s, m->trunk + seg_off[s], v);
+        k3_model_bind_segment(m, s, m->trunk + seg_off[s]);
+    }
     free(seg_off);
-    free(dtypes);
     if (rc)
         k3_model_close(m);
     return rc;
@@ -280,32 +306,66 @@ int k3_model_open_checkpoint(struct k3_model *m, const char *dir, struct k3_err 
 
 /* The pack's tensor table must be the layout this build computes for its config:
  * every tensor by name, with the expected dtype, shape, segment and offset. */
-static int check_packed_tensors(const struct k3_packed *p, const struct k3_tensor_spec *specs,
-                                int n, const struct k3_trunk_layout *t, enum k3_dtype *dtypes,
+static int check_packed_tensors(const struct k3_packed *p, const struct k3_ckpt_plan *plan,
                                 struct k3_err *err)
 {
     const char *file = p->drives[0].path;
-    if ((int)p->header.n_tensors != n)
-        return k3_errf(err, "%s: manifest lists %llu trunk tensors, config.json implies %d", file,
-                       (unsigned long long)p->header.n_tensors, n);
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < plan->n_specs; i++) {
         const struct k3_pack_tensor *pt = &p->tensors[i];
+        const struct k3_tensor_spec *s = &plan->specs[i];
         const char *name = p->names + pt->name_offset;
-        if (strcmp(name, specs[i].name))
+        if (strcmp(name, s->name))
             return k3_errf(err, "%s: manifest tensor %d is %s, expected %s", file, i, name,
-                           specs[i].name);
+                           s->name);
         if (check_tensor(file, name, (enum k3_dtype)pt->dtype, (int)pt->ndim, pt->shape,
-                         k3_spec_dtype(&specs[i]), alt_dtype(&specs[i]), specs[i].ndim,
-                         specs[i].shape, err))
+                         k3_spec_dtype(s), alt_dtype(s), s->ndim, s->shape, err))
             return -1;
-        dtypes[i] = (enum k3_dtype)pt->dtype;
-        if (pt->object != (uint32_t)t->segment[i] || pt->offset != t->offset[i])
+        if (pt->object != (uint32_t)plan->layout.segment[i] ||
+            pt->offset != plan->layout.offset[i])
             return k3_errf(err, "%s: manifest places tensor %s at segment %u offset %llu, "
                            "expected segment %d offset %llu", file, name, pt->object,
-                           (unsigned long long)pt->offset, t->segment[i],
-                           (unsigned long long)t->offset[i]);
+                           (unsigned long long)pt->offset, plan->layout.segment[i],
+                           (unsigned long long)plan->layout.offset[i]);
     }
     return 0;
+}
+
+/* The tensor plan of a pack: the config's specs, with the dtypes and layout its
+ * tensor table records (checked against what this build computes). */
+static int packed_plan(struct k3_model *m, struct k3_err *err)
+{
+    const struct k3_packed *p = m->packed;
+    struct k3_ckpt_plan *plan = &m->plan;
+    if (k3_trunk_specs(&m->cfg, &plan->specs, &plan->n_specs))
+        return k3_errf(err, "out of memory");
+    if ((int)p->header.n_tensors != plan->n_specs)
+        return k3_errf(err, "%s: manifest lists %llu trunk tensors, config.json implies %d",
+                       p->drives[0].path, (unsigned long long)p->header.n_tensors, plan->n_specs);
+    plan->dtypes = calloc((size_t)plan->n_specs, sizeof *plan->dtypes);
+    uint64_t *bytes = calloc((size_t)plan->n_specs, sizeof *bytes);
+    int rc = plan->dtypes && bytes ? 0 : k3_errf(err, "out of memory");
+    for (int i = 0; !rc && i < plan->n_specs; i++) {
+        bytes[i] = p->tensors[i].bytes;
+        plan->dtypes[i] = (enum k3_dtype)p->tensors[i].dtype;
+    }
+    if (!rc && k3_trunk_layout_init(&plan->layout, &m->cfg, plan->specs, plan->n_specs, bytes))
+        rc = k3_errf(err, "out of memory");
+    free(bytes);
+    if (!rc)
+        rc = check_packed_tensors(p, plan, err);
+    uint64_t records = (uint64_t)k3_moe_layer_count(&m->cfg) * (uint64_t)m->cfg.n_experts;
+    if (!rc && (p->header.n_trunk_objects != (uint32_t)plan->layout.n_segments ||
+                p->header.n_objects != (uint64_t)plan->layout.n_segments + records))
+        rc = k3_errf(err, "%s: manifest holds %llu objects, config.json implies %d segments and "
+                     "%llu records", p->drives[0].path, (unsigned long long)p->header.n_objects,
+                     plan->layout.n_segments, (unsigned long long)records);
+    for (uint64_t r = (uint64_t)plan->layout.n_segments; !rc && r < p->header.n_objects; r++)
+        if (p->objects[r].bytes != m->record.bytes)
+            rc = k3_errf(err, "%s: manifest record %llu is %llu bytes, config.json implies %llu",
+                         p->drives[0].path, (unsigned long long)r,
+                         (unsigned long long)p->objects[r].bytes,
+                         (unsigned long long)m->record.bytes);
+    return rc;
 }
 
 int k3_model_open_packed(struct k3_model *m, const char *const *drives, int n,
@@ -318,47 +378,23 @@ int k3_model_open_packed(struct k3_model *m, const char *const *drives, int n,
     int rc = k3_config_parse(&m->cfg, p->drives[0].path, p->config, p->config_len, err);
     if (!rc)
         rc = model_common_init(m, err);
-    struct k3_tensor_spec *specs = NULL;
-    int n_specs = 0;
-    if (!rc && k3_trunk_specs(&m->cfg, &specs, &n_specs))
-        rc = k3_errf(err, "out of memory");
-    enum k3_dtype *dtypes = rc ? NULL : calloc((size_t)n_specs, sizeof *dtypes);
-    uint64_t *bytes = rc ? NULL : calloc((size_t)n_specs, sizeof *bytes);
-    if (!rc && (!dtypes || !bytes))
-        rc = k3_errf(err, "out of memory");
-    for (int i = 0; !rc && i < n_specs && i < (int)p->header.n_tensors; i++)
-        bytes[i] = p->tensors[i].bytes;
-    struct k3_trunk_layout t = {0};
-    if (!rc && k3_trunk_layout_init(&t, &m->cfg, specs, n_specs, bytes))
-        rc = k3_errf(err, "out of memory");
     if (!rc)
-        rc = check_packed_tensors(p, specs, n_specs, &t, dtypes, err);
-    if (!rc && (p->header.n_trunk_objects != (uint32_t)t.n_segments ||
-                p->header.n_objects != (uint64_t)t.n_segments +
-                                           (uint64_t)k3_moe_layer_count(&m->cfg) * m->cfg.n_experts))
-        rc = k3_errf(err, "%s: manifest holds %llu objects, config.json implies %d segments and "
-                     "%d records", p->drives[0].path, (unsigned long long)p->header.n_objects,
-                     t.n_segments, k3_moe_layer_count(&m->cfg) * m->cfg.n_experts);
-    for (uint64_t r = t.n_segments; !rc && r < p->header.n_objects; r++)
-        if (p->objects[r].bytes != m->record.bytes)
-            rc = k3_errf(err, "%s: manifest record %llu is %llu bytes, config.json implies %llu",
-                         p->drives[0].path, (unsigned long long)r,
-                         (unsigned long long)p->objects[r].bytes,
-                         (unsigned long long)m->record.bytes);
-    uint64_t *seg_off = rc ? NULL : calloc((size_t)t.n_segments, sizeof *seg_off);
-    if (!rc && !seg_off)
-        rc = k3_errf(err, "out of memory");
+        rc = packed_plan(m, err);
     if (!rc)
-        rc = alloc_trunk(m, &t, seg_off, err);
-    for (int s = 0; !rc && s < t.n_segments; s++)
-        rc = k3_packed_read_object(p, (uint64_t)s, m->trunk + seg_off[s], err);
-    if (!rc)
-        rc = place_all(m, specs, n_specs, &t, seg_off, dtypes, err);
-    free(seg_off);
-    free(bytes);
-    free(dtypes);
-    free(specs);
-    k3_trunk_layout_free(&t);
+        rc = alloc_vectors(m, err);
+    /* Small tensors come first in each segment: read only the pieces holding them. */
+    float *v = m->vectors;
+    for (int s = 0; !rc && s < m->plan.layout.n_segments; s++) {
+        uint64_t prefix = vector_prefix(&m->plan, s);
+        if (!prefix)
+            continue;
+        uint8_t *buf = k3io_alloc(k3_pack_round_up(prefix, p->objects[s].piece_bytes) + K3IO_ALIGN);
+        rc = buf ? k3_packed_read_prefix(p, (uint64_t)s, prefix, buf, err)
+                 : k3_errf(err, "out of memory");
+        if (!rc)
+            v = load_vectors(m, s, buf, v);
+        free(buf);
+    }
     if (rc)
         k3_model_close(m);
     return rc;
@@ -384,6 +420,7 @@ uint64_t k3_model_record_object(const struct k3_model *m, int layer, int expert)
 
 void k3_model_close(struct k3_model *m)
 {
+    free(m->segment_base);
     k3_ckpt_plan_free(&m->plan);
     k3_ckpt_close(m->ckpt);
     k3_packed_close(m->packed);

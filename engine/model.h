@@ -85,13 +85,16 @@ struct k3_expert_loc {
     const struct k3_ckpt_tensor *part[K3_EXPERT_PARTS];
 };
 
-/* Every tensor a config implies, found in a checkpoint and checked (dtype, shape). */
+/* Every trunk tensor a config implies and where it sits in the trunk segments; when the
+ * model comes from a checkpoint folder, also each tensor's checkpoint entry (checked for
+ * dtype and shape) and each expert's six tensors. */
 struct k3_ckpt_plan {
     struct k3_tensor_spec *specs;
     int n_specs;
-    const struct k3_ckpt_tensor **trunk; /* [n_specs] */
-    struct k3_expert_loc *experts;       /* [n_layers][n_experts]; MoE layers filled */
+    enum k3_dtype *dtypes;               /* [n_specs] as stored */
     struct k3_trunk_layout layout;       /* segments with the dtypes found */
+    const struct k3_ckpt_tensor **trunk; /* [n_specs]; checkpoint only */
+    struct k3_expert_loc *experts;       /* [n_layers][n_experts]; checkpoint only */
 };
 
 int k3_ckpt_plan_init(struct k3_ckpt_plan *p, const struct k3_checkpoint *ck,
@@ -100,26 +103,34 @@ void k3_ckpt_plan_free(struct k3_ckpt_plan *p);
 
 struct k3_packed;
 
+/* The trunk is held as segments (tensors.h).  Every small tensor is copied (as f32) into
+ * `vectors` when the model opens and stays there; a segment's matrices are used in place
+ * wherever the segment is bound: the resident arena of a checkpoint model, or the
+ * memory a stream (stream.h) reads it into. */
 struct k3_model {
     struct k3_config cfg;
     struct k3_weights w;
     struct k3_record_layout record;   /* byte layout of one expert record */
     struct k3_checkpoint *ckpt;       /* opened from a checkpoint folder, or */
     struct k3_packed *packed;         /* from packed drives */
-    struct k3_ckpt_plan plan;         /* checkpoint: where every tensor is */
+    struct k3_ckpt_plan plan;
     int *moe_index;                   /* [n_layers] position among MoE layers, or -1 */
-    uint8_t *trunk;                   /* every trunk segment, each K3IO_ALIGN-aligned */
-    uint64_t trunk_bytes;
-    float *vectors;                   /* bf16 norm gains widened to f32 */
+    const uint8_t **segment_base;     /* [n_segments] where each is bound; NULL: not */
+    uint8_t *trunk;                   /* checkpoint models: every segment, resident */
+    float *vectors;                   /* every small tensor, f32 */
 };
 
 /* Opens a checkpoint folder as shipped: validates every tensor against the config and
  * loads the trunk. */
 int k3_model_open_checkpoint(struct k3_model *m, const char *dir, struct k3_err *err);
-/* Opens a pack from its drive folders, in any order. */
+/* Opens a pack from its drive folders, in any order: config, tensor table and small
+ * tensors.  No segment is bound yet: a stream (stream.h) loads or streams them. */
 int k3_model_open_packed(struct k3_model *m, const char *const *drives, int n,
                          struct k3_err *err);
 void k3_model_close(struct k3_model *m);
+
+/* Points every matrix of segment seg at base (the segment's bytes as laid out). */
+void k3_model_bind_segment(struct k3_model *m, int seg, const uint8_t *base);
 
 struct k3_tokenizer;
 /* The tokenizer the model came with (checkpoint folder files or the pack's copies). */

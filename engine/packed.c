@@ -173,11 +173,17 @@ int k3_packed_open(struct k3_packed **out, const char *const *paths, int n, stru
         for (int i = 0; p->drives && i < n; i++)
             p->drives[i].data.fd = -1;
     }
+    /* Only drive 0's manifest is kept (they share every table): the others are checked
+     * and dropped at once, so opening N drives does not hold N manifests. */
     for (int i = 0; !rc && i < n; i++) {
         uint64_t len;
         rc = read_manifest(paths[i], &manifests[i], &len, err);
         if (!rc)
             memcpy(&headers[i], manifests[i], sizeof headers[i]);
+        if (!rc && headers[i].drive_index != 0) {
+            free(manifests[i]);
+            manifests[i] = NULL;
+        }
     }
     /* The drives must be exactly one pack's: same id, every index once, the count it says. */
     for (int i = 0; !rc && i < n; i++) {
@@ -293,10 +299,12 @@ int k3_packed_verify_piece(const struct k3_packed *p, uint64_t o, uint64_t piece
                    K3_PACK_DATA_FILE);
 }
 
-int k3_packed_read_object(const struct k3_packed *p, uint64_t o, uint8_t *dst, struct k3_err *err)
+int k3_packed_read_prefix(const struct k3_packed *p, uint64_t o, uint64_t bytes, uint8_t *dst,
+                          struct k3_err *err)
 {
     const struct k3_pack_object *x = &p->objects[o];
-    for (uint32_t j = 0; j < x->n_pieces; j++) {
+    uint32_t pieces = (uint32_t)((bytes + x->piece_bytes - 1) / x->piece_bytes);
+    for (uint32_t j = 0; j < x->n_pieces && j < pieces; j++) {
         uint64_t k = x->first_piece + j;
         const struct k3_pack_piece *pc = &p->pieces[k];
         const struct k3_pack_drive *d = &p->drives[pc->drive];

@@ -42,9 +42,9 @@ void k3_packed_close(struct k3_packed *p);
 /* Bytes a buffer needs to receive object o (its pieces rounded up to K3_PACK_ALIGN). */
 uint64_t k3_packed_buffer_bytes(const struct k3_packed *p, uint64_t o);
 
-/* Reads object o into dst (K3IO_ALIGN-aligned, k3_packed_buffer_bytes long), piece by
- * piece with pread, verifying each piece's checksum. */
-int k3_packed_read_object(const struct k3_packed *p, uint64_t o, uint8_t *dst, struct k3_err *err);
+/* Reads the pieces of object o that cover its first `bytes` bytes into dst (verified). */
+int k3_packed_read_prefix(const struct k3_packed *p, uint64_t o, uint64_t bytes, uint8_t *dst,
+                          struct k3_err *err);
 
 /* Checks one piece that landed at dst; names drive, offset and object on a mismatch. */
 int k3_packed_verify_piece(const struct k3_packed *p, uint64_t o, uint64_t piece,

@@ -52,6 +52,7 @@ expect_error 1 "drive2/k3-uring.manifest: manifest checksum mismatch" \
 cp "$d/n3/drive2/k3-uring.manifest" "$d/bad/drive2/"
 size=$(stat -c %s "$d/bad/drive3/k3-uring.data")
 printf '\x55' | dd of="$d/bad/drive3/k3-uring.data" bs=1 seek=$((size - 5000)) conv=notrunc status=none
-expect_error 1 "drive $d/bad/drive3: checksum mismatch in layer 12 expert" \
+expect_error 1 "drive $d/bad/drive3: reading layer 12 expert 63" \
   "$K3" run --drives "$d/bad/drive1,$d/bad/drive2,$d/bad/drive3" --ids $ids -n 32 --ignore-eos -q --print-ids
+grep -q "): checksum mismatch" "$K3_TEST_TMP/stderr" || fail "the damaged piece was not reported as a checksum mismatch"
 finish

@@ -1,0 +1,584 @@
+#include "engine/stream.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <xxhash.h>
+
+#include "engine/kernels.h"
+#include "engine/mxfp4.h"
+#include "engine/packed.h"
+#include "iouring/file.h"
+
+/* What a completion belongs to: the top byte of its tag, then an index, then a piece. */
+enum owner { OWN_SEGMENT = 1, OWN_SLOT = 2, OWN_RECORD = 3, OWN_EMBED = 4 };
+
+static uint64_t make_tag(enum owner kind, uint32_t index, uint32_t piece)
+{
+    return (uint64_t)kind << 56 | (uint64_t)index << 32 | piece;
+}
+
+/* A buffer that an object's pieces are read into: piece first_piece + k at
+ * base + k * piece_bytes. */
+struct buffer {
+    uint8_t *base;
+    int64_t object;     /* -1: empty */
+    uint32_t first_piece;
+    uint32_t pending;   /* pieces not yet landed */
+    bool ready;         /* every piece landed and verified */
+    int pins;           /* record slots: in the current batch */
+    uint64_t last_use;  /* record slots: for LRU eviction */
+};
+
+struct k3_stream {
+    struct k3_model *m;
+    const struct k3_packed *p;
+    struct k3_stream_opts o;
+    struct k3io_reader *r;
+    int *fds;
+    uint8_t *area;
+    size_t area_bytes;
+    struct k3_budget budget;
+    struct k3_budget_input in;
+    uint64_t *segment_bytes;      /* [n_segments] buffer bytes */
+    int n_segments;
+    struct buffer *resident;      /* [n_segments]: base NULL when streamed */
+    struct buffer slots[2];       /* trunk stream slots */
+    int bound_slot;               /* slot of the segment in use, or -1 */
+    struct buffer embed;          /* embedding-row pieces */
+    uint64_t embed_capacity;
+    /* expert records */
+    struct k3_expert_store store;
+    struct buffer *records;       /* [n_records] */
+    int n_records;
+    uint64_t record_stride;
+    uint64_t use_clock;
+    int layer, batch_n, delivered;
+    const int *batch;
+    int *batch_slot;              /* [capacity] slot of each batch entry */
+    bool *batch_done;             /* [capacity] handed out by next() */
+    struct k3_trunk_source trunk;
+    struct k3_stream_stats stats;
+    /* the first failure seen while processing completions */
+    struct k3_err failure;
+    bool failed;
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void describe(const struct k3_stream *s, char *buf, size_t len,
+                     const struct k3_pack_object *x)
+{
+    if (x->expert >= 0)
+        snprintf(buf, len, "layer %d expert %d", x->layer, x->expert);
+    else if (x->layer < 0)
+        snprintf(buf, len, "the embedding");
+    else if (x->layer >= s->m->cfg.n_layers)
+        snprintf(buf, len, "the output tensors");
+    else
+        snprintf(buf, len, "the trunk of layer %d", x->layer);
+}
+
+/* ---- reading ------------------------------------------------------------------------ */
+
+/* Reads pieces [first, first + n) of object o into base (piece j at
+ * (j - first) * piece_bytes). */
+static int submit_pieces(struct k3_stream *s, uint64_t o, uint32_t first, uint32_t n,
+                         uint8_t *base, enum owner kind, uint32_t index, struct k3_err *err)
+{
+    const struct k3_pack_object *x = &s->p->objects[o];
+    struct k3io_req reqs[64];
+    int q = 0;
+    for (uint32_t j = first; j < first + n; j++) {
+        const struct k3_pack_piece *pc = &s->p->pieces[x->first_piece + j];
+        reqs[q++] = (struct k3io_req){
+            .file = pc->drive,
+            .len = (uint32_t)k3_pack_round_up(pc->bytes, K3_PACK_ALIGN),
+            .offset = pc->offset,
+            .buf = base + (uint64_t)(j - first) * x->piece_bytes,
+            .tag = make_tag(kind, index, j),
+        };
+        s->stats.reads++;
+        if (q == 64 || j + 1 == first + n) {
+            int e = k3io_submit(s->r, reqs, q);
+            if (e)
+                return k3_errf(err, "submitting reads of object %llu: %s", (unsigned long long)o,
+                               strerror(-e));
+            q = 0;
+        }
+    }
+    return 0;
+}
+
+static void fail(struct k3_stream *s, const struct k3_pack_piece *pc, const struct k3_pack_object *x,
+                 const char *why)
+{
+    if (s->failed)
+        return;
+    char what[64];
+    describe(s, what, sizeof what, x);
+    k3_errf(&s->failure, "drive %s: reading %s (%u bytes at offset %llu): %s",
+            s->p->drives[pc->drive].path, what, pc->bytes, (unsigned long long)pc->offset, why);
+    s->failed = true;
+}
+
+/* One landed piece: check it, and count it against its buffer. */
+static void landed(struct k3_stream *s, const struct k3io_done *d)
+{
+    enum owner kind = (enum owner)(d->tag >> 56);
+    uint32_t index = (uint32_t)(d->tag >> 32) & 0xffffff, j = (uint32_t)d->tag;
+    struct buffer *b = kind == OWN_SEGMENT ? &s->resident[index]
+                       : kind == OWN_SLOT  ? &s->slots[index]
+                       : kind == OWN_EMBED ? &s->embed
+                                           : &s->records[index];
+    const struct k3_pack_object *x = &s->p->objects[b->object];
+    const struct k3_pack_piece *pc = &s->p->pieces[x->first_piece + j];
+    uint8_t *at = b->base + (uint64_t)(j - b->first_piece) * x->piece_bytes;
+    if (d->res < 0) {
+        fail(s, pc, x, strerror(-d->res));
+    } else if ((uint32_t)d->res < pc->bytes) {
+        fail(s, pc, x, "short read (data file truncated?)");
+    } else {
+        double t0 = now();
+        if (XXH3_64bits(at, pc->bytes) != pc->xxh64)
+            fail(s, pc, x, "checksum mismatch");
+        s->stats.verify_seconds += now() - t0;
+    }
+    s->stats.bytes += pc->bytes;
+    if (kind != OWN_RECORD)
+        s->stats.trunk_bytes += pc->bytes;
+    if (--b->pending == 0)
+        b->ready = true;
+}
+
+/* Reaps at least min completions (time counted as stall: compute is waiting). */
+static int pump(struct k3_stream *s, int min, struct k3_err *err)
+{
+    struct k3io_done done[64];
+    double t0 = now();
+    int n = k3io_wait(s->r, done, 64, min);
+    s->stats.stall_seconds += now() - t0;
+    if (n < 0)
+        return k3_errf(err, "waiting for reads: %s", strerror(-n));
+    for (int i = 0; i < n; i++)
+        landed(s, &done[i]);
+    if (s->failed) {
+        *err = s->failure;
+        return -1;
+    }
+    return 0;
+}
+
+static int wait_ready(struct k3_stream *s, struct buffer *b, struct k3_err *err)
+{
+    while (!b->ready)
+        if (pump(s, 1, err))
+            return -1;
+    return 0;
+}
+
+/* Starts reading object o whole into buffer b. */
+static int fill(struct k3_stream *s, struct buffer *b, uint64_t o, enum owner kind,
+                uint32_t index, struct k3_err *err)
+{
+    b->object = (int64_t)o;
+    b->first_piece = 0;
+    b->pending = s->p->objects[o].n_pieces;
+    b->ready = false;
+    return submit_pieces(s, o, 0, b->pending, b->base, kind, index, err);
+}
+
+/* ---- the trunk ------------------------------------------------------------------------ */
+
+/* The streamed segment after seg, in the order a token uses them (layers, then output,
+ * then the next token's first layer); -1 when every layer segment is resident. */
+static int next_streamed(const struct k3_stream *s, int seg)
+{
+    for (int k = 1; k < s->n_segments; k++) {
+        int c = 1 + (seg - 1 + k) % (s->n_segments - 1);
+        if (!s->resident[c].base)
+            return c;
+    }
+    return -1;
+}
+
+/* Reuses a buffer: reads still landing in it must finish first. */
+static int drain(struct k3_stream *s, struct buffer *b, struct k3_err *err)
+{
+    return b->object >= 0 && !b->ready ? wait_ready(s, b, err) : 0;
+}
+
+static int trunk_segment(void *ctx, int seg, struct k3_err *err)
+{
+    struct k3_stream *s = ctx;
+    if (s->resident[seg].base)
+        return 0; /* bound at open */
+    int slot = s->slots[0].object == seg ? 0 : s->slots[1].object == seg ? 1 : -1;
+    if (slot < 0) {
+        /* Not prefetched (the first use, or the output was skipped): the slot of the
+         * segment just finished is free. */
+        slot = s->bound_slot >= 0 ? s->bound_slot : 0;
+        if (drain(s, &s->slots[slot], err) ||
+            fill(s, &s->slots[slot], (uint64_t)seg, OWN_SLOT, (uint32_t)slot, err))
+            return -1;
+    }
+    if (wait_ready(s, &s->slots[slot], err))
+        return -1;
+    k3_model_bind_segment(s->m, seg, s->slots[slot].base);
+    s->bound_slot = slot;
+    /* Read the next streamed segment into the other slot while this one computes. */
+    int next = next_streamed(s, seg);
+    struct buffer *other = &s->slots[1 - slot];
+    if (s->o.sync || next < 0 || next == seg || other->object == next)
+        return 0;
+    if (drain(s, other, err) || fill(s, other, (uint64_t)next, OWN_SLOT, (uint32_t)(1 - slot), err))
+        return -1;
+    return 0;
+}
+
+static int trunk_embed(void *ctx, const int32_t *tokens, int T, float *out, struct k3_err *err)
+{
+    struct k3_stream *s = ctx;
+    const struct k3_config *c = &s->m->cfg;
+    uint64_t row = (uint64_t)c->hidden * 2;
+    for (int t = 0; t < T; t++) {
+        uint64_t at = (uint64_t)tokens[t] * row; /* the embedding is the segment's only tensor */
+        const uint8_t *src;
+        if (s->resident[0].base) {
+            src = s->resident[0].base + at;
+        } else {
+            const struct k3_pack_object *x = &s->p->objects[0];
+            uint32_t j0 = (uint32_t)(at / x->piece_bytes), j1 = (uint32_t)((at + row - 1) / x->piece_bytes);
+            struct buffer *b = &s->embed;
+            b->object = 0;
+            b->first_piece = j0;
+            b->pending = j1 - j0 + 1;
+            b->ready = false;
+            if (submit_pieces(s, 0, j0, j1 - j0 + 1, b->base, OWN_EMBED, 0, err) ||
+                wait_ready(s, b, err))
+                return -1;
+            src = b->base + (at - (uint64_t)j0 * x->piece_bytes);
+        }
+        const uint16_t *v = (const uint16_t *)src;
+        for (int i = 0; i < c->hidden; i++)
+            out[(size_t)t * c->hidden + i] = k3_bf16_to_f32(v[i]);
+    }
+    return 0;
+}
+
+/* ---- expert records ------------------------------------------------------------------- */
+
+static struct k3_stream *of_store(struct k3_expert_store *st)
+{
+    return (struct k3_stream *)((char *)st - offsetof(struct k3_stream, store));
+}
+
+/* A record slot for object o: the one holding it (a hit), else an empty slot, else the
+ * least recently used one outside the batch. */
+static int record_slot(struct k3_stream *s, uint64_t o, bool *hit)
+{
+    int victim = -1;
+    for (int i = 0; i < s->n_records; i++) {
+        const struct buffer *b = &s->records[i];
+        if (b->object == (int64_t)o) {
+            *hit = true;
+            return i;
+        }
+        if (b->pins)
+            continue;
+        const struct buffer *v = victim >= 0 ? &s->records[victim] : NULL;
+        if (!v || (b->object < 0 && v->object >= 0) ||
+            (b->object >= 0 && v->object >= 0 && b->last_use < v->last_use))
+            victim = i;
+    }
+    *hit = false;
+    return victim;
+}
+
+static int experts_begin(struct k3_expert_store *st, int layer, const int *experts, int n,
+                         struct k3_err *err)
+{
+    struct k3_stream *s = of_store(st);
+    if (n > st->capacity)
+        return k3_errf(err, "expert batch of %d exceeds the store's %d buffers", n, st->capacity);
+    for (int i = 0; i < s->n_records; i++) {
+        s->records[i].pins = 0;
+        if (!s->o.cache)
+            s->records[i].object = -1; /* no cache: every record is read */
+    }
+    s->layer = layer;
+    s->batch = experts;
+    s->batch_n = n;
+    s->delivered = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t o = k3_model_record_object(s->m, layer, experts[i]);
+        bool hit;
+        int slot = record_slot(s, o, &hit);
+        s->batch_slot[i] = slot;
+        s->batch_done[i] = false;
+        struct buffer *b = &s->records[slot];
+        b->pins++;
+        b->last_use = ++s->use_clock;
+        if (hit) {
+            s->stats.records_hit++;
+            continue;
+        }
+        s->stats.records_read++;
+        st->stats.bytes += s->m->record.bytes;
+        b->object = (int64_t)o;
+        b->first_piece = 0;
+        b->pending = s->p->objects[o].n_pieces;
+        b->ready = false;
+        if (!s->o.sync && submit_pieces(s, o, 0, b->pending, b->base, OWN_RECORD, (uint32_t)slot, err))
+            return -1;
+    }
+    return 0;
+}
+
+static int experts_next(struct k3_expert_store *st, int *index, const uint8_t **record,
+                        struct k3_err *err)
+{
+    struct k3_stream *s = of_store(st);
+    double stall0 = s->stats.stall_seconds;
+    if (s->delivered >= s->batch_n)
+        return k3_errf(err, "expert store: next() past the end of the batch");
+    for (;;) {
+        /* Any record of the batch that has landed, whatever the order it was asked in. */
+        for (int i = 0; i < s->batch_n; i++) {
+            struct buffer *b = &s->records[s->batch_slot[i]];
+            if (s->batch_done[i] || !b->ready)
+                continue;
+            s->batch_done[i] = true;
+            s->delivered++;
+            *index = i;
+            *record = b->base;
+            const struct k3_record_layout *r = &s->m->record;
+            for (int p = K3_W1_SCALE; p < K3_EXPERT_PARTS; p += 2)
+                st->stats.nan_scale_groups += k3_mxfp4_count_nan_scales(b->base + r->off[p], r->len[p]);
+            st->stats.records++;
+            st->stats.read_seconds += s->stats.stall_seconds - stall0;
+            return 0;
+        }
+        if (s->o.sync) {
+            /* The baseline: read the next record now, wait for it, then compute. */
+            for (int i = 0; i < s->batch_n; i++) {
+                struct buffer *b = &s->records[s->batch_slot[i]];
+                if (s->batch_done[i] || b->ready)
+                    continue;
+                if (submit_pieces(s, (uint64_t)b->object, 0, b->pending, b->base, OWN_RECORD,
+                                  (uint32_t)s->batch_slot[i], err) ||
+                    wait_ready(s, b, err))
+                    return -1;
+                break;
+            }
+            continue;
+        }
+        if (pump(s, 1, err))
+            return -1;
+    }
+}
+
+static void experts_close(struct k3_expert_store *st) { (void)st; /* owned by the stream */ }
+
+static const struct k3_expert_store_ops stream_ops = {
+    .name = "stream",
+    .begin = experts_begin,
+    .next = experts_next,
+    .close = experts_close,
+};
+
+/* ---- opening ----------------------------------------------------------------------------- */
+
+static int plan_budget(struct k3_stream *s, struct k3_err *err)
+{
+    const struct k3_packed *p = s->p;
+    const struct k3_config *c = &s->m->cfg;
+    s->n_segments = s->m->plan.layout.n_segments;
+    s->segment_bytes = calloc((size_t)s->n_segments, sizeof *s->segment_bytes);
+    if (!s->segment_bytes)
+        return k3_errf(err, "out of memory");
+    for (int i = 0; i < s->n_segments; i++)
+        s->segment_bytes[i] = k3_packed_buffer_bytes(p, (uint64_t)i);
+    uint64_t vectors = 0;
+    for (int i = 0; i < s->m->plan.n_specs; i++)
+        if (s->m->plan.specs[i].kind != K3_T_MATRIX) {
+            uint64_t n = 1;
+            for (int d = 0; d < s->m->plan.specs[i].ndim; d++)
+                n *= (uint64_t)s->m->plan.specs[i].shape[d];
+            vectors += 4 * n;
+        }
+    bool has_records = p->header.n_objects > p->header.n_trunk_objects;
+    s->record_stride = has_records ? k3_packed_buffer_bytes(p, p->header.n_trunk_objects) : 0;
+    /* An embedding row spans at most this many pieces. */
+    uint64_t piece = p->objects[0].piece_bytes, row = 2 * (uint64_t)c->hidden;
+    s->embed_capacity = ((row + piece - 1) / piece + 1) * piece;
+    s->in = (struct k3_budget_input){
+        .cfg = c,
+        .ctx = s->o.ctx,
+        .threads = s->o.threads,
+        .n_segments = s->n_segments,
+        .segment_bytes = s->segment_bytes,
+        .vector_bytes = vectors,
+        .record_bytes = s->record_stride,
+        .piece_bytes = s->embed_capacity / 2,
+        .manifest_bytes = p->header.manifest_bytes,
+        .logits_bytes = s->o.logits_bytes,
+        .inflight_records = has_records ? c->top_k : 0,
+    };
+    uint64_t ram = s->o.ram;
+    if (ram == K3_RAM_TRUNK)
+        ram = k3_budget_trunk_resident(&s->in);
+    if (ram == K3_RAM_FLOOR) {
+        k3_budget_plan(&s->in, UINT64_MAX, &s->budget, NULL);
+        ram = s->budget.floor;
+    }
+    if (k3_budget_plan(&s->in, ram, &s->budget, err))
+        return -1;
+    s->n_records = s->in.inflight_records + (s->o.cache ? s->budget.cache_records : 0);
+    return 0;
+}
+
+static int layout_area(struct k3_stream *s, struct k3_err *err)
+{
+    uint64_t total = 0;
+    for (int i = 0; i < s->n_segments; i++)
+        if (s->budget.resident[i])
+            total += s->segment_bytes[i];
+    total += 2 * s->budget.stream_slot_bytes + s->embed_capacity +
+             (uint64_t)s->n_records * s->record_stride;
+    s->area_bytes = (size_t)total;
+    s->area = k3io_alloc(s->area_bytes);
+    s->resident = calloc((size_t)s->n_segments, sizeof *s->resident);
+    s->records = calloc((size_t)s->n_records + 1, sizeof *s->records);
+    s->batch_slot = calloc((size_t)s->in.inflight_records + 1, sizeof *s->batch_slot);
+    s->batch_done = calloc((size_t)s->in.inflight_records + 1, sizeof *s->batch_done);
+    if (!s->area || !s->resident || !s->records || !s->batch_slot || !s->batch_done)
+        return k3_errf(err, "out of memory for the read area (%.2f GiB)", total / 1073741824.0);
+    uint8_t *at = s->area;
+    for (int i = 0; i < s->n_segments; i++) {
+        s->resident[i].object = i;
+        if (s->budget.resident[i]) {
+            s->resident[i].base = at;
+            at += s->segment_bytes[i];
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        s->slots[k] = (struct buffer){.base = at, .object = -1};
+        at += s->budget.stream_slot_bytes;
+    }
+    s->embed = (struct buffer){.base = at, .object = -1};
+    at += s->embed_capacity;
+    for (int i = 0; i < s->n_records; i++) {
+        s->records[i] = (struct buffer){.base = at, .object = -1};
+        at += s->record_stride;
+    }
+    return 0;
+}
+
+static int load_resident(struct k3_stream *s, struct k3_err *err)
+{
+    for (int i = 0; i < s->n_segments; i++)
+        if (s->resident[i].base && fill(s, &s->resident[i], (uint64_t)i, OWN_SEGMENT, (uint32_t)i, err))
+            return -1;
+    for (int i = 0; i < s->n_segments; i++) {
+        if (!s->resident[i].base)
+            continue;
+        if (wait_ready(s, &s->resident[i], err))
+            return -1;
+        k3_model_bind_segment(s->m, i, s->resident[i].base);
+    }
+    return 0;
+}
+
+int k3_stream_open(struct k3_stream **out, struct k3_model *m, const struct k3_stream_opts *o,
+                   char *note, size_t note_len, struct k3_err *err)
+{
+    *out = NULL;
+    if (!m->packed)
+        return k3_errf(err, "the read path serves packed models (k3-uring pack)");
+    struct k3_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return k3_errf(err, "out of memory");
+    s->m = m;
+    s->p = m->packed;
+    s->o = *o;
+    s->bound_slot = -1;
+    int rc = plan_budget(s, err);
+    if (!rc)
+        rc = layout_area(s, err);
+    if (!rc) {
+        s->fds = calloc((size_t)s->p->n_drives, sizeof *s->fds);
+        if (!s->fds)
+            rc = k3_errf(err, "out of memory");
+        for (int d = 0; !rc && d < s->p->n_drives; d++)
+            s->fds[d] = s->p->drives[d].data.fd;
+    }
+    if (!rc) {
+        struct k3io_config rc_cfg = {
+            .backend = o->backend,
+            .fds = s->fds,
+            .n_files = s->p->n_drives,
+            .area = s->area,
+            .area_bytes = s->area_bytes,
+            .queue_depth = 64,
+            .max_io_bytes = 1u << 20,
+        };
+        int e = k3io_reader_create(&s->r, &rc_cfg, note, note_len);
+        if (e)
+            rc = k3_errf(err, "--io %s: cannot set up the reader: %s",
+                         o->backend == K3IO_URING ? "uring" : o->backend == K3IO_PREAD ? "pread" : "auto",
+                         strerror(-e));
+    }
+    if (!rc)
+        rc = load_resident(s, err);
+    if (rc) {
+        k3_stream_close(s);
+        return rc;
+    }
+    s->store.ops = &stream_ops;
+    s->store.capacity = s->in.inflight_records;
+    s->trunk = (struct k3_trunk_source){.segment = trunk_segment, .embed = trunk_embed, .ctx = s};
+    *out = s;
+    return 0;
+}
+
+void k3_stream_close(struct k3_stream *s)
+{
+    if (!s)
+        return;
+    if (s->r) {
+        /* Reads still in flight (a prefetch nobody used) must land before the area goes. */
+        struct k3io_done done[64];
+        while (k3io_pending(s->r) > 0 && k3io_wait(s->r, done, 64, 1) > 0)
+            ;
+        k3io_reader_destroy(s->r);
+    }
+    free(s->fds);
+    free(s->area);
+    free(s->resident);
+    free(s->records);
+    free(s->batch_slot);
+    free(s->batch_done);
+    free(s->segment_bytes);
+    free(s);
+}
+
+const struct k3_budget *k3_stream_budget(const struct k3_stream *s,
+                                         const struct k3_budget_input **in)
+{
+    if (in)
+        *in = &s->in;
+    return &s->budget;
+}
+
+struct k3_expert_store *k3_stream_experts(struct k3_stream *s) { return &s->store; }
+const struct k3_trunk_source *k3_stream_trunk(struct k3_stream *s) { return &s->trunk; }
+struct k3_stream_stats k3_stream_stats(const struct k3_stream *s) { return s->stats; }
+const char *k3_stream_backend(const struct k3_stream *s) { return k3io_backend_name(s->r); }

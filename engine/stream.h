@@ -1,0 +1,66 @@
+/* The packed model's read path: one io_uring reader (or pread pool) over every drive's
+ * data file, and the memory it reads into, laid out from the RAM budget.
+ *
+ * Owns: the registered area (resident trunk segments, two trunk stream slots, the
+ * expert record slots, embedding-row buffers); binding segments to the model (resident
+ * ones at open, streamed ones when a layer needs them, the next one read meanwhile);
+ * embedding rows read on demand; the expert store the forward pass reads records
+ * through, with a bounded cache in spare budget (a hit is a read avoided); verifying
+ * every piece's checksum as it lands; per-token counters.
+ * Does not own: the budget arithmetic (budget.h), the batched reads themselves
+ * (iouring/reader.h), the math.
+ */
+#ifndef K3_STREAM_H
+#define K3_STREAM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/budget.h"
+#include "engine/err.h"
+#include "engine/experts.h"
+#include "engine/forward.h"
+#include "engine/model.h"
+#include "iouring/reader.h"
+
+/* Budget presets for k3_stream_opts.ram. */
+#define K3_RAM_TRUNK 0           /* the whole trunk resident (and the floor's buffers) */
+#define K3_RAM_FLOOR UINT64_MAX  /* the floor: every segment streamed */
+
+struct k3_stream_opts {
+    enum k3io_backend backend; /* --io */
+    uint64_t ram;              /* budget in bytes, or a preset above */
+    int ctx;                   /* positions the session will hold */
+    int threads;
+    bool cache;                /* expert cache in the spare budget */
+    bool sync;                 /* one read at a time, waited for: the no-overlap baseline */
+    uint64_t logits_bytes;     /* what the caller keeps for logits (counted in the budget) */
+};
+
+/* Counters since the stream opened; difference two snapshots for one token. */
+struct k3_stream_stats {
+    uint64_t bytes;            /* read from the drives */
+    uint64_t reads;            /* pieces read */
+    uint64_t records_read, records_hit;   /* expert records read / found in the cache */
+    uint64_t trunk_bytes;      /* of bytes: trunk segments and embedding rows */
+    double stall_seconds;      /* compute waiting for data */
+    double verify_seconds;     /* checking piece checksums */
+};
+
+struct k3_stream;
+
+/* Plans the budget for m (a packed model), allocates and registers the area, loads the
+ * resident segments.  note receives one line per fallback taken (or ""). */
+int k3_stream_open(struct k3_stream **out, struct k3_model *m, const struct k3_stream_opts *o,
+                   char *note, size_t note_len, struct k3_err *err);
+void k3_stream_close(struct k3_stream *s);
+
+const struct k3_budget *k3_stream_budget(const struct k3_stream *s,
+                                         const struct k3_budget_input **in);
+struct k3_expert_store *k3_stream_experts(struct k3_stream *s);
+/* The trunk source a session uses for this stream's model. */
+const struct k3_trunk_source *k3_stream_trunk(struct k3_stream *s);
+struct k3_stream_stats k3_stream_stats(const struct k3_stream *s);
+const char *k3_stream_backend(const struct k3_stream *s);
+
+#endif

@@ -1,0 +1,51 @@
+#!/bin/bash
+# The determinism contract over the read path: k3-tiny packed on 1, 2 and 3 drives, run
+# at the floor and an ample budget, 1 and 2 threads, io_uring and the pread pool, expert
+# cache off and on (48 runs), gives logits and tokens byte-identical to the checkpoint
+# folder's.  Then io_uring disabled by sysctl: auto falls back to pread and says so.
+source "$(dirname "$0")/lib.sh"
+m=$(tiny_model)
+d="$K3_TEST_TMP/stream-matrix"
+rm -rf "$d" && mkdir -p "$d"
+ids=5,17,300,1200,42,7,999,2031,0,64,1024,2032,33,34,35,36,37
+args=(--ids $ids -n 12 --ignore-eos --print-ids)
+"$K3" run -m "$m" "${args[@]}" -q --logits-out "$d/want.f32" >"$d/want.ids" || fail "checkpoint run"
+for n in 1 2 3; do
+  list=$(for i in $(seq 1 $n); do mkdir -p "$d/n$n/d$i"; echo "$d/n$n/d$i"; done | paste -sd,)
+  "$K3" pack --checkpoint "$m" --drives "$list" -q 2>/dev/null || fail "pack on $n drives"
+  for ram in floor 256M; do
+    for t in 1 2; do
+      for io in uring pread; do
+        for cache in on off; do
+          extra=() && [[ $cache == off ]] && extra=(--no-cache)
+          name="drives=$n ram=$ram threads=$t io=$io cache=$cache"
+          "$K3" run --drives "$list" "${args[@]}" -q --ram $ram -t $t --io $io "${extra[@]}" \
+            --logits-out "$d/got.f32" >"$d/got.ids" 2>"$d/err" || { fail "$name: $(cat "$d/err")"; continue; }
+          cmp -s "$d/want.f32" "$d/got.f32" || fail "$name: logits differ"
+          cmp -s "$d/want.ids" "$d/got.ids" || fail "$name: tokens differ"
+        done
+      done
+    done
+  done
+done
+echo "48 configurations compared with the checkpoint run"
+
+sysctl=/proc/sys/kernel/io_uring_disabled
+if [[ $(id -u) -eq 0 && -w $sysctl ]]; then
+  old=$(cat $sysctl)
+  echo 2 >$sysctl
+  "$K3" run --drives "$d/n2/d1,$d/n2/d2" "${args[@]}" --logits-out "$d/got.f32" >/dev/null 2>"$d/err"
+  rc=$?
+  "$K3" run --drives "$d/n2/d1,$d/n2/d2" "${args[@]}" -q --io uring >/dev/null 2>"$d/err-uring"
+  rc_uring=$?
+  echo "$old" >$sysctl
+  [[ $rc -eq 0 ]] || fail "with io_uring disabled, --io auto failed: $(cat "$d/err")"
+  grep -q "note: io_uring unavailable" "$d/err" || fail "no fallback note: $(cat "$d/err")"
+  cmp -s "$d/want.f32" "$d/got.f32" || fail "the pread fallback's logits differ"
+  [[ $rc_uring -eq 1 ]] || fail "--io uring with io_uring disabled exited $rc_uring, want 1"
+  echo "fallback: $(grep note "$d/err")"
+  echo "forced: $(cat "$d/err-uring")"
+else
+  echo "(io_uring fallback not exercised: needs root and $sysctl)"
+fi
+finish
