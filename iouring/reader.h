@@ -30,7 +30,8 @@ struct k3io_config {
     const int *fds;          /* files requests name by index (registered with the ring) */
     int n_files;
     void *area;              /* every destination lies inside [area, area + area_bytes); */
-    size_t area_bytes;       /*   registered as fixed buffers (1 GiB pieces) when possible */
+    size_t area_bytes;       /*   registered as fixed buffers (1 GiB pieces) when possible;
+                              *   NULL/0: destinations anywhere, nothing registered */
     unsigned queue_depth;    /* chunks in flight at most (default 64, at most 32768) */
     uint32_t max_io_bytes;   /* chunk size cap, a multiple of 4096 (default 1 MiB, at most
                               * 1 GiB); chunks also never cross a 1 GiB boundary of area */
@@ -48,7 +49,9 @@ struct k3io_req {
 
 struct k3io_done {
     uint64_t tag;
-    int32_t res;             /* bytes read (< len only at end of file), or -errno */
+    int32_t res;             /* bytes read (< len only at end of file), or -errno; a short
+                              * read is retried for the rest, except an unaligned one on an
+                              * O_DIRECT file, which only happens at the end of file */
 };
 
 struct k3io_stats {
@@ -61,11 +64,14 @@ struct k3io_stats {
 
 struct k3io_reader;
 
-/* Creates a reader.  note (may be NULL) receives one line naming any fallback taken,
- * e.g. "io_uring unavailable (setup: Operation not permitted); 8 pread threads", or ""
- * when none. */
+/* Creates a reader.  note (may be NULL) receives one line naming any fallback taken, e.g.
+ * "io_uring unavailable (io_uring_queue_init_params: Operation not permitted); 8 pread
+ * threads" or "io_uring: registered buffers unavailable (io_uring_register_buffers:
+ * Cannot allocate memory); plain reads", or "" when none. */
 int k3io_reader_create(struct k3io_reader **out, const struct k3io_config *cfg, char *note,
                        size_t note_len);
+/* Waits for the reads in flight (they target the caller's memory), drops the requests not
+ * yet started, and frees the reader. */
 void k3io_reader_destroy(struct k3io_reader *r);
 
 /* Queues n requests and submits them in as few system calls as the queue allows; what
