@@ -301,8 +301,13 @@ struct snapshot {
 static struct snapshot snap(const struct runner *r)
 {
     struct snapshot s = {.t = now()};
-    if (r->stream)
+    if (r->stream) {
         s.io = k3_stream_stats(r->stream);
+    } else if (r->store) { /* checkpoint reads: experts only, no cache */
+        s.io.bytes = r->store->stats.bytes;
+        s.io.records_read = r->store->stats.records;
+        s.io.stall_seconds = r->store->stats.read_seconds;
+    }
     return s;
 }
 

@@ -158,7 +158,7 @@ static int parse_text(struct k3_config *c, struct reader *r)
     require_bool(r, "mla_use_output_gate", true);
 
     c->n_experts = get_int(r, "num_experts", 1, 1 << 20);
-    c->top_k = get_int(r, "num_experts_per_token", 1, 1 << 20);
+    c->top_k = get_int(r, "num_experts_per_token", 1, K3_MAX_TOPK);
     c->n_shared = get_int(r, "num_shared_experts", 1, 64);
     c->moe_inter = get_int(r, "moe_intermediate_size", 32, 1 << 24);
     c->latent = get_int(r, "routed_expert_hidden_size", 32, 1 << 24);

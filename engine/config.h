@@ -29,6 +29,7 @@
 #define K3_MAX_BLOCKS 64
 #define K3_MAX_GROUPS 256
 #define K3_MAX_HEAD_DIM 1024
+#define K3_MAX_TOPK 256
 
 enum k3_attn_kind { K3_ATTN_KDA, K3_ATTN_MLA };
 
@@ -75,6 +76,7 @@ struct k3_config {
 #define K3_MAX_BLOCKS 64
 #define K3_MAX_GROUPS 256
 #define K3_MAX_HEAD_DIM 1024
+#define K3_MAX_TOPK 256
 
 enum k3_attn_kind *attn;  /* [n_layers], from kda_layers/full_attn_layers */
     char *json;               /* the root config.json text, re-serialized */

@@ -13,6 +13,7 @@ static const struct {
     {"run", cmd_run, "run a model on a prompt: generate tokens, write logits"},
     {"synth", cmd_synth, "write a checkpoint folder of a K3-family config with random weights"},
     {"pack", cmd_pack, "lay a checkpoint out striped across drives for streaming"},
+    {"iobench", cmd_iobench, "the read path alone, shaped like decode, on packed drives"},
     {"plan", cmd_plan, "the memory floor and budget of a config (full K3 included)"},
     {"tokenize", cmd_tokenize, "encode text to token ids or decode ids to text"},
 };

@@ -20,14 +20,15 @@ static uint64_t make_tag(enum owner kind, uint32_t index, uint32_t piece)
     return (uint64_t)kind << 56 | (uint64_t)index << 32 | piece;
 }
 
-/* A buffer that an object's pieces are read into: piece first_piece + k at
- * base + k * piece_bytes. */
+/* A buffer that pieces [first_piece, first_piece + count) of an object are read into,
+ * piece first_piece + k at base + k * piece_bytes. */
 struct buffer {
     uint8_t *base;
     int64_t object;     /* -1: empty */
-    uint32_t first_piece;
+    uint32_t first_piece, count;
     uint32_t pending;   /* pieces not yet landed */
-    bool ready;         /* every piece landed and verified */
+    bool landed;        /* every piece landed */
+    bool ready;         /* ... and verified */
     int pins;           /* record slots: in the current batch */
     uint64_t last_use;  /* record slots: for LRU eviction */
 };
@@ -129,7 +130,8 @@ static void fail(struct k3_stream *s, const struct k3_pack_piece *pc, const stru
     s->failed = true;
 }
 
-/* One landed piece: check it, and count it against its buffer. */
+/* One landed piece: count it against its buffer (checksums wait until the buffer is
+ * complete, so they can be checked in parallel). */
 static void landed(struct k3_stream *s, const struct k3io_done *d)
 {
     enum owner kind = (enum owner)(d->tag >> 56);
@@ -140,22 +142,63 @@ static void landed(struct k3_stream *s, const struct k3io_done *d)
                                            : &s->records[index];
     const struct k3_pack_object *x = &s->p->objects[b->object];
     const struct k3_pack_piece *pc = &s->p->pieces[x->first_piece + j];
-    uint8_t *at = b->base + (uint64_t)(j - b->first_piece) * x->piece_bytes;
-    if (d->res < 0) {
+    if (d->res < 0)
         fail(s, pc, x, strerror(-d->res));
-    } else if ((uint32_t)d->res < pc->bytes) {
+    else if ((uint32_t)d->res < pc->bytes)
         fail(s, pc, x, "short read (data file truncated?)");
-    } else {
-        double t0 = now();
-        if (XXH3_64bits(at, pc->bytes) != pc->xxh64)
-            fail(s, pc, x, "checksum mismatch");
-        s->stats.verify_seconds += now() - t0;
-    }
     s->stats.bytes += pc->bytes;
     if (kind != OWN_RECORD)
         s->stats.trunk_bytes += pc->bytes;
     if (--b->pending == 0)
-        b->ready = true;
+        b->landed = true;
+}
+
+/* Checks the pieces of every landed, unchecked buffer in bufs, all in one parallel loop
+ * (XXH3 runs near memory speed on one core; a record's worth of pieces spread over the
+ * compute threads keeps it off the critical path).  The first bad piece in order is the
+ * one reported. */
+static int verify(struct k3_stream *s, struct buffer **bufs, int n, struct k3_err *err)
+{
+    struct job {
+        const uint8_t *at;
+        const struct k3_pack_piece *pc;
+        const struct k3_pack_object *x;
+        bool bad;
+    } jobs[256];
+    int n_jobs, first = 0;
+    double t0 = now();
+    while (first < n) {
+        int last = first;
+        n_jobs = 0;
+        for (; last < n; last++) {
+            struct buffer *b = bufs[last];
+            if (!b->landed || b->ready)
+                continue;
+            if (n_jobs && n_jobs + (int)b->count > 256)
+                break;
+            const struct k3_pack_object *x = &s->p->objects[b->object];
+            for (uint32_t k = 0; k < b->count && n_jobs < 256; k++)
+                jobs[n_jobs++] = (struct job){
+                    b->base + (uint64_t)k * x->piece_bytes,
+                    &s->p->pieces[x->first_piece + b->first_piece + k], x, false};
+        }
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int i = 0; i < n_jobs; i++)
+            jobs[i].bad = XXH3_64bits(jobs[i].at, jobs[i].pc->bytes) != jobs[i].pc->xxh64;
+        for (int i = 0; i < n_jobs; i++)
+            if (jobs[i].bad)
+                fail(s, jobs[i].pc, jobs[i].x, "checksum mismatch");
+        for (int i = first; i < last; i++)
+            if (bufs[i]->landed)
+                bufs[i]->ready = true;
+        first = last;
+    }
+    s->stats.verify_seconds += now() - t0;
+    if (s->failed) {
+        *err = s->failure;
+        return -1;
+    }
+    return 0;
 }
 
 /* Reaps at least min completions (time counted as stall: compute is waiting). */
@@ -178,10 +221,10 @@ static int pump(struct k3_stream *s, int min, struct k3_err *err)
 
 static int wait_ready(struct k3_stream *s, struct buffer *b, struct k3_err *err)
 {
-    while (!b->ready)
+    while (!b->landed)
         if (pump(s, 1, err))
             return -1;
-    return 0;
+    return b->ready ? 0 : verify(s, &b, 1, err);
 }
 
 /* Starts reading object o whole into buffer b. */
@@ -190,8 +233,8 @@ static int fill(struct k3_stream *s, struct buffer *b, uint64_t o, enum owner ki
 {
     b->object = (int64_t)o;
     b->first_piece = 0;
-    b->pending = s->p->objects[o].n_pieces;
-    b->ready = false;
+    b->count = b->pending = s->p->objects[o].n_pieces;
+    b->landed = b->ready = false;
     return submit_pieces(s, o, 0, b->pending, b->base, kind, index, err);
 }
 
@@ -259,8 +302,8 @@ static int trunk_embed(void *ctx, const int32_t *tokens, int T, float *out, stru
             struct buffer *b = &s->embed;
             b->object = 0;
             b->first_piece = j0;
-            b->pending = j1 - j0 + 1;
-            b->ready = false;
+            b->count = b->pending = j1 - j0 + 1;
+            b->landed = b->ready = false;
             if (submit_pieces(s, 0, j0, j1 - j0 + 1, b->base, OWN_EMBED, 0, err) ||
                 wait_ready(s, b, err))
                 return -1;
@@ -334,8 +377,8 @@ static int experts_begin(struct k3_expert_store *st, int layer, const int *exper
         st->stats.bytes += s->m->record.bytes;
         b->object = (int64_t)o;
         b->first_piece = 0;
-        b->pending = s->p->objects[o].n_pieces;
-        b->ready = false;
+        b->count = b->pending = s->p->objects[o].n_pieces;
+        b->landed = b->ready = false;
         if (!s->o.sync && submit_pieces(s, o, 0, b->pending, b->base, OWN_RECORD, (uint32_t)slot, err))
             return -1;
     }
@@ -350,7 +393,17 @@ static int experts_next(struct k3_expert_store *st, int *index, const uint8_t **
     if (s->delivered >= s->batch_n)
         return k3_errf(err, "expert store: next() past the end of the batch");
     for (;;) {
-        /* Any record of the batch that has landed, whatever the order it was asked in. */
+        /* Check every record of the batch that has landed, together. */
+        struct buffer *landed_now[K3_MAX_TOPK];
+        int n_landed = 0;
+        for (int i = 0; i < s->batch_n; i++) {
+            struct buffer *b = &s->records[s->batch_slot[i]];
+            if (!s->batch_done[i] && b->landed && !b->ready)
+                landed_now[n_landed++] = b;
+        }
+        if (n_landed && verify(s, landed_now, n_landed, err))
+            return -1;
+        /* Any record of the batch that is ready, whatever the order it was asked in. */
         for (int i = 0; i < s->batch_n; i++) {
             struct buffer *b = &s->records[s->batch_slot[i]];
             if (s->batch_done[i] || !b->ready)
@@ -372,7 +425,7 @@ static int experts_next(struct k3_expert_store *st, int *index, const uint8_t **
                 struct buffer *b = &s->records[s->batch_slot[i]];
                 if (s->batch_done[i] || b->ready)
                     continue;
-                if (submit_pieces(s, (uint64_t)b->object, 0, b->pending, b->base, OWN_RECORD,
+                if (submit_pieces(s, (uint64_t)b->object, 0, b->count, b->base, OWN_RECORD,
                                   (uint32_t)s->batch_slot[i], err) ||
                     wait_ready(s, b, err))
                     return -1;

@@ -1,0 +1,37 @@
+#!/bin/bash
+# The read path against fio on the same files: k3-uring iobench (decode-shaped reads of
+# random expert records through io_uring, the pread pool, and the one-at-a-time sync
+# baseline) alternated with fio's io_uring O_DIRECT random reads at the engine's chunk
+# size (1 MiB) and queue depth (64), page cache dropped before each run.
+# usage: bench/readpath.sh D0,D1,.. [ROUNDS] [TOKENS]
+# Writes bench/results/readpath-<date>.csv and prints per-round ratios.
+set -euo pipefail
+drives=${1:?usage: bench/readpath.sh D0,D1,.. [ROUNDS] [TOKENS]}
+rounds=${2:-3}
+tokens=${3:-24}
+k3=${K3:-./k3-uring}
+root=$(cd "$(dirname "$0")/.." && pwd)
+out="$root/bench/results/readpath-$(date -u +%Y%m%d-%H%M%S).csv"
+files=$(echo "$drives" | tr ',' '\n' | sed 's|$|/k3-uring.data|' | paste -sd:)
+drop() { sync; [[ $(id -u) -eq 0 ]] && echo 3 >/proc/sys/vm/drop_caches || true; }
+iobench() { # prints steady-state GB/s and s/token
+  "$k3" iobench --drives "$drives" --tokens "$tokens" --ram trunk --no-cache "$@" 2>&1 >/dev/null |
+    sed -n 's/.* \([0-9.]*\) s\/token, \([0-9.]*\) GB\/s.*/\2 \1/p'
+}
+fio_gbps() {
+  fio --name=readpath --filename="$files" --rw=randread --bs=1M --iodepth=64 --direct=1 \
+    --ioengine=io_uring --fixedbufs=1 --registerfiles=1 --runtime=6 --time_based \
+    --group_reporting --output-format=json |
+    python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["jobs"][0]["read"]["bw_bytes"]/1e9)'
+}
+echo "round,fio_GBps,uring_GBps,uring_s_token,pread_GBps,pread_s_token,sync_GBps,sync_s_token" >"$out"
+for r in $(seq 1 "$rounds"); do
+  drop; f=$(fio_gbps)
+  drop; read -r u ut < <(iobench --io uring)
+  drop; read -r p pt < <(iobench --io pread)
+  drop; read -r s st < <(iobench --io uring --sync)
+  echo "$r,$f,$u,$ut,$p,$pt,$s,$st" >>"$out"
+  printf 'round %d: fio %.2f GB/s; io_uring %.2f GB/s (%.2f of fio, %.3f s/token); pread pool %.2f GB/s; sync %.2f GB/s (%.3f s/token: io_uring is %.2fx faster)\n' \
+    "$r" "$f" "$u" "$(echo "$u / $f" | bc -l)" "$ut" "$p" "$s" "$st" "$(echo "$st / $ut" | bc -l)"
+done
+echo "readpath.sh: wrote $out"
