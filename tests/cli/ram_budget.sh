@@ -19,6 +19,16 @@ for ram in floor trunk; do
   ((rss_mb * 1048576 <= budget)) || fail "--ram $ram: peak RSS $rss_mb MiB exceeds the budget $((budget / 1048576)) MiB"
 done
 cmp -s "$d/floor.f32" "$d/trunk.f32" || fail "the floor and the resident trunk give different logits"
+
+# The expert cache: with room for every record, later tokens hit it (a hit is a read
+# avoided: the bytes read per token drop); --no-cache reads every record every time.
+hits() { sed -n 's/.*token \([0-9]*\):.* \([0-9.]*\) MB in .*cache hits \([0-9]*\)\/\([0-9]*\).*/\3/p' "$1" | tail -1; }
+"$K3" run "${args[@]}" --ram 512M --stats >/dev/null 2>"$d/cache.log" || fail "cache run"
+"$K3" run "${args[@]}" --ram 512M --stats --no-cache >/dev/null 2>"$d/nocache.log" || fail "no-cache run"
+[[ $(hits "$d/cache.log") -gt 0 ]] || fail "no cache hits with 512M: $(grep 'token 7' "$d/cache.log")"
+[[ $(hits "$d/nocache.log") -eq 0 ]] || fail "hits with --no-cache: $(grep 'token 7' "$d/nocache.log")"
+echo "cache: $(grep 'token 7:' "$d/cache.log" | sed 's/k3-uring: //')"
+echo "no cache: $(grep 'token 7:' "$d/nocache.log" | sed 's/k3-uring: //')"
 grep -q "5 streamed segments" "$d/floor.log" || fail "at the floor the layers should stream: $(grep slots "$d/floor.log")"
 expect_error 1 "is below the floor of" "$K3" run --drives "$d/a,$d/b" --ids 5 -n 1 --ram 64M -q
 expect_error 2 "need --drives" "$K3" run -m "$d/model" --ids 5 -n 1 --ram 1G
