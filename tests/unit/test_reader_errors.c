@@ -3,7 +3,7 @@
  * write-only descriptor (EBADF), a misaligned direct read (EINVAL); a failed request of
  * several chunks completes once.  Requests the reader cannot take (file index out of
  * range, len 0, a buffer outside the area) are refused by k3io_submit with -EINVAL and
- * none of the batch is queued. */
+ * none of the batch is queued; so are configurations it cannot honour, by create. */
 #include "tests/unit/test_reader.h"
 
 #define SEED 3
@@ -91,6 +91,26 @@ static void run(enum k3io_backend b, const int *fds, bool direct, char *area)
     k3io_reader_destroy(r);
 }
 
+/* Configurations the reader refuses: -EINVAL, no reader. */
+static void bad_configs(int fd, char *area)
+{
+    const struct k3io_config good = {.fds = &fd, .n_files = 1, .area = area,
+                                     .area_bytes = AREA_BYTES};
+    struct k3io_config bad[5];
+    for (int i = 0; i < 5; i++)
+        bad[i] = good;
+    bad[0].max_io_bytes = 6000;           /* not a multiple of 4096 */
+    bad[1].max_io_bytes = 0x80000000u;    /* over 1 GiB */
+    bad[2].queue_depth = 40000;           /* over io_uring's 32768 entries */
+    bad[3].n_files = -1;
+    bad[4].area = NULL;                   /* area_bytes without an area */
+    for (int i = 0; i < 5; i++) {
+        struct k3io_reader *r = (struct k3io_reader *)1;
+        CHECK(k3io_reader_create(&r, &bad[i], NULL, 0) == -EINVAL && r == NULL,
+              "bad config %d accepted", i);
+    }
+}
+
 int main(void)
 {
     const char *path = test_path("reader_errors.bin");
@@ -110,6 +130,7 @@ int main(void)
             run(test_backends[i], fds, good.direct, area);
         k3io_close(&good);
     }
+    bad_configs(wronly, area);
     close(wronly);
     close(dir);
     free(area);
