@@ -462,6 +462,7 @@ int cmd_run(int argc, char **argv)
     else if (!rc)
         rc = k3_errf(&err, "--io: \"%s\" is not auto, uring or pread", o.io_text);
     if (rc) {
+        free(o.ids);
         fprintf(stderr, "k3-uring: %s\n", err.msg);
         return 2;
     }

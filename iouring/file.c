@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -72,9 +73,14 @@ int k3io_pwrite_full(const struct k3io_file *f, const void *buf, size_t len, uin
 
 void *k3io_alloc(size_t len)
 {
-    size_t n = (len + K3IO_ALIGN - 1) / K3IO_ALIGN * K3IO_ALIGN;
-    void *p = aligned_alloc(K3IO_ALIGN, n ? n : K3IO_ALIGN);
-    if (p)
-        memset(p, 0, n ? n : K3IO_ALIGN);
+    const size_t huge = 2u << 20;
+    size_t align = len >= huge ? huge : K3IO_ALIGN;
+    size_t n = len ? (len + align - 1) / align * align : align;
+    void *p = aligned_alloc(align, n);
+    if (!p)
+        return NULL;
+    if (align == huge)
+        madvise(p, n, MADV_HUGEPAGE); /* advice only: without THP it is ordinary memory */
+    memset(p, 0, n);
     return p;
 }
