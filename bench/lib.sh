@@ -1,0 +1,63 @@
+# shellcheck shell=bash disable=SC2154
+# Shell helpers shared by bench/emulate.sh, bench/fio.sh and bench/fio-scaling.sh
+# (sourced, not run). Each script sets `prog` to its own name before sourcing, so every
+# message says which script spoke.
+
+# die MESSAGE: one line on stderr, exit 1.
+die() { echo "$prog: $*" >&2; exit 1; }
+# skip MESSAGE: the machine lacks something (root, loop devices, a throttle): one line
+# on stderr, exit 77 so a caller can fall back (to plain folders, or skip a test).
+skip() { echo "$prog: $*" >&2; exit 77; }
+warn() { echo "$prog: warning: $*" >&2; }
+say() { echo "$prog: $*" >&2; }
+
+# to_bytes SIZE: prints SIZE in bytes. Suffixes as truncate(1) reads them: K M G T are
+# powers of 1024 (also KiB MiB GiB TiB), KB MB GB TB powers of 1000; none means bytes.
+to_bytes() {
+  local s=$1 n unit
+  [[ $s =~ ^([0-9]+)([KMGT]?)(i?B?)$ ]] || return 1
+  n=${BASH_REMATCH[1]} unit=${BASH_REMATCH[2]}
+  local base=1024
+  [[ ${BASH_REMATCH[3]} == B ]] && base=1000
+  case $unit in
+    "") echo "$n" ;;
+    K) echo $((n * base)) ;;
+    M) echo $((n * base ** 2)) ;;
+    G) echo $((n * base ** 3)) ;;
+    T) echo $((n * base ** 4)) ;;
+  esac
+}
+
+# need_value FLAG ARGC: an option that takes a value was given one.
+need_value() { (($2 >= 2)) || die "$1 needs a value"; }
+
+# A positive (or, with allow_zero, non-negative) integer option.
+check_uint() {
+  local flag=$1 v=$2 allow_zero=${3:-}
+  [[ $v =~ ^[0-9]+$ ]] || die "$flag: want a whole number, got '$v'"
+  [[ -n $allow_zero || $v -gt 0 ]] || die "$flag: want a number above 0, got '$v'"
+}
+
+# drop_caches: so nothing earlier runs left in the page cache is read back from RAM
+# (fio reads with O_DIRECT, but the engine and `cp` do not). Root only; a no-op otherwise.
+drop_caches() {
+  sync
+  if [[ $(id -u) -eq 0 ]]; then echo 3 >/proc/sys/vm/drop_caches; fi
+}
+
+# median: numbers on stdin, one a line; prints their median (mean of the middle two
+# when even).
+median() {
+  sort -g | awk '{ v[NR] = $1 } END {
+    if (NR == 0) exit 1
+    if (NR % 2) print v[(NR + 1) / 2]; else printf "%.17g\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# fio_read_bw JSONFILE: the aggregate read bandwidth in bytes/s of a fio run made with
+# --group_reporting --output-format=json (jobs[0].read.bw_bytes). fio pretty-prints its
+# JSON one key a line, so awk finds it without python or jq (neither is a dependency).
+fio_read_bw() {
+  awk '/"read" : \{/ { inread = 1 }
+       inread && /"bw_bytes" :/ { gsub(/[^0-9]/, "", $3); print $3; found = 1; exit }
+       END { if (!found) exit 1 }' "$1"
+}
