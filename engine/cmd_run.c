@@ -23,17 +23,19 @@
 #include "engine/packed.h"
 #include "engine/sampler.h"
 #include "engine/stream.h"
+#include "engine/trace.h"
 #include "engine/tokenizer.h"
 
 struct run_opts {
     const char *model, *drives, *ids_text, *prompt, *logits_out, *dump_layers;
-    const char *ram_text, *io_text;
+    const char *ram_text, *io_text, *predict_text, *predict_from_text, *trace_path;
     int32_t *ids; /* --ids, parsed while validating options */
     int n_ids;
-    int n_predict, threads, top_k, ctx;
+    int n_predict, threads, top_k, ctx, prefetch_k;
     float temp, top_p;
     uint64_t seed, ram;
     enum k3io_backend io;
+    enum k3_predict_from predict;
     bool print_ids, ignore_eos, quiet, stats, verbose, no_cache, sync;
 };
 
@@ -154,6 +156,7 @@ struct runner {
     int32_t *prompt;
     int n_prompt, ctx;
     float *logits;                     /* [K3_CHUNK][vocab] */
+    struct k3_trace *trace;
     FILE *lf;
     char logits_tmp[K3_PATH_MAX];
 };
@@ -216,6 +219,8 @@ static int open_read_path(struct runner *r, struct k3_err *err)
         .threads = omp_get_max_threads(),
         .cache = !o->no_cache,
         .sync = o->sync,
+        .prefetch_k = o->predict != K3_PREDICT_OFF ? o->prefetch_k : 0,
+        .trace = r->trace,
         .logits_bytes = sizeof(float) * (size_t)K3_CHUNK * (size_t)c->vocab,
     };
     char note[256] = "";
@@ -245,12 +250,18 @@ static int setup(struct runner *r, struct k3_err *err)
     if (open_model(r, err))
         return -1;
     const struct k3_config *c = &r->m.cfg;
+    if (o->trace_path &&
+        k3_trace_open(&r->trace, o->trace_path, r->m.packed ? r->m.packed->n_drives : 0, err))
+        return -1;
     if (prepare_prompt(r, err) || open_read_path(r, err) ||
         k3_session_init(&r->ss, &r->m, r->store, r->ctx, err) ||
         k3_sampler_init(&r->sampler, c->vocab, o->temp, o->top_k, o->top_p, o->seed, err))
         return -1;
     if (r->stream)
         r->ss.trunk = k3_stream_trunk(r->stream);
+    r->ss.predict = r->stream && !o->sync ? o->predict : K3_PREDICT_OFF;
+    r->ss.predict_k = o->prefetch_k;
+    r->ss.trace = r->trace;
     if (!(r->logits = malloc(sizeof(float) * (size_t)K3_CHUNK * c->vocab)))
         return k3_errf(err, "out of memory for logits");
     if (o->dump_layers) {
@@ -288,6 +299,7 @@ static void teardown(struct runner *r)
     k3_session_free(&r->ss);
     k3_expert_store_close(r->ckpt_store);
     k3_stream_close(r->stream);
+    k3_trace_close(r->trace, NULL);
     k3_tok_free(r->tok);
     k3_model_close(&r->m);
 }
@@ -331,6 +343,38 @@ static void print_step(const struct runner *r, const char *what, int index,
             y->verify_seconds - x->verify_seconds);
 }
 
+/* Per layer over the generated tokens (base: the counters when the prompt was done):
+ * prediction hits, wasted bytes, stall and overlap (the share of the time reads were in
+ * flight that compute did not wait). */
+static void print_layers(const struct runner *r, const struct k3_layer_stats *base)
+{
+    const struct k3_layer_stats *ls = k3_stream_layer_stats(r->stream);
+    fprintf(stderr, "k3-uring: decode, per layer:\n"
+                    "k3-uring: layer  records  predicted  used  hit%%  wasted MB  stall s  busy s  overlap\n");
+    for (int l = 0; l <= r->m.cfg.n_layers; l++) {
+        const struct k3_layer_stats *a = &base[l], *b = &ls[l];
+        struct k3_layer_stats d = {
+            .records = b->records - a->records,
+            .predicted = b->predicted - a->predicted,
+            .predicted_used = b->predicted_used - a->predicted_used,
+            .wasted_bytes = b->wasted_bytes - a->wasted_bytes,
+            .stall_seconds = b->stall_seconds - a->stall_seconds,
+            .busy_seconds = b->busy_seconds - a->busy_seconds,
+        };
+        const struct k3_layer_stats *x = &d;
+        if (!x->records && !x->busy_seconds && !x->stall_seconds)
+            continue;
+        char name[16];
+        snprintf(name, sizeof name, l < r->m.cfg.n_layers ? "%d" : "output", l);
+        fprintf(stderr, "k3-uring: %5s %8llu %10llu %5llu %5.1f %10.1f %8.4f %7.4f %7.1f%%\n", name,
+                (unsigned long long)x->records, (unsigned long long)x->predicted,
+                (unsigned long long)x->predicted_used,
+                x->records ? 100.0 * (double)x->predicted_used / (double)x->records : 0.0,
+                x->wasted_bytes / 1e6, x->stall_seconds, x->busy_seconds,
+                x->busy_seconds > 0 ? 100.0 * (1 - x->stall_seconds / x->busy_seconds) : 100.0);
+    }
+}
+
 static int generate(const struct run_opts *o, struct k3_err *err)
 {
     struct runner r = {.o = o};
@@ -339,7 +383,9 @@ static int generate(const struct run_opts *o, struct k3_err *err)
     struct snapshot start = snap(&r), a = start, b;
     for (int done = 0; !rc && done < r.n_prompt; done += K3_CHUNK) {
         int T = r.n_prompt - done < K3_CHUNK ? r.n_prompt - done : K3_CHUNK;
+        k3_trace_begin(r.trace, "prompt chunk", NULL);
         rc = k3_forward(&r.ss, r.prompt + done, T, r.logits, r.lf != NULL, err);
+        k3_trace_end(r.trace);
         if (!rc && r.lf) {
             rc = write_rows(r.lf, r.logits, T, c->vocab, r.logits_tmp, err);
             /* keep the last row first: the first token is sampled from it */
@@ -348,6 +394,13 @@ static int generate(const struct run_opts *o, struct k3_err *err)
         }
     }
     struct snapshot prompt_end = snap(&r);
+    struct k3_layer_stats *layers_at_prompt_end = NULL;
+    if (!rc && r.stream) {
+        size_t n = (size_t)c->n_layers + 1;
+        layers_at_prompt_end = malloc(n * sizeof *layers_at_prompt_end);
+        if (layers_at_prompt_end)
+            memcpy(layers_at_prompt_end, k3_stream_layer_stats(r.stream), n * sizeof *layers_at_prompt_end);
+    }
     if (!rc && o->stats)
         print_step(&r, "prompt", r.n_prompt, &start, &prompt_end);
     struct emitter em = {.tok = r.tok, .ids = o->print_ids};
@@ -359,7 +412,13 @@ static int generate(const struct run_opts *o, struct k3_err *err)
         generated++;
         if ((next == c->eos_id && !o->ignore_eos) || generated == o->n_predict)
             break;
+        if (r.trace) {
+            char args[32];
+            snprintf(args, sizeof args, "\"token\": %d", generated);
+            k3_trace_begin(r.trace, "token", args);
+        }
         rc = k3_forward(&r.ss, &next, 1, r.logits, false, err);
+        k3_trace_end(r.trace);
         if (!rc && r.lf)
             rc = write_rows(r.lf, r.logits, 1, c->vocab, r.logits_tmp, err);
         b = snap(&r);
@@ -382,6 +441,15 @@ static int generate(const struct run_opts *o, struct k3_err *err)
     }
     if (!rc && o->dump_layers)
         rc = write_layer_dump(&r.dump, r.ss.pos, o->dump_layers, err);
+    if (r.trace) {
+        struct k3_trace *t = r.trace;
+        r.trace = NULL;
+        if (k3_trace_close(t, rc ? NULL : err))
+            rc = -1;
+    }
+    if (!rc && o->stats && layers_at_prompt_end)
+        print_layers(&r, layers_at_prompt_end);
+    free(layers_at_prompt_end);
     if (!rc && !o->quiet) {
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
@@ -406,7 +474,8 @@ static int generate(const struct run_opts *o, struct k3_err *err)
 
 int cmd_run(int argc, char **argv)
 {
-    struct run_opts o = {.n_predict = 16, .top_p = 1.0f, .seed = 1};
+    struct run_opts o = {.n_predict = 16, .top_p = 1.0f, .seed = 1, .prefetch_k = 24,
+                         .predict_text = "on", .predict_from_text = "moe-input-next"};
     const struct k3_opt opts[] = {
         {"model", 'm', K3_OPT_STRING, &o.model, "DIR", "checkpoint folder as shipped", 0, 0},
         {"drives", 'd', K3_OPT_STRING, &o.drives, "D0,D1,..", "packed drive folders, any order (k3-uring pack)", 0, 0},
@@ -424,6 +493,12 @@ int cmd_run(int argc, char **argv)
         {"io", 0, K3_OPT_STRING, &o.io_text, "auto|uring|pread", "read backend (packed drives; default auto)", 0, 0},
         {"no-cache", 0, K3_OPT_FLAG, &o.no_cache, NULL, "no expert cache in the spare budget", 0, 0},
         {"sync", 0, K3_OPT_FLAG, &o.sync, NULL, "read one record at a time, no overlap (baseline)", 0, 0},
+        {"predict", 0, K3_OPT_STRING, &o.predict_text, "on|off",
+         "prefetch the next layer's likely experts (packed drives; default on)", 0, 0},
+        {"prefetch-k", 0, K3_OPT_INT, &o.prefetch_k, "K", "experts prefetched per layer", 1, 4096},
+        {"predict-from", 0, K3_OPT_STRING, &o.predict_from_text, "moe-input|moe-input-next|layer-output",
+         "the hidden state the next layer's router is applied to", 0, 0},
+        {"trace", 0, K3_OPT_STRING, &o.trace_path, "FILE", "write a Chrome/Perfetto trace of reads and compute", 0, 0},
         {"stats", 0, K3_OPT_FLAG, &o.stats, NULL, "per token: time, bytes read, GB/s, stall, hits", 0, 0},
         {"verbose", 'v', K3_OPT_FLAG, &o.verbose, NULL, "print the read backend and the budget", 0, 0},
         {"logits-out", 0, K3_OPT_STRING, &o.logits_out, "FILE", "write raw f32 logits, one row per predicted position", 0, 0},
@@ -453,6 +528,19 @@ int cmd_run(int argc, char **argv)
         o.ram = K3_RAM_FLOOR;
     else if (!rc && (k3_parse_size(o.ram_text, &o.ram) || o.ram == 0))
         rc = k3_errf(&err, "--ram: \"%s\" is not a size (e.g. 8G), floor or trunk", o.ram_text);
+    if (!rc && strcmp(o.predict_text, "on") && strcmp(o.predict_text, "off"))
+        rc = k3_errf(&err, "--predict: \"%s\" is not on or off", o.predict_text);
+    if (!rc && !strcmp(o.predict_text, "off"))
+        o.predict = K3_PREDICT_OFF;
+    else if (!rc && !strcmp(o.predict_from_text, "moe-input"))
+        o.predict = K3_PREDICT_MOE_INPUT;
+    else if (!rc && !strcmp(o.predict_from_text, "moe-input-next"))
+        o.predict = K3_PREDICT_MOE_INPUT_NEXT;
+    else if (!rc && !strcmp(o.predict_from_text, "layer-output"))
+        o.predict = K3_PREDICT_LAYER_OUTPUT;
+    else if (!rc)
+        rc = k3_errf(&err, "--predict-from: \"%s\" is not moe-input, moe-input-next or "
+                           "layer-output", o.predict_from_text);
     if (!rc && (!o.io_text || !strcmp(o.io_text, "auto")))
         o.io = K3IO_AUTO;
     else if (!rc && !strcmp(o.io_text, "uring"))

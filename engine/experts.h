@@ -32,6 +32,10 @@ struct k3_expert_store_ops {
     /* The next landed record: *index is its position in the begin() list. */
     int (*next)(struct k3_expert_store *s, int *index, const uint8_t **record,
                 struct k3_err *err);
+    /* Optional: starts reading records a later begin() of layer will probably ask for
+     * (router prediction); never blocks, and may read fewer when buffers are short. */
+    int (*prefetch)(struct k3_expert_store *s, int layer, const int *experts, int n,
+                    struct k3_err *err);
     void (*close)(struct k3_expert_store *s);
 };
 

@@ -1,6 +1,7 @@
 #include "engine/forward.h"
 
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,6 +38,10 @@ struct k3_session_scratch {
     int *user_off;   /* [E + 1] CSR offsets of (token, slot) users per expert */
     int *users;      /* [C * k] token * k + slot */
     int *batch;      /* [min(E, C * k)] experts to read, ascending */
+    float *pred_h;   /* [H] the hidden state a prediction routes */
+    float *pred_logit; /* [E] */
+    int *pred_idx;   /* [E] predicted experts */
+    float *pred_w;   /* [E] */
 };
 
 static int max3(int a, int b, int c)
@@ -97,6 +102,10 @@ static void layout_scratch(struct k3_session_scratch *s, struct bump *b, const s
     s->user_off = take(b, (E + 1) * sizeof(int));
     s->users = take(b, C * K * sizeof(int));
     s->batch = take(b, E * sizeof(int));
+    s->pred_h = take(b, H * f);
+    s->pred_logit = take(b, E * f);
+    s->pred_idx = take(b, E * sizeof(int));
+    s->pred_w = take(b, E * f);
 }
 
 uint64_t k3_session_scratch_bytes(const struct k3_config *c, int max_ctx, int threads)
@@ -278,7 +287,35 @@ static void run_expert(struct k3_session *ss, const uint8_t *rec, int n_users, c
         memcpy(s->y + (size_t)users[u] * Hl, s->yt + (size_t)u * Hl, sizeof(float) * Hl);
 }
 
-/* Latent MoE (§3.8) on the normalized inputs s->hn; output in s->o. */
+/* Router prediction: layer next's router applied to h (normalized with next's gain when
+ * renorm), its top-k' experts prefetched.  Decode only: a prompt chunk reads the union
+ * of its experts per layer anyway. */
+static int predict(struct k3_session *ss, int next, const float *h, bool renorm, int T,
+                   struct k3_err *err)
+{
+    const struct k3_model *m = ss->m;
+    const struct k3_config *c = &m->cfg;
+    struct k3_expert_store *store = ss->experts;
+    if (T != 1 || next >= c->n_layers || !k3_layer_is_moe(c, next) || !store->ops->prefetch)
+        return 0;
+    struct k3_session_scratch *s = ss->s;
+    const struct k3_layer_weights *w = &m->w.layers[next];
+    const float *x = h;
+    if (renorm) {
+        k3_rmsnorm(s->pred_h, h, w->post_attn_norm, c->hidden, c->rms_eps);
+        x = s->pred_h;
+    }
+    k3_matmul_bf16(w->moe.router, c->n_experts, c->hidden, x, c->hidden, s->pred_logit,
+                   c->n_experts, 1);
+    int k = ss->predict_k < c->n_experts ? ss->predict_k : c->n_experts;
+    k3_route_k(c, s->pred_logit, w->moe.router_bias, k, s->pred_idx, s->pred_w, s->rkey);
+    return store->ops->prefetch(store, next, s->pred_idx, k, err);
+}
+
+/* Latent MoE (§3.8) on the normalized inputs s->hn (s->a holds them before the norm);
+ * output in s->o.  The reads are issued first; the prediction for the next layer, the
+ * latent projection and the shared experts compute while they land; then each routed
+ * expert computes as its record arrives. */
 static int moe_chunk(struct k3_session *ss, int l, int T, struct k3_err *err)
 {
     const struct k3_config *c = &ss->m->cfg;
@@ -290,7 +327,6 @@ static int moe_chunk(struct k3_session *ss, int l, int T, struct k3_err *err)
     for (int t = 0; t < T; t++)
         k3_route(c, s->rlogit + (size_t)t * E, w->router_bias, s->sel + (size_t)t * K,
                  s->selw + (size_t)t * K, s->rkey);
-    k3_matmul_bf16(w->latent_down, Hl, H, s->hn, H, s->z, Hl, T);
 
     /* Group (token, slot) users by expert; read each chosen expert once per chunk, in
      * ascending expert order, in batches the store can hold. */
@@ -310,9 +346,21 @@ static int moe_chunk(struct k3_session *ss, int l, int T, struct k3_err *err)
     s->user_off[0] = 0;
 
     struct k3_expert_store *store = ss->experts;
+    int first = n_batch < store->capacity ? n_batch : store->capacity;
+    if (store->ops->begin(store, l, s->batch, first, err))
+        return -1;
+    if (ss->predict == K3_PREDICT_MOE_INPUT && predict(ss, l + 1, s->hn, false, T, err))
+        return -1;
+    if (ss->predict == K3_PREDICT_MOE_INPUT_NEXT && predict(ss, l + 1, s->a, true, T, err))
+        return -1;
+    k3_trace_begin(ss->trace, "shared + latent", NULL);
+    k3_matmul_bf16(w->latent_down, Hl, H, s->hn, H, s->z, Hl, T);
+    /* Shared experts see the full-width input; their output adds unweighted. */
+    mlp(c, &w->shared, k3_shared_inter(c), s->hn, s->a, s->fg, s->fu, T);
+    k3_trace_end(ss->trace);
     for (int b0 = 0; b0 < n_batch; b0 += store->capacity) {
         int nb = n_batch - b0 < store->capacity ? n_batch - b0 : store->capacity;
-        if (store->ops->begin(store, l, s->batch + b0, nb, err))
+        if (b0 && store->ops->begin(store, l, s->batch + b0, nb, err))
             return -1;
         for (int got = 0; got < nb; got++) {
             int idx;
@@ -320,7 +368,13 @@ static int moe_chunk(struct k3_session *ss, int l, int T, struct k3_err *err)
             if (store->ops->next(store, &idx, &rec, err))
                 return -1;
             int e = s->batch[b0 + idx];
+            if (ss->trace) {
+                char args[64];
+                snprintf(args, sizeof args, "\"layer\": %d, \"expert\": %d", l, e);
+                k3_trace_begin(ss->trace, "expert", args);
+            }
             run_expert(ss, rec, s->user_off[e + 1] - s->user_off[e], s->users + s->user_off[e]);
+            k3_trace_end(ss->trace);
         }
     }
 
@@ -338,9 +392,6 @@ static int moe_chunk(struct k3_session *ss, int l, int T, struct k3_err *err)
         k3_rmsnorm(lat, lat, w->latent_norm, Hl, c->rms_eps);
     }
     k3_matmul_bf16(w->latent_up, H, Hl, s->z, Hl, s->o, H, T);
-    /* Shared experts see the full-width input; their output adds unweighted. */
-    int S = k3_shared_inter(c);
-    mlp(c, &w->shared, S, s->hn, s->a, s->fg, s->fu, T);
     for (size_t i = 0; i < (size_t)T * H; i++)
         s->o[i] += s->a[i];
     return 0;
@@ -389,6 +440,11 @@ static int forward_chunk(struct k3_session *ss, const int32_t *tokens, int T, fl
     }
     int nb = 0; /* stored blocks: the same count for every token */
     for (int l = 0; l < c->n_layers; l++) {
+        if (ss->trace) {
+            char args[32];
+            snprintf(args, sizeof args, "\"layer\": %d", l);
+            k3_trace_begin(ss->trace, "layer", args);
+        }
         if (ss->trunk && ss->trunk->segment(ss->trunk->ctx, l + 1, err))
             return k3_err_prefix(err, "layer %d", l);
         const struct k3_layer_weights *w = &m->w.layers[l];
@@ -406,23 +462,30 @@ static int forward_chunk(struct k3_session *ss, const int32_t *tokens, int T, fl
             p_empty = true;
         }
         norm_chunk(s->hn, s->a, w->input_norm, H, c->rms_eps, T);
+        k3_trace_begin(ss->trace, c->attn[l] == K3_ATTN_KDA ? "KDA" : "MLA", NULL);
         if (c->attn[l] == K3_ATTN_KDA)
             kda_chunk(ss, l, T);
         else
             mla_chunk(ss, l, T);
+        k3_trace_end(ss->trace);
         for (size_t i = 0; i < (size_t)T * H; i++)
             s->p[i] = p_empty ? s->o[i] : s->p[i] + s->o[i];
 
         mix_chunk(c, s, nb, w->mlp_res_key, s->a, T);
         norm_chunk(s->hn, s->a, w->post_attn_norm, H, c->rms_eps, T);
+        k3_trace_begin(ss->trace, k3_layer_is_moe(c, l) ? "MoE" : "MLP", NULL);
         if (k3_layer_is_moe(c, l)) {
             if (moe_chunk(ss, l, T, err))
                 return k3_err_prefix(err, "layer %d", l);
         } else {
             mlp(c, &w->dense, c->dense_inter, s->hn, s->o, s->fg, s->fu, T);
         }
+        k3_trace_end(ss->trace);
         for (size_t i = 0; i < (size_t)T * H; i++)
             s->p[i] += s->o[i];
+        if (ss->predict == K3_PREDICT_LAYER_OUTPUT && predict(ss, l + 1, s->p, true, T, err))
+            return -1;
+        k3_trace_end(ss->trace);
         if (ss->hook)
             for (int t = 0; t < T; t++)
                 ss->hook(ss->hook_ctx, ss->pos + t, l, s->p + (size_t)t * H, H);
@@ -433,6 +496,7 @@ static int forward_chunk(struct k3_session *ss, const int32_t *tokens, int T, fl
     if (first < T && ss->trunk && ss->trunk->segment(ss->trunk->ctx, c->n_layers + 1, err))
         return -1;
     if (first < T) {
+        k3_trace_begin(ss->trace, "output", NULL);
         int n = T - first;
         for (int t = first; t < T; t++) {
             const float *cands[K3_MAX_BLOCKS + 1];
@@ -450,6 +514,7 @@ static int forward_chunk(struct k3_session *ss, const int32_t *tokens, int T, fl
             k3_matmul_bf16(m->w.lm_head, c->vocab, H, s->hn + (size_t)skip * H, H, logits,
                            c->vocab, T - logits_from);
         }
+        k3_trace_end(ss->trace);
     }
     ss->pos += T;
     return 0;

@@ -17,6 +17,7 @@
 #include "engine/err.h"
 #include "engine/experts.h"
 #include "engine/model.h"
+#include "engine/trace.h"
 
 #define K3_CHUNK 32
 
@@ -35,6 +36,15 @@ struct k3_trunk_source {
     void *ctx;
 };
 
+/* Router prediction (decode): while layer l computes, layer l+1's router is applied to a
+ * hidden state of layer l and its top-k' experts are prefetched. */
+enum k3_predict_from {
+    K3_PREDICT_OFF,
+    K3_PREDICT_MOE_INPUT,      /* layer l's MoE input, normalized with its own gain */
+    K3_PREDICT_MOE_INPUT_NEXT, /* layer l's mixed MoE input, normalized with l+1's gain */
+    K3_PREDICT_LAYER_OUTPUT,   /* layer l's output, normalized with l+1's gain (later) */
+};
+
 struct k3_session {
     const struct k3_model *m;
     struct k3_expert_store *experts;
@@ -44,6 +54,9 @@ struct k3_session {
     float **conv_ring;       /* [L] → [3][P][W-1] raw inputs of q, k, v */
     float **mla_cache;       /* [L] → [max_ctx][kv_lora + rope], NULL on KDA layers */
     const struct k3_trunk_source *trunk; /* NULL: every segment resident */
+    enum k3_predict_from predict;
+    int predict_k;           /* experts prefetched per layer */
+    struct k3_trace *trace;  /* NULL: none */
     struct k3_session_scratch *s;
     k3_layer_hook hook;
     void *hook_ctx;

@@ -77,6 +77,12 @@ static void mask_groups(const struct k3_config *c, float *key)
 void k3_route(const struct k3_config *c, const float *logits, const float *bias, int *idx,
               float *weight, float *key)
 {
+    k3_route_k(c, logits, bias, c->top_k, idx, weight, key);
+}
+
+void k3_route_k(const struct k3_config *c, const float *logits, const float *bias, int k,
+                int *idx, float *weight, float *key)
+{
     for (int e = 0; e < c->n_experts; e++) {
         key[e] = k3_sigmoid(logits[e]) + bias[e];
         if (isnan(key[e])) /* a broken row must not break selection */
@@ -85,14 +91,14 @@ void k3_route(const struct k3_config *c, const float *logits, const float *bias,
     if (c->n_group > 1)
         mask_groups(c, key);
     float sum = 0;
-    for (int j = 0; j < c->top_k; j++) {
+    for (int j = 0; j < k; j++) {
         int e = argmax_key(key, c->n_experts);
         key[e] = -INFINITY;
         idx[j] = e;
         weight[j] = k3_sigmoid(logits[e]); /* the unbiased score */
         sum += weight[j];
     }
-    for (int j = 0; j < c->top_k; j++) {
+    for (int j = 0; j < k; j++) {
         if (c->renormalize)
             weight[j] /= sum + K3_ROUTER_RENORM_EPS;
         weight[j] *= c->routed_scale;

@@ -24,6 +24,9 @@ void k3_attn_res_mix(float *out, const float *const *cands, int n, const float *
  * scaled).  scratch: [E] floats. */
 void k3_route(const struct k3_config *c, const float *logits, const float *bias, int *idx,
               float *weight, float *scratch);
+/* The same selection for any k <= n_experts (router prediction takes k' of them). */
+void k3_route_k(const struct k3_config *c, const float *logits, const float *bias, int k,
+                int *idx, float *weight, float *scratch);
 
 /* y[i] = SiTU(g[i], u[i]) for n values. */
 void k3_situ_vec(float *y, const float *g, const float *u, int n, const struct k3_config *c);

@@ -29,7 +29,9 @@ struct buffer {
     uint32_t pending;   /* pieces not yet landed */
     bool landed;        /* every piece landed */
     bool ready;         /* ... and verified */
+    double submitted;   /* trace time of the reads */
     int pins;           /* record slots: in the current batch */
+    int predicted;      /* record slots: prefetched for this layer, not yet asked for (-1) */
     uint64_t last_use;  /* record slots: for LRU eviction */
 };
 
@@ -62,6 +64,10 @@ struct k3_stream {
     bool *batch_done;             /* [capacity] handed out by next() */
     struct k3_trunk_source trunk;
     struct k3_stream_stats stats;
+    struct k3_layer_stats *layer_stats; /* [n_layers + 1] */
+    int cur_layer;                /* the layer computing now (n_layers: the output) */
+    int inflight;                 /* pieces in flight */
+    double last_tick;             /* when busy time was last accounted */
     /* the first failure seen while processing completions */
     struct k3_err failure;
     bool failed;
@@ -89,6 +95,16 @@ static void describe(const struct k3_stream *s, char *buf, size_t len,
 
 /* ---- reading ------------------------------------------------------------------------ */
 
+/* Accounts the time since the last tick as busy (reads in flight) for the layer
+ * computing now; call before the number in flight or the layer changes. */
+static void tick(struct k3_stream *s)
+{
+    double t = now();
+    if (s->inflight > 0)
+        s->layer_stats[s->cur_layer].busy_seconds += t - s->last_tick;
+    s->last_tick = t;
+}
+
 /* Reads pieces [first, first + n) of object o into base (piece j at
  * (j - first) * piece_bytes). */
 static int submit_pieces(struct k3_stream *s, uint64_t o, uint32_t first, uint32_t n,
@@ -97,6 +113,9 @@ static int submit_pieces(struct k3_stream *s, uint64_t o, uint32_t first, uint32
     const struct k3_pack_object *x = &s->p->objects[o];
     struct k3io_req reqs[64];
     int q = 0;
+    tick(s);
+    s->inflight += (int)n;
+    k3_trace_counter(s->o.trace, "pieces in flight", s->inflight);
     for (uint32_t j = first; j < first + n; j++) {
         const struct k3_pack_piece *pc = &s->p->pieces[x->first_piece + j];
         reqs[q++] = (struct k3io_req){
@@ -142,6 +161,15 @@ static void landed(struct k3_stream *s, const struct k3io_done *d)
                                            : &s->records[index];
     const struct k3_pack_object *x = &s->p->objects[b->object];
     const struct k3_pack_piece *pc = &s->p->pieces[x->first_piece + j];
+    tick(s);
+    s->inflight--;
+    if (s->o.trace) {
+        char what[64];
+        describe(s, what, sizeof what, x);
+        k3_trace_read(s->o.trace, (int)pc->drive, b->submitted, k3_trace_now(s->o.trace),
+                      pc->bytes, what);
+        k3_trace_counter(s->o.trace, "pieces in flight", s->inflight);
+    }
     if (d->res < 0)
         fail(s, pc, x, strerror(-d->res));
     else if ((uint32_t)d->res < pc->bytes)
@@ -207,7 +235,9 @@ static int pump(struct k3_stream *s, int min, struct k3_err *err)
     struct k3io_done done[64];
     double t0 = now();
     int n = k3io_wait(s->r, done, 64, min);
-    s->stats.stall_seconds += now() - t0;
+    double dt = now() - t0;
+    s->stats.stall_seconds += dt;
+    s->layer_stats[s->cur_layer].stall_seconds += dt;
     if (n < 0)
         return k3_errf(err, "waiting for reads: %s", strerror(-n));
     for (int i = 0; i < n; i++)
@@ -235,6 +265,7 @@ static int fill(struct k3_stream *s, struct buffer *b, uint64_t o, enum owner ki
     b->first_piece = 0;
     b->count = b->pending = s->p->objects[o].n_pieces;
     b->landed = b->ready = false;
+    b->submitted = k3_trace_now(s->o.trace);
     return submit_pieces(s, o, 0, b->pending, b->base, kind, index, err);
 }
 
@@ -261,6 +292,8 @@ static int drain(struct k3_stream *s, struct buffer *b, struct k3_err *err)
 static int trunk_segment(void *ctx, int seg, struct k3_err *err)
 {
     struct k3_stream *s = ctx;
+    tick(s);
+    s->cur_layer = seg - 1; /* segment 1 + l is layer l; the output counts as layer L */
     if (s->resident[seg].base)
         return 0; /* bound at open */
     int slot = s->slots[0].object == seg ? 0 : s->slots[1].object == seg ? 1 : -1;
@@ -304,6 +337,7 @@ static int trunk_embed(void *ctx, const int32_t *tokens, int T, float *out, stru
             b->first_piece = j0;
             b->count = b->pending = j1 - j0 + 1;
             b->landed = b->ready = false;
+            b->submitted = k3_trace_now(s->o.trace);
             if (submit_pieces(s, 0, j0, j1 - j0 + 1, b->base, OWN_EMBED, 0, err) ||
                 wait_ready(s, b, err))
                 return -1;
@@ -323,26 +357,40 @@ static struct k3_stream *of_store(struct k3_expert_store *st)
     return (struct k3_stream *)((char *)st - offsetof(struct k3_stream, store));
 }
 
-/* A record slot for object o: the one holding it (a hit), else an empty slot, else the
- * least recently used one outside the batch. */
-static int record_slot(struct k3_stream *s, uint64_t o, bool *hit)
+/* Where object o's record is (landed or still landing), or -1. */
+static int slot_holding(const struct k3_stream *s, uint64_t o)
+{
+    for (int i = 0; i < s->n_records; i++)
+        if (s->records[i].object == (int64_t)o)
+            return i;
+    return -1;
+}
+
+/* A slot to read into: empty first, else the least recently used one that is neither
+ * in the current batch nor still landing; -1 if there is none. */
+static int free_slot(const struct k3_stream *s)
 {
     int victim = -1;
     for (int i = 0; i < s->n_records; i++) {
         const struct buffer *b = &s->records[i];
-        if (b->object == (int64_t)o) {
-            *hit = true;
-            return i;
-        }
-        if (b->pins)
+        if (b->pins || (b->object >= 0 && !b->landed))
             continue;
         const struct buffer *v = victim >= 0 ? &s->records[victim] : NULL;
         if (!v || (b->object < 0 && v->object >= 0) ||
             (b->object >= 0 && v->object >= 0 && b->last_use < v->last_use))
             victim = i;
     }
-    *hit = false;
     return victim;
+}
+
+static void start_record(struct k3_stream *s, struct buffer *b, uint64_t o)
+{
+    b->object = (int64_t)o;
+    b->first_piece = 0;
+    b->count = b->pending = s->p->objects[o].n_pieces;
+    b->landed = b->ready = false;
+    b->submitted = k3_trace_now(s->o.trace);
+    b->predicted = -1;
 }
 
 static int experts_begin(struct k3_expert_store *st, int layer, const int *experts, int n,
@@ -351,35 +399,74 @@ static int experts_begin(struct k3_expert_store *st, int layer, const int *exper
     struct k3_stream *s = of_store(st);
     if (n > st->capacity)
         return k3_errf(err, "expert batch of %d exceeds the store's %d buffers", n, st->capacity);
+    struct k3_layer_stats *ls = &s->layer_stats[layer];
     for (int i = 0; i < s->n_records; i++) {
-        s->records[i].pins = 0;
-        if (!s->o.cache)
-            s->records[i].object = -1; /* no cache: every record is read */
+        struct buffer *b = &s->records[i];
+        b->pins = 0;
+        /* No cache: nothing is kept for later, except what was prefetched for this layer
+         * and what is still landing. */
+        if (!s->o.cache && b->predicted != layer && b->landed)
+            b->object = -1;
     }
     s->layer = layer;
     s->batch = experts;
     s->batch_n = n;
     s->delivered = 0;
+    ls->records += (uint64_t)n;
     for (int i = 0; i < n; i++) {
         uint64_t o = k3_model_record_object(s->m, layer, experts[i]);
-        bool hit;
-        int slot = record_slot(s, o, &hit);
+        int slot = slot_holding(s, o);
+        if (slot >= 0) {
+            struct buffer *b = &s->records[slot];
+            if (b->predicted == layer)
+                ls->predicted_used++;
+            else
+                s->stats.records_hit++; /* in memory from an earlier token: a read avoided */
+            b->predicted = -1;
+        } else {
+            /* Every slot may be busy landing prefetched records: wait for one. */
+            while ((slot = free_slot(s)) < 0)
+                if (pump(s, 1, err))
+                    return -1;
+            start_record(s, &s->records[slot], o);
+            s->stats.records_read++;
+            st->stats.bytes += s->m->record.bytes;
+            if (!s->o.sync && submit_pieces(s, o, 0, s->records[slot].count, s->records[slot].base,
+                                            OWN_RECORD, (uint32_t)slot, err))
+                return -1;
+        }
         s->batch_slot[i] = slot;
         s->batch_done[i] = false;
-        struct buffer *b = &s->records[slot];
-        b->pins++;
-        b->last_use = ++s->use_clock;
-        if (hit) {
-            s->stats.records_hit++;
-            continue;
+        s->records[slot].pins++;
+        s->records[slot].last_use = ++s->use_clock;
+    }
+    /* Prefetched for this layer and not asked for: the prediction missed. */
+    for (int i = 0; i < s->n_records; i++)
+        if (s->records[i].predicted == layer) {
+            ls->wasted_bytes += s->m->record.bytes;
+            s->records[i].predicted = -1;
         }
+    return 0;
+}
+
+static int experts_prefetch(struct k3_expert_store *st, int layer, const int *experts, int n,
+                            struct k3_err *err)
+{
+    struct k3_stream *s = of_store(st);
+    for (int i = 0; i < n; i++) {
+        uint64_t o = k3_model_record_object(s->m, layer, experts[i]);
+        if (slot_holding(s, o) >= 0)
+            continue; /* in memory or landing already */
+        int slot = free_slot(s);
+        if (slot < 0)
+            break;
+        struct buffer *b = &s->records[slot];
+        start_record(s, b, o);
+        b->predicted = layer;
+        b->last_use = ++s->use_clock;
+        s->layer_stats[layer].predicted++;
         s->stats.records_read++;
-        st->stats.bytes += s->m->record.bytes;
-        b->object = (int64_t)o;
-        b->first_piece = 0;
-        b->count = b->pending = s->p->objects[o].n_pieces;
-        b->landed = b->ready = false;
-        if (!s->o.sync && submit_pieces(s, o, 0, b->pending, b->base, OWN_RECORD, (uint32_t)slot, err))
+        if (submit_pieces(s, o, 0, b->count, b->base, OWN_RECORD, (uint32_t)slot, err))
             return -1;
     }
     return 0;
@@ -444,10 +531,18 @@ static const struct k3_expert_store_ops stream_ops = {
     .name = "stream",
     .begin = experts_begin,
     .next = experts_next,
+    .prefetch = experts_prefetch,
     .close = experts_close,
 };
 
 /* ---- opening ----------------------------------------------------------------------------- */
+
+/* The most records one begin() may ask for: a layer's experts (prefetched ones fill the
+ * other slots). */
+static int c_top_k(const struct k3_stream *s)
+{
+    return s->in.inflight_records ? s->m->cfg.top_k : 0;
+}
 
 static int plan_budget(struct k3_stream *s, struct k3_err *err)
 {
@@ -483,7 +578,7 @@ static int plan_budget(struct k3_stream *s, struct k3_err *err)
         .piece_bytes = s->embed_capacity / 2,
         .manifest_bytes = p->header.manifest_bytes,
         .logits_bytes = s->o.logits_bytes,
-        .inflight_records = has_records ? c->top_k : 0,
+        .inflight_records = has_records ? c->top_k + s->o.prefetch_k : 0,
     };
     uint64_t ram = s->o.ram;
     if (ram == K3_RAM_TRUNK)
@@ -512,7 +607,9 @@ static int layout_area(struct k3_stream *s, struct k3_err *err)
     s->records = calloc((size_t)s->n_records + 1, sizeof *s->records);
     s->batch_slot = calloc((size_t)s->in.inflight_records + 1, sizeof *s->batch_slot);
     s->batch_done = calloc((size_t)s->in.inflight_records + 1, sizeof *s->batch_done);
-    if (!s->area || !s->resident || !s->records || !s->batch_slot || !s->batch_done)
+    s->layer_stats = calloc((size_t)s->m->cfg.n_layers + 1, sizeof *s->layer_stats);
+    if (!s->area || !s->resident || !s->records || !s->batch_slot || !s->batch_done ||
+        !s->layer_stats)
         return k3_errf(err, "out of memory for the read area (%.2f GiB)", total / 1073741824.0);
     uint8_t *at = s->area;
     for (int i = 0; i < s->n_segments; i++) {
@@ -529,7 +626,7 @@ static int layout_area(struct k3_stream *s, struct k3_err *err)
     s->embed = (struct buffer){.base = at, .object = -1};
     at += s->embed_capacity;
     for (int i = 0; i < s->n_records; i++) {
-        s->records[i] = (struct buffer){.base = at, .object = -1};
+        s->records[i] = (struct buffer){.base = at, .object = -1, .predicted = -1};
         at += s->record_stride;
     }
     return 0;
@@ -596,7 +693,7 @@ int k3_stream_open(struct k3_stream **out, struct k3_model *m, const struct k3_s
         return rc;
     }
     s->store.ops = &stream_ops;
-    s->store.capacity = s->in.inflight_records;
+    s->store.capacity = c_top_k(s);
     s->trunk = (struct k3_trunk_source){.segment = trunk_segment, .embed = trunk_embed, .ctx = s};
     *out = s;
     return 0;
@@ -619,6 +716,7 @@ void k3_stream_close(struct k3_stream *s)
     free(s->records);
     free(s->batch_slot);
     free(s->batch_done);
+    free(s->layer_stats);
     free(s->segment_bytes);
     free(s);
 }
@@ -634,4 +732,8 @@ const struct k3_budget *k3_stream_budget(const struct k3_stream *s,
 struct k3_expert_store *k3_stream_experts(struct k3_stream *s) { return &s->store; }
 const struct k3_trunk_source *k3_stream_trunk(struct k3_stream *s) { return &s->trunk; }
 struct k3_stream_stats k3_stream_stats(const struct k3_stream *s) { return s->stats; }
+const struct k3_layer_stats *k3_stream_layer_stats(const struct k3_stream *s)
+{
+    return s->layer_stats;
+}
 const char *k3_stream_backend(const struct k3_stream *s) { return k3io_backend_name(s->r); }

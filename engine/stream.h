@@ -21,6 +21,7 @@
 #include "engine/experts.h"
 #include "engine/forward.h"
 #include "engine/model.h"
+#include "engine/trace.h"
 #include "iouring/reader.h"
 
 /* Budget presets for k3_stream_opts.ram. */
@@ -34,6 +35,8 @@ struct k3_stream_opts {
     int threads;
     bool cache;                /* expert cache in the spare budget */
     bool sync;                 /* one read at a time, waited for: the no-overlap baseline */
+    int prefetch_k;            /* records a layer may prefetch for the next (0: none) */
+    struct k3_trace *trace;    /* NULL: none */
     uint64_t logits_bytes;     /* what the caller keeps for logits (counted in the budget) */
 };
 
@@ -45,6 +48,16 @@ struct k3_stream_stats {
     uint64_t trunk_bytes;      /* of bytes: trunk segments and embedding rows */
     double stall_seconds;      /* compute waiting for data */
     double verify_seconds;     /* checking piece checksums */
+};
+
+/* Per layer (index n_layers: the output), since the stream opened. */
+struct k3_layer_stats {
+    uint64_t records;          /* records the layer asked for */
+    uint64_t predicted;        /* records prefetched for it */
+    uint64_t predicted_used;   /* of those, asked for */
+    uint64_t wasted_bytes;     /* prefetched, not asked for */
+    double stall_seconds;      /* its compute waiting for data */
+    double busy_seconds;       /* reads in flight while it computed or waited */
 };
 
 struct k3_stream;
@@ -61,6 +74,7 @@ struct k3_expert_store *k3_stream_experts(struct k3_stream *s);
 /* The trunk source a session uses for this stream's model. */
 const struct k3_trunk_source *k3_stream_trunk(struct k3_stream *s);
 struct k3_stream_stats k3_stream_stats(const struct k3_stream *s);
+const struct k3_layer_stats *k3_stream_layer_stats(const struct k3_stream *s);
 const char *k3_stream_backend(const struct k3_stream *s);
 
 #endif
