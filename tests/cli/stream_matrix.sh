@@ -1,8 +1,9 @@
 #!/bin/bash
 # The determinism contract over the read path: k3-tiny packed on 1, 2 and 3 drives, run
 # at the floor and an ample budget, 1 and 2 threads, io_uring and the pread pool, expert
-# cache off and on (48 runs), gives logits and tokens byte-identical to the checkpoint
-# folder's.  Then io_uring disabled by sysctl: auto falls back to pread and says so.
+# cache off and on (48 runs), then prediction off and on for every k', gives logits and
+# tokens byte-identical to the checkpoint folder's.  Then io_uring disabled by sysctl:
+# auto falls back to pread and says so.
 source "$(dirname "$0")/lib.sh"
 m=$(tiny_model)
 d="$K3_TEST_TMP/stream-matrix"
@@ -29,6 +30,17 @@ for n in 1 2 3; do
   done
 done
 echo "48 configurations compared with the checkpoint run"
+
+# Prediction changes what is read ahead, never the bytes computed.
+for pred in "--predict off" "--prefetch-k 16" "--prefetch-k 20" "--prefetch-k 32" \
+            "--predict-from moe-input" "--predict-from layer-output" "--prefetch-k 32 --ram floor"; do
+  # shellcheck disable=SC2086
+  "$K3" run --drives "$d/n3/d1,$d/n3/d2,$d/n3/d3" "${args[@]}" -q --no-cache $pred \
+    --logits-out "$d/got.f32" >"$d/got.ids" 2>"$d/err" || { fail "$pred: $(cat "$d/err")"; continue; }
+  cmp -s "$d/want.f32" "$d/got.f32" || fail "$pred: logits differ"
+  cmp -s "$d/want.ids" "$d/got.ids" || fail "$pred: tokens differ"
+done
+echo "prediction off and on (k' 16, 20, 24, 32; three hidden states) compared"
 
 sysctl=/proc/sys/kernel/io_uring_disabled
 if [[ $(id -u) -eq 0 && -w $sysctl ]]; then
