@@ -23,7 +23,7 @@ command_line=$(for a in "$0" "$@"; do
 done)
 
 def_counts=1,2,4,8 def_repeats=3 def_mbps=100 def_size=2G def_file_size=1G def_bs=1M
-def_iodepth=64 def_runtime=6 def_name=fio-scaling
+def_iodepth=64 def_runtime=6 def_name=fio-scaling def_headroom=1
 usage() {
   cat <<EOF
 usage: bench/fio-scaling.sh [options]
@@ -39,12 +39,14 @@ options (default):
   --name NAME      emulated box name ($def_name)
   --dir DIR        where the box lives (bench/emulate.sh's default)
   --out FILE       results (bench/results/fio-scaling-<UTC date>.json)
+  --no-headroom    skip the unthrottled run on all drives that opens each round (run it)
 EOF
 }
 usage_error() { echo "$prog: $*" >&2; echo "$prog: see bench/fio-scaling.sh --help" >&2; exit 2; }
 
 counts=$def_counts repeats=$def_repeats mbps=$def_mbps size=$def_size file_size=$def_file_size
 bs=$def_bs iodepth=$def_iodepth runtime=$def_runtime name=$def_name dir='' out=''
+headroom=$def_headroom
 while (($#)); do
   case $1 in
     --counts) need_value "$1" $#; counts=$2; shift 2 ;;
@@ -58,6 +60,7 @@ while (($#)); do
     --name) need_value "$1" $#; name=$2; shift 2 ;;
     --dir) need_value "$1" $#; dir=$2; shift 2 ;;
     --out) need_value "$1" $#; out=$2; shift 2 ;;
+    --no-headroom) headroom=0; shift ;;
     -h|--help) usage; exit 0 ;;
     *) usage_error "unknown option '$1'" ;;
   esac
@@ -70,7 +73,7 @@ max=$(printf '%s\n' "${ns[@]}" | sort -n | tail -1)
 out=${out:-$here/results/fio-scaling-$(date -u +%Y%m%d-%H%M%S).json}
 
 say "every knob:"
-for k in counts repeats mbps size file_size bs iodepth runtime name; do
+for k in counts repeats mbps size file_size bs iodepth runtime name headroom; do
   v=${!k} d=def_$k
   printf '%s:   --%-10s %s%s\n' "$prog" "${k//_/-}" "$v" "$([[ $v == "${!d}" ]] && echo " (default)")" >&2
 done
@@ -90,12 +93,14 @@ if ((rc == 77)); then trap - EXIT; exit 77; fi
 ((rc == 0)) || die "bench/emulate.sh up failed (exit $rc)"
 IFS=, read -r -a all <<<"$(tail -1 <<<"$list")"
 
-# fio_bw N: aggregate bytes/s over the first N drives.
+# fio_bw N SECONDS [free]: aggregate bytes/s over the first N drives, inside the
+# throttle, or with `free` outside it.
 fio_bw() {
-  local n=$1 drives
+  local n=$1 drives cg=(--name "$name")
+  [[ ${3:-} == free ]] && cg=()
   drives=$(IFS=,; echo "${all[*]:0:n}")
   "$here/fio.sh" --drives "$drives" --bs "$bs" --iodepth "$iodepth" --runtime "$2" \
-    --size "$file_size" --name "$name" 2>"$tmp_err" || { cat "$tmp_err" >&2; die "fio.sh on $n drives failed"; }
+    --size "$file_size" "${cg[@]}" 2>"$tmp_err" || { cat "$tmp_err" >&2; die "fio.sh on $n drives failed"; }
 }
 tmp_err=$(mktemp)
 trap 'rm -f "$tmp_err"; teardown' EXIT
@@ -106,13 +111,24 @@ fio_bw "$max" 2 >/dev/null
 
 # ---- the runs ------------------------------------------------------------------------
 
-runs=()   # "round drives bw"
+# Each round opens with the same drives unthrottled (fio outside the cgroup): the
+# headroom. The emulation holds only while N x the limit stays well below it; this
+# disk's own ceiling moves between runs.
+runs=()   # "round drives bw throttled"
+free=()
 for ((r = 1; r <= repeats; r++)); do
+  if ((headroom)); then
+    bw=$(fio_bw "$max" "$runtime" free)
+    runs+=("$r $max $bw false")
+    free+=("$bw")
+    printf '%s: round %d, %d drive(s) unthrottled: %.1f MB/s (the cap, %d x %d MB/s, is %.2f of it)\n' \
+      "$prog" "$r" "$max" "$(bc -l <<<"$bw / 1000000")" "$max" "$mbps" "$(bc -l <<<"$max * $mbps * 1000000 / $bw")" >&2
+  fi
   order=("${ns[@]}")
   if ((r % 2 == 0)); then mapfile -t order < <(printf '%s\n' "${ns[@]}" | tac); fi
   for n in "${order[@]}"; do
     bw=$(fio_bw "$n" "$runtime")
-    runs+=("$r $n $bw")
+    runs+=("$r $n $bw true")
     printf '%s: round %d, %d drive(s): %.1f MB/s (%.3f of %d x %d MB/s)\n' "$prog" "$r" "$n" \
       "$(bc -l <<<"$bw / 1000000")" "$(bc -l <<<"$bw / ($n * $mbps * 1000000)")" "$n" "$mbps" >&2
   done
@@ -121,7 +137,7 @@ done
 # ---- the summary ---------------------------------------------------------------------
 
 base=${ns[0]}
-bw_of() { printf '%s\n' "${runs[@]}" | awk -v r="$1" -v n="$2" '$1 == r && $2 == n { print $3 }'; }
+bw_of() { printf '%s\n' "${runs[@]}" | awk -v r="$1" -v n="$2" '$1 == r && $2 == n && $4 == "true" { print $3 }'; }
 summary=() table=()
 for n in "${ns[@]}"; do
   bws=() ratios=()
@@ -140,6 +156,10 @@ for n in "${ns[@]}"; do
     "$med_ratio" "$of_limit")")
 done
 
+if ((headroom)); then
+  free_med=$(printf '%s\n' "${free[@]}" | median)
+  cap_share=$(bc -l <<<"$max * $mbps * 1000000 / $free_med")
+fi
 json_str() { local s=${1//\\/\\\\}; s=${s//\"/\\\"}; printf '"%s"' "$s"; }
 mkdir -p "$(dirname "$out")"
 {
@@ -147,10 +167,21 @@ mkdir -p "$(dirname "$out")"
     "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(uname -r)" "$(nproc)"
   printf ' "knobs": {"counts": [%s], "repeats": %d, "mbps": %d, "mb": 1000000, "size": "%s", "file_size": "%s", "bs": "%s", "iodepth": %d, "runtime_s": %d, "fio": "%s", "rw": "randread", "order": "odd rounds ascending, even rounds descending"},\n' \
     "$counts" "$repeats" "$mbps" "$size" "$file_size" "$bs" "$iodepth" "$runtime" "$(fio --version)"
-  printf ' "runs": [%s],\n' "$(printf '%s\n' "${runs[@]}" | awk '{ printf "%s{\"round\": %d, \"drives\": %d, \"bw_bytes\": %s}", (NR > 1 ? ", " : ""), $1, $2, $3 }')"
-  printf ' "summary": [%s]}\n' "$(IFS=,; echo "${summary[*]}")"
+  printf ' "runs": [%s],\n' "$(printf '%s\n' "${runs[@]}" | awk '{ printf "%s{\"round\": %d, \"drives\": %d, \"bw_bytes\": %s, \"throttled\": %s}", (NR > 1 ? ", " : ""), $1, $2, $3, $4 }')"
+  printf ' "summary": [%s]' "$(IFS=,; echo "${summary[*]}")"
+  if ((headroom)); then
+    printf ',\n "unthrottled": {"drives": %d, "bw_bytes": [%s], "median_bw_bytes": %s, "cap_over_median": %.4f}' \
+      "$max" "$(IFS=,; echo "${free[*]}")" "$free_med" "$cap_share"
+  fi
+  printf '}\n'
 } >"$out"
 
 printf '\n%7s  %-32s %9s  %-22s %7s  %7s\n' drives "MB/s, rounds 1..$repeats" median "bw(N)/(N x bw($base))" median "of cap"
 printf '%s\n' "${table[@]}"
+if ((headroom)); then
+  printf '%s: unthrottled on %d drives: %s MB/s (median %.1f); the cap %d x %d MB/s is %.2f of it%s\n' \
+    "$prog" "$max" "$(printf '%s\n' "${free[@]}" | awk '{ printf "%s%.1f", (NR > 1 ? " " : ""), $1 / 1e6 }')" \
+    "$(bc -l <<<"$free_med / 1000000")" "$max" "$mbps" "$cap_share" \
+    "$( (($(bc <<<"$cap_share > 0.7"))) && echo ": too close, lower --mbps")"
+fi
 echo "$prog: wrote $out"
