@@ -28,14 +28,14 @@ to_bytes() {
   esac
 }
 
-# need_value FLAG ARGC: an option that takes a value was given one.
-need_value() { (($2 >= 2)) || die "$1 needs a value"; }
+# need_value FLAG ARGC: an option that takes a value was given one (else usage error, 2).
+need_value() { (($2 >= 2)) || { echo "$prog: $1 needs a value" >&2; exit 2; }; }
 
-# A positive (or, with allow_zero, non-negative) integer option.
+# A positive (or, with allow_zero, non-negative) integer option; a usage error (2).
 check_uint() {
   local flag=$1 v=$2 allow_zero=${3:-}
-  [[ $v =~ ^[0-9]+$ ]] || die "$flag: want a whole number, got '$v'"
-  [[ -n $allow_zero || $v -gt 0 ]] || die "$flag: want a number above 0, got '$v'"
+  if ! [[ $v =~ ^[0-9]+$ ]]; then echo "$prog: $flag: want a whole number, got '$v'" >&2; exit 2; fi
+  if [[ -z $allow_zero && $v -eq 0 ]]; then echo "$prog: $flag: want a number above 0, got '$v'" >&2; exit 2; fi
 }
 
 # drop_caches: so nothing earlier runs left in the page cache is read back from RAM
