@@ -110,6 +110,12 @@ check_machine() {
 #   drives LIST (last: the box is complete)
 
 state() { echo "$dir/state"; }
+# A DIR shared by mistake between two boxes must not let one tear down the other.
+check_owner() {
+  local owner
+  owner=$(state_field name)
+  [[ -z $owner || $owner == "$name" ]] || die "$dir holds box '$owner', not '$name'"
+}
 record() { echo "$*" >>"$(state)"; }
 state_field() { [[ -f $(state) ]] || return 0; awk -v k="$1" '$1 == k { $1 = ""; print substr($0, 2) }' "$(state)"; }
 
@@ -258,6 +264,7 @@ remove_cgroup() {
 }
 
 do_down() {
+  check_owner
   if [[ ! -d $dir ]] && [[ -z $(our_cgroups) ]]; then
     rm -f "$registry/$name"
     say "down: nothing is up under '$name' ($dir)"
@@ -300,6 +307,7 @@ leftovers() {
 do_exec() {
   ((${#cmd[@]})) || usage_error "exec needs a command after --"
   [[ -f $(state) ]] || die "box '$name' is not up (no $(state))"
+  check_owner
   local cg
   cg=$(state_field cgroup | cut -d' ' -f2)
   # Writing our own pid moves this shell; exec keeps the pid, so CMD and every thread
