@@ -288,6 +288,9 @@ do_down() {
   done < <(drive_dirs)
   rm -f "$(state)" "$registry/$name"
   if ((created)); then rmdir "$dir" 2>/dev/null || warn "$dir is not empty; left in place"; fi
+  # The shared parents go too once no box uses them (rmdir leaves them otherwise).
+  rmdir "$registry" 2>/dev/null || true
+  if [[ $(dirname "$dir") == "$def_root" ]]; then rmdir "$def_root" 2>/dev/null || true; fi
   leftovers
 }
 
