@@ -4,6 +4,7 @@
  * values per position whose next token was predicted (every prompt position, then every
  * generated token but the last). */
 #include <errno.h>
+#include <signal.h>
 #include <jansson.h>
 #include <math.h>
 #include <omp.h>
@@ -14,6 +15,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "engine/chat.h"
 #include "engine/cli.h"
 #include "engine/experts.h"
 #include "engine/files.h"
@@ -29,6 +31,7 @@
 struct run_opts {
     const char *model, *drives, *ids_text, *prompt, *logits_out, *dump_layers;
     const char *ram_text, *io_text, *predict_text, *predict_from_text, *trace_path;
+    const char *prompt_file, *system, *think_text;
     int32_t *ids; /* --ids, parsed while validating options */
     int n_ids;
     int n_predict, threads, top_k, ctx, prefetch_k;
@@ -36,7 +39,7 @@ struct run_opts {
     uint64_t seed, ram;
     enum k3io_backend io;
     enum k3_predict_from predict;
-    bool print_ids, ignore_eos, quiet, stats, verbose, no_cache, sync;
+    bool print_ids, ignore_eos, quiet, stats, verbose, no_cache, sync, chat, special;
 };
 
 /* Per-layer summaries of the hidden state, [positions][layers + 1][rms, mean, max_abs]:
@@ -81,6 +84,16 @@ static int write_layer_dump(const struct layer_dump *d, int positions, const cha
     return rc;
 }
 
+/* Ctrl-C: generation stops after the token in progress and the statistics so far are
+ * printed; a second Ctrl-C kills as usual. */
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig)
+{
+    interrupted = 1;
+    signal(sig, SIG_DFL);
+}
+
 static double now(void)
 {
     struct timespec ts;
@@ -93,6 +106,7 @@ struct emitter {
     const struct k3_tokenizer *tok;
     struct k3_utf8_stream utf8;
     bool ids;
+    bool special; /* print special tokens' text too */
     int count;
 };
 
@@ -100,7 +114,7 @@ static void emit(struct emitter *e, int32_t id)
 {
     if (e->ids) {
         printf(e->count ? ",%d" : "%d", id);
-    } else {
+    } else if (e->special || !k3_tok_is_special(e->tok, id)) {
         size_t len;
         const uint8_t *bytes = k3_tok_bytes(e->tok, id, &len);
         char buf[1024];
@@ -177,22 +191,31 @@ static int open_model(struct runner *r, struct k3_err *err)
 static int prepare_prompt(struct runner *r, struct k3_err *err)
 {
     const struct run_opts *o = r->o;
-    if ((o->prompt || !o->print_ids) && k3_model_tokenizer(&r->m, &r->tok, err))
+    if ((!o->ids || !o->print_ids) && k3_model_tokenizer(&r->m, &r->tok, err))
         return -1;
     if (o->ids) {
         r->prompt = o->ids;
         r->n_prompt = o->n_ids;
     } else {
-        size_t n = 0;
-        if (k3_tok_encode(r->tok, o->prompt, strlen(o->prompt), false, &r->prompt, &n, err))
-            return -1;
+        char *file_text = NULL;
+        size_t len = 0, n = 0;
+        if (o->prompt_file && k3_read_small_file(o->prompt_file, &file_text, &len, err))
+            return k3_err_prefix(err, "--file");
+        const char *text = file_text ? file_text : o->prompt;
+        int rc = o->chat ? k3_chat_prompt(r->tok, o->system, text, strcmp(o->think_text, "off"),
+                                          &r->prompt, &n, err)
+                         : k3_tok_encode(r->tok, text, strlen(text), false, &r->prompt, &n, err);
+        free(file_text);
+        if (rc)
+            return file_text || o->prompt_file ? k3_err_prefix(err, "-f %s", o->prompt_file)
+                                               : k3_err_prefix(err, "-p");
         r->n_prompt = (int)n;
     }
     if (r->n_prompt == 0)
         return k3_errf(err, "the prompt is empty");
     r->ctx = o->ctx ? o->ctx : r->n_prompt + o->n_predict;
     if (r->ctx < r->n_prompt + o->n_predict)
-        return k3_errf(err, "--ctx %d holds fewer than the prompt (%d tokens) + -n %d", r->ctx,
+        return k3_errf(err, "--ctx-size %d holds fewer than the prompt (%d tokens) + -n %d", r->ctx,
                        r->n_prompt, o->n_predict);
     if (r->ctx > r->m.cfg.max_positions)
         return k3_errf(err, "context %d exceeds max_position_embeddings %d", r->ctx,
@@ -289,7 +312,8 @@ static void teardown(struct runner *r)
 {
     if (r->lf) {
         fclose(r->lf);
-        unlink(r->logits_tmp);
+        if (!interrupted)
+            unlink(r->logits_tmp);
     }
     free(r->dump.stats);
     free(r->logits);
@@ -332,14 +356,14 @@ static void print_step(const struct runner *r, const char *what, int index,
         return;
     }
     const struct k3_stream_stats *x = &a->io, *y = &b->io;
-    uint64_t bytes = y->bytes - x->bytes, hits = y->records_hit - x->records_hit;
-    uint64_t asked = hits + y->records_read - x->records_read;
+    uint64_t bytes = y->bytes - x->bytes;
     fprintf(stderr,
             "k3-uring: %s %d: %.4f s, %.1f MB in %llu reads (%.2f GB/s), stall %.4f s, "
-            "cache hits %llu/%llu, verify %.4f s\n",
+            "%llu records read, %llu cache hits, verify %.4f s\n",
             what, index, dt, bytes / 1e6, (unsigned long long)(y->reads - x->reads),
             dt > 0 ? bytes / dt / 1e9 : 0, y->stall_seconds - x->stall_seconds,
-            (unsigned long long)hits, (unsigned long long)asked,
+            (unsigned long long)(y->records_read - x->records_read),
+            (unsigned long long)(y->records_hit - x->records_hit),
             y->verify_seconds - x->verify_seconds);
 }
 
@@ -375,13 +399,34 @@ static void print_layers(const struct runner *r, const struct k3_layer_stats *ba
     }
 }
 
+/* Records the generated tokens asked for, and how many of them a prediction had
+ * already read. */
+static uint64_t decode_records(const struct runner *r, const struct k3_layer_stats *base)
+{
+    const struct k3_layer_stats *ls = k3_stream_layer_stats(r->stream);
+    uint64_t n = 0;
+    for (int l = 0; base && l <= r->m.cfg.n_layers; l++)
+        n += ls[l].records - base[l].records;
+    return n;
+}
+
+static uint64_t decode_predicted(const struct runner *r, const struct k3_layer_stats *base)
+{
+    const struct k3_layer_stats *ls = k3_stream_layer_stats(r->stream);
+    uint64_t n = 0;
+    for (int l = 0; base && l <= r->m.cfg.n_layers; l++)
+        n += ls[l].predicted_used - base[l].predicted_used;
+    return n;
+}
+
 static int generate(const struct run_opts *o, struct k3_err *err)
 {
     struct runner r = {.o = o};
     int rc = setup(&r, err);
     const struct k3_config *c = &r.m.cfg;
     struct snapshot start = snap(&r), a = start, b;
-    for (int done = 0; !rc && done < r.n_prompt; done += K3_CHUNK) {
+    signal(SIGINT, on_interrupt);
+    for (int done = 0; !rc && !interrupted && done < r.n_prompt; done += K3_CHUNK) {
         int T = r.n_prompt - done < K3_CHUNK ? r.n_prompt - done : K3_CHUNK;
         k3_trace_begin(r.trace, "prompt chunk", NULL);
         rc = k3_forward(&r.ss, r.prompt + done, T, r.logits, r.lf != NULL, err);
@@ -403,10 +448,10 @@ static int generate(const struct run_opts *o, struct k3_err *err)
     }
     if (!rc && o->stats)
         print_step(&r, "prompt", r.n_prompt, &start, &prompt_end);
-    struct emitter em = {.tok = r.tok, .ids = o->print_ids};
+    struct emitter em = {.tok = r.tok, .ids = o->print_ids, .special = o->special};
     int generated = 0;
     a = prompt_end;
-    while (!rc && generated < o->n_predict) {
+    while (!rc && !interrupted && generated < o->n_predict) {
         int32_t next = k3_sample(&r.sampler, r.logits);
         emit(&em, next);
         generated++;
@@ -429,7 +474,9 @@ static int generate(const struct run_opts *o, struct k3_err *err)
     struct snapshot end = snap(&r);
     if (generated || !rc)
         emit_end(&em);
-    if (!rc && r.lf) {
+    if (interrupted && r.lf)
+        fprintf(stderr, "k3-uring: interrupted; the logits so far stay in %s\n", r.logits_tmp);
+    if (!rc && r.lf && !interrupted) {
         FILE *f = r.lf;
         r.lf = NULL;
         if (fclose(f))
@@ -449,25 +496,28 @@ static int generate(const struct run_opts *o, struct k3_err *err)
     }
     if (!rc && o->stats && layers_at_prompt_end)
         print_layers(&r, layers_at_prompt_end);
-    free(layers_at_prompt_end);
     if (!rc && !o->quiet) {
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
         double t_gen = end.t - prompt_end.t;
         uint64_t bytes = end.io.bytes - prompt_end.io.bytes;
+        int steps = generated > 1 ? generated - 1 : 1;
+        uint64_t asked = r.stream ? decode_records(&r, layers_at_prompt_end) : 0;
+        uint64_t hits = end.io.records_hit - prompt_end.io.records_hit +
+                        (r.stream ? decode_predicted(&r, layers_at_prompt_end) : 0);
         fprintf(stderr,
                 "k3-uring: prompt %d tokens in %.3f s; generated %d tokens, %.4f s/token; "
-                "%.1f MB read per token (%.2f GB/s), stall %.4f s/token; peak RSS %ld MB\n",
-                r.n_prompt, prompt_end.t - start.t, generated,
-                generated > 1 ? t_gen / (generated - 1) : 0.0,
-                generated > 1 ? bytes / 1e6 / (generated - 1) : 0.0,
-                t_gen > 0 ? bytes / t_gen / 1e9 : 0.0,
-                generated > 1 ? (end.io.stall_seconds - prompt_end.io.stall_seconds) / (generated - 1) : 0.0,
-                ru.ru_maxrss / 1024);
+                "%.1f MB read per token (%.2f GB/s), stall %.4f s/token, %.1f%% of records "
+                "ready when asked (prefetched or cached); peak RSS %ld MB\n",
+                r.n_prompt, prompt_end.t - start.t, generated, generated > 1 ? t_gen / steps : 0.0,
+                generated > 1 ? bytes / 1e6 / steps : 0.0, t_gen > 0 ? bytes / t_gen / 1e9 : 0.0,
+                generated > 1 ? (end.io.stall_seconds - prompt_end.io.stall_seconds) / steps : 0.0,
+                asked ? 100.0 * (double)hits / (double)asked : 0.0, ru.ru_maxrss / 1024);
         if (r.store->stats.nan_scale_groups)
             fprintf(stderr, "k3-uring: %llu MXFP4 groups had the reserved scale 255 (zeroed)\n",
                     (unsigned long long)r.store->stats.nan_scale_groups);
     }
+    free(layers_at_prompt_end);
     teardown(&r);
     return rc;
 }
@@ -475,19 +525,25 @@ static int generate(const struct run_opts *o, struct k3_err *err)
 int cmd_run(int argc, char **argv)
 {
     struct run_opts o = {.n_predict = 16, .top_p = 1.0f, .seed = 1, .prefetch_k = 24,
-                         .predict_text = "on", .predict_from_text = "moe-input-next"};
+                         .predict_text = "on", .predict_from_text = "moe-input-next",
+                         .think_text = "on"};
     const struct k3_opt opts[] = {
         {"model", 'm', K3_OPT_STRING, &o.model, "DIR", "checkpoint folder as shipped", 0, 0},
         {"drives", 'd', K3_OPT_STRING, &o.drives, "D0,D1,..", "packed drive folders, any order (k3-uring pack)", 0, 0},
         {"prompt", 'p', K3_OPT_STRING, &o.prompt, "TEXT", "prompt text (specials are plain text)", 0, 0},
+        {"file", 'f', K3_OPT_STRING, &o.prompt_file, "FILE", "prompt text from a file", 0, 0},
         {"ids", 0, K3_OPT_STRING, &o.ids_text, "LIST", "prompt as token ids, e.g. 1,2,3", 0, 0},
+        {"chat", 0, K3_OPT_FLAG, &o.chat, NULL, "wrap the prompt in K3's chat markup (a user turn)", 0, 0},
+        {"system", 0, K3_OPT_STRING, &o.system, "TEXT", "--chat: a system message first", 0, 0},
+        {"think", 0, K3_OPT_STRING, &o.think_text, "on|off", "--chat: open the thinking block", 0, 0},
+        {"special", 0, K3_OPT_FLAG, &o.special, NULL, "print special tokens' text too", 0, 0},
         {"n-predict", 'n', K3_OPT_INT, &o.n_predict, "N", "tokens to generate", 0, 1 << 24},
         {"temp", 0, K3_OPT_FLOAT, &o.temp, "T", "sampling temperature; 0 = greedy", 0, 100},
         {"top-k", 0, K3_OPT_INT, &o.top_k, "K", "sample from the K best tokens; 0 = all", 0, 1 << 24},
         {"top-p", 0, K3_OPT_FLOAT, &o.top_p, "P", "nucleus sampling mass", 1e-6, 1},
         {"seed", 's', K3_OPT_U64, &o.seed, "N", "sampling seed", 0, 0},
         {"threads", 't', K3_OPT_INT, &o.threads, "N", "compute threads; 0 = one per core", 0, 4096},
-        {"ctx", 'c', K3_OPT_INT, &o.ctx, "N", "context positions; 0 = prompt + -n", 0, 1 << 30},
+        {"ctx-size", 'c', K3_OPT_INT, &o.ctx, "N", "context positions; 0 = prompt + -n", 0, 1 << 30},
         {"ram", 0, K3_OPT_STRING, &o.ram_text, "SIZE|floor|trunk",
          "RAM budget (packed drives; default trunk: the whole trunk resident)", 0, 0},
         {"io", 0, K3_OPT_STRING, &o.io_text, "auto|uring|pread", "read backend (packed drives; default auto)", 0, 0},
@@ -507,16 +563,28 @@ int cmd_run(int argc, char **argv)
         {"ignore-eos", 0, K3_OPT_FLAG, &o.ignore_eos, NULL, "do not stop at the end-of-message token", 0, 0},
         {"quiet", 'q', K3_OPT_FLAG, &o.quiet, NULL, "no statistics on stderr", 0, 0},
     };
-    const char *usage = "usage: k3-uring run (-m DIR | --drives D0,D1,..) (-p TEXT | --ids LIST) "
-                        "[-n N] [options]";
+    const char *usage =
+        "usage: k3-uring [run] (-m DIR | --drives D0,D1,..) (-p TEXT | -f FILE | --ids LIST) "
+        "[-n N] [options]\n\n"
+        "Generates from a prompt: text streams to stdout as it decodes, statistics to stderr.\n"
+        "-m DIR reads a checkpoint folder as shipped; --drives reads a pack (k3-uring pack).\n"
+        "Stops after -n tokens or at <|end_of_msg|>; Ctrl-C stops early with the statistics.\n"
+        "Exit codes: 0 done, 1 a runtime error (files, prompt, I/O), 2 a command-line error,\n"
+        "130 interrupted.";
     struct k3_err err = {{0}};
     int rc = k3_opts_parse(opts, (int)(sizeof opts / sizeof opts[0]), argc, argv, usage, &err);
     if (rc > 0)
         return 0;
     if (!rc && !!o.model == !!o.drives)
         rc = k3_errf(&err, "give the model as exactly one of -m DIR or --drives D0,D1,...");
-    if (!rc && !!o.prompt == !!o.ids_text)
-        rc = k3_errf(&err, "give the prompt as exactly one of -p TEXT or --ids LIST");
+    if (!rc && !!o.prompt + !!o.ids_text + !!o.prompt_file != 1)
+        rc = k3_errf(&err, "give the prompt as exactly one of -p TEXT, -f FILE or --ids LIST");
+    if (!rc && o.chat && o.ids_text)
+        rc = k3_errf(&err, "--chat wraps text: give the prompt with -p or -f, not --ids");
+    if (!rc && (o.system || strcmp(o.think_text, "on")) && !o.chat)
+        rc = k3_errf(&err, "--system and --think go with --chat");
+    if (!rc && strcmp(o.think_text, "on") && strcmp(o.think_text, "off"))
+        rc = k3_errf(&err, "--think: \"%s\" is not on or off", o.think_text);
     if (!rc && o.ids_text)
         rc = k3_parse_id_list("--ids", o.ids_text, &o.ids, &o.n_ids, &err);
     if (!rc && o.model && (o.ram_text || o.io_text || o.no_cache || o.sync))
@@ -558,6 +626,8 @@ int cmd_run(int argc, char **argv)
         omp_set_num_threads(o.threads);
     rc = generate(&o, &err);
     free(o.ids);
+    if (!rc && interrupted)
+        return 130;
     if (rc) {
         fflush(stdout);
         fprintf(stderr, "k3-uring: %s\n", err.msg);

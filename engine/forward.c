@@ -478,6 +478,11 @@ static int forward_chunk(struct k3_session *ss, const int32_t *tokens, int T, fl
             if (moe_chunk(ss, l, T, err))
                 return k3_err_prefix(err, "layer %d", l);
         } else {
+            /* A dense layer predicts for the first MoE layer after it, the same way. */
+            if (ss->predict == K3_PREDICT_MOE_INPUT && predict(ss, l + 1, s->hn, false, T, err))
+                return -1;
+            if (ss->predict == K3_PREDICT_MOE_INPUT_NEXT && predict(ss, l + 1, s->a, true, T, err))
+                return -1;
             mlp(c, &w->dense, c->dense_inter, s->hn, s->o, s->fg, s->fu, T);
         }
         k3_trace_end(ss->trace);

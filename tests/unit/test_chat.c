@@ -1,0 +1,62 @@
+/* K3's chat markup: the specials are real special tokens, the markup text between them
+ * is plain text, and a user's "<|open|>" stays ordinary text. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/chat.h"
+#include "tests/util.h"
+
+static int count(const int32_t *ids, size_t n, int32_t id)
+{
+    int c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += ids[i] == id;
+    return c;
+}
+
+static char *decode(const struct k3_tokenizer *tok, const int32_t *ids, size_t n)
+{
+    char *text;
+    size_t len;
+    struct k3_err e;
+    REQUIRE(k3_tok_decode(tok, ids, n, &text, &len, &e) == 0, "%s", e.msg);
+    return text;
+}
+
+int main(void)
+{
+    struct k3_tokenizer *tok;
+    struct k3_err e = {{0}};
+    REQUIRE(k3_tok_load(&tok, tiny_model(), 2048, NULL, false, &e) == 0, "%s", e.msg);
+    int32_t open = k3_tok_special(tok, "<|open|>"), sep = k3_tok_special(tok, "<|sep|>"),
+            close = k3_tok_special(tok, "<|close|>"), eom = k3_tok_special(tok, "<|end_of_msg|>");
+    REQUIRE(open >= 0 && sep >= 0 && close >= 0 && eom >= 0, "specials missing");
+
+    int32_t *ids;
+    size_t n;
+    REQUIRE(k3_chat_prompt(tok, "Be brief.", "Say <|open|> twice", true, &ids, &n, &e) == 0, "%s",
+            e.msg);
+    char *text = decode(tok, ids, n);
+    const char *want = "<|open|>message role=\"system\"<|sep|>Be brief.<|close|>message<|sep|>"
+                       "<|end_of_msg|><|open|>message role=\"user\"<|sep|>Say <|open|> twice"
+                       "<|close|>message<|sep|><|end_of_msg|><|open|>message role=\"assistant\""
+                       "<|sep|><|open|>think<|sep|>";
+    CHECK(!strcmp(text, want), "decoded:\n%s\nwant:\n%s", text, want);
+    /* Four markup <|open|>s are special tokens; the user's one is ordinary text. */
+    CHECK(count(ids, n, open) == 4, "%d special <|open|> ids, want 4", count(ids, n, open));
+    CHECK(count(ids, n, eom) == 2 && count(ids, n, close) == 2, "end_of_msg / close counts");
+    CHECK(ids[0] == open && ids[n - 1] == sep, "starts with <|open|>, ends with <|sep|>");
+    free(text);
+    free(ids);
+
+    REQUIRE(k3_chat_prompt(tok, NULL, "Hi", false, &ids, &n, &e) == 0, "%s", e.msg);
+    text = decode(tok, ids, n);
+    CHECK(!strcmp(text, "<|open|>message role=\"user\"<|sep|>Hi<|close|>message<|sep|>"
+                        "<|end_of_msg|><|open|>message role=\"assistant\"<|sep|><|open|>response"
+                        "<|sep|>"),
+          "no system, no thinking: %s", text);
+    free(text);
+    free(ids);
+    k3_tok_free(tok);
+    return check_result();
+}
