@@ -3,7 +3,7 @@
 
 # Debian packages the build, the tests and the reference need (installed by `make deps`).
 DEB_PKGS := build-essential pkg-config liburing-dev libhwloc-dev hwloc libjansson-dev \
-            libxxhash-dev xxhash libpcre2-dev strace
+            libxxhash-dev xxhash libpcre2-dev strace fio
 DEB_PKGS_REF := python3-torch python3-numpy
 
 PKGS := liburing hwloc jansson libxxhash libpcre2-8
