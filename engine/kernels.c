@@ -1,8 +1,17 @@
+/* bf16 and f32 kernels: the scalar references, the choice of variant, the row split over
+ * threads.  The SIMD variants live in kernels_avx2.c and kernels_avx512.c. */
 #include "engine/kernels.h"
 
+#include <errno.h>
 #include <omp.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 
-float k3_dot_bf16(const uint16_t *w, const float *x, int n)
+#include "engine/kernels_isa.h"
+
+/* ---- scalar references -------------------------------------------------------------- */
+
+float k3_dot_bf16_scalar(const uint16_t *w, const float *x, int n)
 {
     float acc[K3_LANES] = {0};
     for (int i = 0; i < n; i++)
@@ -10,7 +19,7 @@ float k3_dot_bf16(const uint16_t *w, const float *x, int n)
     return k3_lane_reduce(acc);
 }
 
-float k3_dot_f32(const float *a, const float *b, int n)
+float k3_dot_f32_scalar(const float *a, const float *b, int n)
 {
     float acc[K3_LANES] = {0};
     for (int i = 0; i < n; i++)
@@ -18,15 +27,173 @@ float k3_dot_f32(const float *a, const float *b, int n)
     return k3_lane_reduce(acc);
 }
 
+void k3_rows_bf16_scalar(const uint16_t *W, int nrows, int cols, const float *X, int ldx, float *Y,
+                         int ldy, int T)
+{
+    for (int r = 0; r < nrows; r++)
+        for (int t = 0; t < T; t++)
+            Y[(size_t)t * ldy + r] =
+                k3_dot_bf16_scalar(W + (size_t)r * cols, X + (size_t)t * ldx, cols);
+}
+
+static bool scalar_supported(void) { return true; }
+
+const struct k3_kernel_ops k3_kernels_scalar = {
+    .name = "scalar",
+    .supported = scalar_supported,
+    .dot_bf16 = k3_dot_bf16_scalar,
+    .dot_f32 = k3_dot_f32_scalar,
+    .dot_mxfp4 = k3_dot_mxfp4_scalar,
+    .rows_bf16 = k3_rows_bf16_scalar,
+    .rows_mxfp4 = k3_rows_mxfp4_scalar,
+};
+
+/* ---- choice of variant -------------------------------------------------------------- */
+
+static const struct k3_kernel_ops *const variants[] = {&k3_kernels_avx512, &k3_kernels_avx2,
+                                                       &k3_kernels_scalar};
+enum { N_VARIANTS = sizeof variants / sizeof variants[0] };
+
+static _Atomic(const struct k3_kernel_ops *) selected;
+
+const struct k3_kernel_ops *k3_kernels_find(const char *name)
+{
+    for (int i = 0; i < N_VARIANTS; i++)
+        if (!strcmp(name, variants[i]->name))
+            return variants[i];
+    return NULL;
+}
+
+/* The best supported variant at or below index first of variants[]. */
+static const struct k3_kernel_ops *best_from(int first)
+{
+    for (int i = first; i < N_VARIANTS; i++)
+        if (variants[i]->supported())
+            return variants[i];
+    return &k3_kernels_scalar;
+}
+
+static const struct k3_kernel_ops *resolve(void)
+{
+    const char *want = getenv("K3_KERNELS");
+    if (want)
+        for (int i = 0; i < N_VARIANTS; i++)
+            if (!strcmp(want, variants[i]->name))
+                return best_from(i);
+    return best_from(0); /* unset, "auto" or unknown */
+}
+
+const struct k3_kernel_ops *k3_kernels(void)
+{
+    const struct k3_kernel_ops *k = atomic_load_explicit(&selected, memory_order_acquire);
+    if (!k) { /* racing first calls resolve to the same table */
+        k = resolve();
+        atomic_store_explicit(&selected, k, memory_order_release);
+    }
+    return k;
+}
+
+const char *k3_kernels_name(void) { return k3_kernels()->name; }
+
+int k3_kernels_select(const char *name)
+{
+    const struct k3_kernel_ops *k = strcmp(name, "auto") ? k3_kernels_find(name) : best_from(0);
+    if (!k)
+        return -EINVAL;
+    if (!k->supported())
+        return -ENOTSUP;
+    atomic_store_explicit(&selected, k, memory_order_release);
+    return 0;
+}
+
+/* ---- rows over threads -------------------------------------------------------------- */
+
+/* Below this many multiply-adds a mat-mul stays on the calling thread. */
+#define K3_PARALLEL_MIN_WORK 32768
+/* Rows are handed out in chunks of about this many weight bytes (dynamic, so a busy core
+ * takes fewer), and at least K3_CHUNKS_PER_THREAD chunks per thread. */
+#define K3_CHUNK_BYTES (64 * 1024)
+#define K3_CHUNKS_PER_THREAD 4
+
+void k3_rows_parallel(int rows, long row_bytes, long work, void *arg,
+                      void (*fn)(void *arg, int r0, int nrows))
+{
+    if (rows <= 0)
+        return;
+    int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (nt <= 1 || work <= K3_PARALLEL_MIN_WORK) {
+        fn(arg, 0, rows);
+        return;
+    }
+    long chunk = K3_CHUNK_BYTES / (row_bytes > 0 ? row_bytes : 1);
+    long most = (rows + (long)K3_CHUNKS_PER_THREAD * nt - 1) / ((long)K3_CHUNKS_PER_THREAD * nt);
+    chunk = chunk > most ? most : chunk;
+    chunk = chunk < 1 ? 1 : chunk;
+    int n_chunks = (int)((rows + chunk - 1) / chunk);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int c = 0; c < n_chunks; c++) {
+        int r0 = (int)(c * chunk);
+        fn(arg, r0, rows - r0 < chunk ? rows - r0 : (int)chunk);
+    }
+}
+
+/* ---- public kernels ----------------------------------------------------------------- */
+
+float k3_dot_bf16(const uint16_t *w, const float *x, int n) { return k3_kernels()->dot_bf16(w, x, n); }
+
+float k3_dot_f32(const float *a, const float *b, int n) { return k3_kernels()->dot_f32(a, b, n); }
+
+struct bf16_job {
+    k3_rows_bf16_fn *rows;
+    const uint16_t *W, *U; /* U: the up rows of a fused SiTU, else NULL */
+    int cols, ldx, ldy, T;
+    const float *X;
+    float *Y;
+    float beta_gate, beta_up;
+};
+
+static void bf16_chunk(void *arg, int r0, int nrows)
+{
+    const struct bf16_job *j = arg;
+    j->rows(j->W + (size_t)r0 * j->cols, nrows, j->cols, j->X, j->ldx, j->Y + r0, j->ldy, j->T);
+}
+
 void k3_matmul_bf16(const uint16_t *W, int rows, int cols, const float *X, int ldx, float *Y,
                     int ldy, int T)
 {
-#pragma omp parallel for schedule(static) if ((long)rows * cols * T > 32768)
-    for (int r = 0; r < rows; r++) {
-        const uint16_t *w = W + (size_t)r * cols;
-        for (int t = 0; t < T; t++)
-            Y[(size_t)t * ldy + r] = k3_dot_bf16(w, X + (size_t)t * ldx, cols);
+    struct bf16_job j = {k3_kernels()->rows_bf16, W, NULL, cols, ldx, ldy, T, X, Y, 0, 0};
+    k3_rows_parallel(rows, 2L * cols, (long)rows * cols * T, &j, bf16_chunk);
+}
+
+/* Fused SiTU: blocks of SITU_ROWS rows × SITU_TOKENS tokens through small buffers. */
+#define SITU_ROWS 32
+#define SITU_TOKENS 32
+
+static void bf16_situ_chunk(void *arg, int r0, int nrows)
+{
+    const struct bf16_job *j = arg;
+    float g[SITU_TOKENS * SITU_ROWS], u[SITU_TOKENS * SITU_ROWS];
+    for (int b = r0; b < r0 + nrows; b += SITU_ROWS) {
+        int nb = r0 + nrows - b < SITU_ROWS ? r0 + nrows - b : SITU_ROWS;
+        for (int t0 = 0; t0 < j->T; t0 += SITU_TOKENS) {
+            int nt = j->T - t0 < SITU_TOKENS ? j->T - t0 : SITU_TOKENS;
+            const float *X = j->X + (size_t)t0 * j->ldx;
+            j->rows(j->W + (size_t)b * j->cols, nb, j->cols, X, j->ldx, g, SITU_ROWS, nt);
+            j->rows(j->U + (size_t)b * j->cols, nb, j->cols, X, j->ldx, u, SITU_ROWS, nt);
+            for (int t = 0; t < nt; t++)
+                for (int i = 0; i < nb; i++)
+                    j->Y[(size_t)(t0 + t) * j->ldy + b + i] =
+                        k3_situ(g[t * SITU_ROWS + i], u[t * SITU_ROWS + i], j->beta_gate, j->beta_up);
+        }
     }
+}
+
+void k3_matmul_bf16_situ(const uint16_t *G, const uint16_t *U, int rows, int cols,
+                         const float *X, int ldx, float *Y, int ldy, int T, float beta_gate,
+                         float beta_up)
+{
+    struct bf16_job j = {k3_kernels()->rows_bf16, G, U, cols, ldx, ldy, T, X, Y, beta_gate, beta_up};
+    k3_rows_parallel(rows, 4L * cols, 2L * rows * cols * T, &j, bf16_situ_chunk);
 }
 
 float k3_rms_inv(const float *x, int n, float eps)

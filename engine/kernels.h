@@ -6,6 +6,11 @@
  * AVX-512) follows that order, so results are identical bytes whatever the ISA or
  * thread count.  Rows are split across OpenMP threads; each row is one thread's.
  * Does not own: MXFP4 (mxfp4.h), model structure.
+ *
+ * Variants are chosen at the first kernel call (kernels_isa.h): the best the CPU has, or
+ * the one named by K3_KERNELS=scalar|avx2|avx512|auto.  Identical bytes hold for every
+ * input whose sums meet at most one NaN payload (two different NaNs meeting in an add may
+ * keep either payload; the result is NaN either way).
  */
 #ifndef K3_KERNELS_H
 #define K3_KERNELS_H
@@ -50,6 +55,19 @@ float k3_dot_f32(const float *a, const float *b, int n);
 /* Y[t][r] = W[r]·X[t] for t < T: W [rows, cols] bf16, X [T, ldx], Y [T, ldy]. */
 void k3_matmul_bf16(const uint16_t *W, int rows, int cols, const float *X, int ldx, float *Y,
                     int ldy, int T);
+
+/* Y[t][r] = k3_situ(G[r]·X[t], U[r]·X[t], beta_gate, beta_up): the gate and up projections
+ * of a SiTU MLP and its activation in one pass (G, U [rows, cols] bf16).  The same bytes
+ * as two k3_matmul_bf16 calls followed by k3_situ on each pair. */
+void k3_matmul_bf16_situ(const uint16_t *G, const uint16_t *U, int rows, int cols,
+                         const float *X, int ldx, float *Y, int ldy, int T, float beta_gate,
+                         float beta_up);
+
+/* The kernel variant in use: "scalar", "avx2" or "avx512". */
+const char *k3_kernels_name(void);
+/* Use variant NAME ("auto" = the best supported) from now on: 0, -EINVAL for an unknown
+ * name, -ENOTSUP when this CPU lacks it.  Not to be called while kernels run. */
+int k3_kernels_select(const char *name);
 
 /* y = γ ⊙ x / sqrt(mean(x²) + eps).  y may alias x. */
 void k3_rmsnorm(float *y, const float *x, const float *gain, int n, float eps);

@@ -27,11 +27,20 @@ float k3_e8m0_scale(uint8_t e);
 /* Logical element c of a packed row. */
 float k3_mxfp4_get(const uint8_t *packed, const uint8_t *scales, int c);
 
+/* n is a multiple of 32 (the format needs it); elements past the last whole group are
+ * ignored by every variant. */
 float k3_dot_mxfp4(const uint8_t *packed, const uint8_t *scales, const float *x, int n);
 
 /* Y[t][r] = W[r]·X[t]: W is rows × cols as packed [rows, cols/2] + scales [rows, cols/32]. */
 void k3_matmul_mxfp4(const uint8_t *packed, const uint8_t *scales, int rows, int cols,
                      const float *X, int ldx, float *Y, int ldy, int T);
+
+/* Y[t][r] = k3_situ(W1[r]·X[t], W3[r]·X[t], beta_gate, beta_up): an expert's gate (w1) and
+ * up (w3) projections and SiTU in one pass; both are rows × cols MXFP4.  The same bytes as
+ * two k3_matmul_mxfp4 calls followed by k3_situ on each pair. */
+void k3_matmul_mxfp4_situ(const uint8_t *packed1, const uint8_t *scales1, const uint8_t *packed3,
+                          const uint8_t *scales3, int rows, int cols, const float *X, int ldx,
+                          float *Y, int ldy, int T, float beta_gate, float beta_up);
 
 /* Number of scale bytes equal to 255 (groups that decode to zero). */
 size_t k3_mxfp4_count_nan_scales(const uint8_t *scales, size_t n);

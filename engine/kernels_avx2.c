@@ -1,0 +1,128 @@
+/* AVX2 bf16 and f32 kernels: the 16 lanes of kernels.h as two ymm (lanes 0..7 and
+ * 8..15), mul then add, never FMA (the build has -ffp-contract=off and the target does not
+ * enable it); the same pairwise lane tree; a partial last block of 16 goes through the
+ * scalar tail.  The mat-mul reuses each loaded weight block for up to K3_TOKEN_BLOCK
+ * tokens. */
+#include <immintrin.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/kernels.h"
+#include "engine/kernels_isa.h"
+
+_Static_assert(K3_TOKEN_BLOCK == 4, "rows_bf16_avx2 handles remainders of 1 to 3 tokens");
+
+static bool avx2_supported(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+}
+
+#pragma GCC push_options
+#pragma GCC target("avx2")
+
+/* The tree of k3_lane_reduce on lanes lo = 0..7, hi = 8..15. */
+static inline float reduce16(__m256 lo, __m256 hi)
+{
+    __m256 a8 = _mm256_add_ps(lo, hi);
+    __m128 a4 = _mm_add_ps(_mm256_castps256_ps128(a8), _mm256_extractf128_ps(a8, 1));
+    __m128 a2 = _mm_add_ps(a4, _mm_movehl_ps(a4, a4));
+    return _mm_cvtss_f32(_mm_add_ss(a2, _mm_movehdup_ps(a2)));
+}
+
+static inline __m256 bf16x8(const uint16_t *w)
+{
+    __m128i h = _mm_loadu_si128((const __m128i *)w);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+static inline float finish_bf16(__m256 lo, __m256 hi, const uint16_t *w, const float *x, int n16,
+                                int n)
+{
+    if (n16 == n)
+        return reduce16(lo, hi);
+    float a[K3_LANES];
+    _mm256_storeu_ps(a, lo);
+    _mm256_storeu_ps(a + 8, hi);
+    for (int i = n16; i < n; i++)
+        a[i % K3_LANES] += k3_bf16_to_f32(w[i]) * x[i];
+    return k3_lane_reduce(a);
+}
+
+static float dot_bf16_avx2(const uint16_t *w, const float *x, int n)
+{
+    int n16 = n & ~(K3_LANES - 1);
+    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+    for (int i = 0; i < n16; i += K3_LANES) {
+        lo = _mm256_add_ps(lo, _mm256_mul_ps(bf16x8(w + i), _mm256_loadu_ps(x + i)));
+        hi = _mm256_add_ps(hi, _mm256_mul_ps(bf16x8(w + i + 8), _mm256_loadu_ps(x + i + 8)));
+    }
+    return finish_bf16(lo, hi, w, x, n16, n);
+}
+
+static float dot_f32_avx2(const float *a, const float *b, int n)
+{
+    int n16 = n & ~(K3_LANES - 1);
+    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+    for (int i = 0; i < n16; i += K3_LANES) {
+        lo = _mm256_add_ps(lo, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+        hi = _mm256_add_ps(hi, _mm256_mul_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8)));
+    }
+    if (n16 == n)
+        return reduce16(lo, hi);
+    float s[K3_LANES];
+    _mm256_storeu_ps(s, lo);
+    _mm256_storeu_ps(s + 8, hi);
+    for (int i = n16; i < n; i++)
+        s[i % K3_LANES] += a[i] * b[i];
+    return k3_lane_reduce(s);
+}
+
+static inline __attribute__((always_inline)) void
+row_bf16_tokens(const uint16_t *w, int cols, const float *X, int ldx, float *Y, int ldy, int NT)
+{
+    int n16 = cols & ~(K3_LANES - 1);
+    __m256 lo[K3_TOKEN_BLOCK], hi[K3_TOKEN_BLOCK];
+    for (int k = 0; k < NT; k++)
+        lo[k] = hi[k] = _mm256_setzero_ps();
+    for (int i = 0; i < n16; i += K3_LANES) {
+        __m256 v0 = bf16x8(w + i), v1 = bf16x8(w + i + 8);
+        for (int k = 0; k < NT; k++) {
+            const float *x = X + (size_t)k * ldx + i;
+            lo[k] = _mm256_add_ps(lo[k], _mm256_mul_ps(v0, _mm256_loadu_ps(x)));
+            hi[k] = _mm256_add_ps(hi[k], _mm256_mul_ps(v1, _mm256_loadu_ps(x + 8)));
+        }
+    }
+    for (int k = 0; k < NT; k++)
+        Y[(size_t)k * ldy] = finish_bf16(lo[k], hi[k], w, X + (size_t)k * ldx, n16, cols);
+}
+
+static void rows_bf16_avx2(const uint16_t *W, int nrows, int cols, const float *X, int ldx,
+                           float *Y, int ldy, int T)
+{
+    for (int r = 0; r < nrows; r++) {
+        const uint16_t *w = W + (size_t)r * cols;
+        int t = 0;
+        for (; t + K3_TOKEN_BLOCK <= T; t += K3_TOKEN_BLOCK)
+            row_bf16_tokens(w, cols, X + (size_t)t * ldx, ldx, Y + (size_t)t * ldy + r, ldy,
+                            K3_TOKEN_BLOCK);
+        switch (T - t) {
+        case 3: row_bf16_tokens(w, cols, X + (size_t)t * ldx, ldx, Y + (size_t)t * ldy + r, ldy, 3); break;
+        case 2: row_bf16_tokens(w, cols, X + (size_t)t * ldx, ldx, Y + (size_t)t * ldy + r, ldy, 2); break;
+        case 1: row_bf16_tokens(w, cols, X + (size_t)t * ldx, ldx, Y + (size_t)t * ldy + r, ldy, 1); break;
+        default: break;
+        }
+    }
+}
+
+#pragma GCC pop_options
+
+const struct k3_kernel_ops k3_kernels_avx2 = {
+    .name = "avx2",
+    .supported = avx2_supported,
+    .dot_bf16 = dot_bf16_avx2,
+    .dot_f32 = dot_f32_avx2,
+    .dot_mxfp4 = k3_dot_mxfp4_avx2,
+    .rows_bf16 = rows_bf16_avx2,
+    .rows_mxfp4 = k3_rows_mxfp4_avx2,
+};

@@ -1,0 +1,115 @@
+/* AVX-512 MXFP4 × f32 (F, BW, VL).  One zmm is the 16 lanes of mxfp4.h: per group the 16
+ * packed bytes become two zmm of E2M1 values, v0 = elements 0..15 and v1 = 16..31, by a
+ * 16-entry table in a register (vpermps reads the low 4 bits of each index); lane l then
+ * adds (x[l]·v0[l] + x[16+l]·v1[l])·2^(e-127) exactly as the reference, mul then add.
+ * The 16 group scales of a block are decoded together with k3_e8m0_scale's rule
+ * (0 → 2^-127, 255 → 0).  The mat-mul decodes each group once for up to K3_TOKEN_BLOCK
+ * tokens. */
+#include <immintrin.h>
+#include <stdint.h>
+
+#include "engine/kernels.h"
+#include "engine/kernels_isa.h"
+#include "engine/mxfp4.h"
+
+_Static_assert(K3_TOKEN_BLOCK == 4, "k3_rows_mxfp4_avx512 handles remainders of 1 to 3 tokens");
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl")
+
+static inline float reduce16(__m512 acc)
+{
+    __m256 lo = _mm512_castps512_ps256(acc);
+    __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
+    __m256 a8 = _mm256_add_ps(lo, hi);
+    __m128 a4 = _mm_add_ps(_mm256_castps256_ps128(a8), _mm256_extractf128_ps(a8, 1));
+    __m128 a2 = _mm_add_ps(a4, _mm_movehl_ps(a4, a4));
+    return _mm_cvtss_f32(_mm_add_ss(a2, _mm_movehdup_ps(a2)));
+}
+
+/* Scales of groups g0 .. g0+15 (n of them valid) into sc[]. */
+static inline void scales16(const uint8_t *scales, int n, float sc[16])
+{
+    if (n < 16) {
+        for (int i = 0; i < n; i++)
+            sc[i] = k3_e8m0_scale(scales[i]);
+        return;
+    }
+    __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)scales));
+    __m512i bits = _mm512_slli_epi32(e, 23);
+    bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()),
+                                 _mm512_set1_epi32(0x00400000)); /* 2^-127, subnormal */
+    bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255)),
+                                 _mm512_setzero_si512());
+    _mm512_storeu_ps(sc, _mm512_castsi512_ps(bits));
+}
+
+/* The 32 values of one group: v0 = elements 0..15, v1 = elements 16..31. */
+static inline void decode32(const uint8_t *p, __m512 table, __m512 *v0, __m512 *v1)
+{
+    __m128i q = _mm_loadu_si128((const __m128i *)p);
+    __m128i h = _mm_srli_epi16(q, 4);      /* byte b: high nibble of b in its low 4 bits */
+    __m128i a = _mm_unpacklo_epi8(q, h);   /* bytes 0..7 → elements 0..15 (low nibbles) */
+    __m128i b = _mm_unpackhi_epi8(q, h);   /* bytes 8..15 → elements 16..31 */
+    *v0 = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(a), table);
+    *v1 = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(b), table);
+}
+
+/* One row against NT tokens; NT is a constant after inlining. */
+static inline __attribute__((always_inline)) void
+row_mxfp4_tokens(const uint8_t *p, const uint8_t *s, int groups, const float *X, int ldx, float *Y,
+                 int ldy, int NT)
+{
+    const __m512 table = _mm512_loadu_ps(k3_e2m1_values);
+    __m512 acc[K3_TOKEN_BLOCK];
+    for (int k = 0; k < NT; k++)
+        acc[k] = _mm512_setzero_ps();
+    float sc[16];
+    for (int g0 = 0; g0 < groups; g0 += 16) {
+        int n = groups - g0 < 16 ? groups - g0 : 16;
+        scales16(s + g0, n, sc);
+        for (int j = 0; j < n; j++) {
+            int g = g0 + j;
+            __m512 v0, v1;
+            decode32(p + (size_t)g * (K3_MXFP4_GROUP / 2), table, &v0, &v1);
+            __m512 scale = _mm512_set1_ps(sc[j]);
+            for (int k = 0; k < NT; k++) {
+                const float *x = X + (size_t)k * ldx + (size_t)g * K3_MXFP4_GROUP;
+                __m512 t = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(x), v0),
+                                         _mm512_mul_ps(_mm512_loadu_ps(x + 16), v1));
+                acc[k] = _mm512_add_ps(acc[k], _mm512_mul_ps(t, scale));
+            }
+        }
+    }
+    for (int k = 0; k < NT; k++)
+        Y[(size_t)k * ldy] = reduce16(acc[k]);
+}
+
+float k3_dot_mxfp4_avx512(const uint8_t *packed, const uint8_t *scales, const float *x, int n)
+{
+    float y;
+    row_mxfp4_tokens(packed, scales, n / K3_MXFP4_GROUP, x, 0, &y, 0, 1);
+    return y;
+}
+
+void k3_rows_mxfp4_avx512(const uint8_t *packed, const uint8_t *scales, int nrows, int cols,
+                          const float *X, int ldx, float *Y, int ldy, int T)
+{
+    int groups = cols / K3_MXFP4_GROUP;
+    size_t prow = (size_t)cols / 2, srow = (size_t)groups;
+    for (int r = 0; r < nrows; r++) {
+        const uint8_t *p = packed + r * prow, *s = scales + r * srow;
+        int t = 0;
+        for (; t + K3_TOKEN_BLOCK <= T; t += K3_TOKEN_BLOCK)
+            row_mxfp4_tokens(p, s, groups, X + (size_t)t * ldx, ldx, Y + (size_t)t * ldy + r, ldy,
+                             K3_TOKEN_BLOCK);
+        switch (T - t) {
+        case 3: row_mxfp4_tokens(p, s, groups, X + (size_t)t * ldx, ldx, Y + (size_t)t * ldy + r, ldy, 3); break;
+        case 2: row_mxfp4_tokens(p, s, groups, X + (size_t)t * ldx, ldx, Y + (size_t)t * ldy + r, ldy, 2); break;
+        case 1: row_mxfp4_tokens(p, s, groups, X + (size_t)t * ldx, ldx, Y + (size_t)t * ldy + r, ldy, 1); break;
+        default: break;
+        }
+    }
+}
+
+#pragma GCC pop_options

@@ -1,0 +1,297 @@
+/* Shared by tests/unit/test_kernels_*.c: one SIMD variant against the scalar reference,
+ * bytewise, and bytewise across thread counts.  The scalar reference is called directly
+ * (k3_*_scalar); the variant through the public kernels after k3_kernels_select. */
+#ifndef K3_TEST_KERNELS_H
+#define K3_TEST_KERNELS_H
+
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/kernels.h"
+#include "engine/kernels_isa.h"
+#include "engine/mxfp4.h"
+#include "engine/rng.h"
+#include "tests/check.h"
+
+static uint32_t bits_of(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    return b;
+}
+
+/* Index of the first float whose bytes differ, or -1. */
+static long first_diff(const float *a, const float *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (bits_of(a[i]) != bits_of(b[i]))
+            return (long)i;
+    return -1;
+}
+
+static float bits_float(uint32_t b)
+{
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
+
+/* Activations: mostly N(0, 1), with zeros of both signs, subnormals and big values. */
+static void fill_x(float *x, size_t n, struct k3_rng *r, int specials)
+{
+    for (size_t i = 0; i < n; i++) {
+        x[i] = (float)k3_rng_normal(r);
+        if (!specials)
+            continue;
+        switch (k3_rng_next(r) % 64) {
+        case 0: x[i] = 0.0f; break;
+        case 1: x[i] = -0.0f; break;
+        case 2: x[i] = bits_float(0x00000001u + (uint32_t)(k3_rng_next(r) % 0x7fffffu)); break;
+        case 3: x[i] = 3e37f; break;
+        case 4: x[i] = -1e-38f; break;
+        default: break;
+        }
+    }
+}
+
+/* bf16 weights: N(0, 0.05), with signed zeros, bf16 subnormals, ±inf now and then. */
+static void fill_bf16(uint16_t *w, size_t n, struct k3_rng *r, int specials)
+{
+    for (size_t i = 0; i < n; i++) {
+        w[i] = k3_f32_to_bf16((float)(0.05 * k3_rng_normal(r)));
+        if (!specials)
+            continue;
+        switch (k3_rng_next(r) % 128) {
+        case 0: w[i] = 0x0000; break;
+        case 1: w[i] = 0x8000; break;
+        case 2: w[i] = (uint16_t)(0x0001 + k3_rng_next(r) % 0x7f); break;  /* subnormal */
+        case 3: w[i] = 0x7f00; break;                                      /* 2^127 */
+        case 4: w[i] = k3_rng_next(r) % 2 ? 0x7f80 : 0xff80; break;        /* ±inf */
+        default: break;
+        }
+    }
+}
+
+static const uint8_t edge_codes[] = {0, 1, 126, 127, 128, 254, 255};
+
+/* MXFP4 rows: random nibbles with extra negative zeros (nibble 8); scales in 115..130 with
+ * the edge codes mixed in when edges. */
+static void fill_mxfp4(uint8_t *p, size_t np, uint8_t *s, size_t ns, struct k3_rng *r, int edges)
+{
+    for (size_t i = 0; i < np; i++) {
+        p[i] = (uint8_t)k3_rng_next(r);
+        switch (k3_rng_next(r) % 16) {
+        case 0: p[i] = 0x88; break;
+        case 1: p[i] = (uint8_t)((p[i] & 0xF0) | 0x08); break;
+        case 2: p[i] = (uint8_t)((p[i] & 0x0F) | 0x80); break;
+        default: break;
+        }
+    }
+    for (size_t i = 0; i < ns; i++) {
+        s[i] = (uint8_t)(115 + k3_rng_next(r) % 16);
+        if (edges && k3_rng_next(r) % 4 == 0)
+            s[i] = edge_codes[k3_rng_next(r) % sizeof edge_codes];
+    }
+}
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    REQUIRE(p, "malloc %zu", n);
+    return p;
+}
+
+/* ---- dot products ------------------------------------------------------------------- */
+
+static const int dot_lengths[] = {0, 1, 7, 15, 16, 17, 31, 32, 33, 48, 100, 1000, 1024, 3072, 3584, 7168, 12288};
+static const int mxfp4_lengths[] = {0, 32, 64, 96, 100, 512, 1024, 3072, 3584, 7168, 12288};
+#define N_OF(a) (int)(sizeof(a) / sizeof((a)[0]))
+
+static void test_dots(const struct k3_kernel_ops *k, uint64_t seed)
+{
+    struct k3_rng r;
+    k3_rng_seed(&r, seed);
+    int max_n = 12288;
+    uint16_t *w = xmalloc(sizeof *w * max_n);
+    float *x = xmalloc(sizeof *x * max_n), *x2 = xmalloc(sizeof *x2 * max_n);
+    uint8_t *p = xmalloc((size_t)max_n / 2), *s = xmalloc((size_t)max_n / 32);
+    int checked = 0, failures = check_failures;
+    for (int rep = 0; rep < 8; rep++) {
+        int specials = rep >= 2;
+        for (int li = 0; li < N_OF(dot_lengths); li++) {
+            int n = dot_lengths[li];
+            /* Offsets 0..3 elements: the variants use unaligned loads. */
+            int off = rep % 4, m = n - off > 0 ? n - off : n;
+            fill_bf16(w, (size_t)max_n, &r, specials);
+            fill_x(x, (size_t)max_n, &r, specials);
+            fill_x(x2, (size_t)max_n, &r, specials);
+            float want = k3_dot_bf16_scalar(w + off, x + off, m), got = k3_dot_bf16(w + off, x + off, m);
+            CHECK(bits_of(want) == bits_of(got), "%s dot_bf16 n=%d rep %d: %a (0x%08x) vs reference %a (0x%08x)",
+                  k->name, m, rep, got, bits_of(got), want, bits_of(want));
+            want = k3_dot_f32_scalar(x + off, x2 + off, m);
+            got = k3_dot_f32(x + off, x2 + off, m);
+            CHECK(bits_of(want) == bits_of(got), "%s dot_f32 n=%d rep %d: %a vs reference %a", k->name,
+                  m, rep, got, want);
+            checked += 2;
+        }
+        for (int li = 0; li < N_OF(mxfp4_lengths); li++) {
+            int n = mxfp4_lengths[li];
+            fill_mxfp4(p, (size_t)max_n / 2, s, (size_t)max_n / 32, &r, rep >= 1);
+            fill_x(x, (size_t)max_n, &r, specials);
+            float want = k3_dot_mxfp4_scalar(p, s, x, n), got = k3_dot_mxfp4(p, s, x, n);
+            CHECK(bits_of(want) == bits_of(got), "%s dot_mxfp4 n=%d rep %d: %a (0x%08x) vs reference %a (0x%08x)",
+                  k->name, n, rep, got, bits_of(got), want, bits_of(want));
+            checked++;
+        }
+    }
+    /* One scale code at a time over a whole row: each edge code alone. */
+    for (int c = 0; c < (int)sizeof edge_codes; c++) {
+        int n = 3584;
+        fill_mxfp4(p, (size_t)n / 2, s, (size_t)n / 32, &r, 0);
+        memset(s, edge_codes[c], (size_t)n / 32);
+        fill_x(x, (size_t)n, &r, 0);
+        float want = k3_dot_mxfp4_scalar(p, s, x, n), got = k3_dot_mxfp4(p, s, x, n);
+        CHECK(bits_of(want) == bits_of(got), "%s dot_mxfp4 all scales %d: %a vs reference %a", k->name,
+              edge_codes[c], got, want);
+        checked++;
+    }
+    /* A NaN input carries its payload through to the result in both. */
+    fill_bf16(w, 1000, &r, 0);
+    fill_x(x, 1000, &r, 0);
+    x[123] = bits_float(0x7fc01234u);
+    float want = k3_dot_bf16_scalar(w, x, 1000), got = k3_dot_bf16(w, x, 1000);
+    CHECK(bits_of(want) == bits_of(got), "%s dot_bf16 with a NaN input: 0x%08x vs 0x%08x", k->name,
+          bits_of(got), bits_of(want));
+    if (check_failures == failures)
+        printf("%s: %d dot products bytewise equal to the scalar reference\n", k->name, checked);
+    free(w), free(x), free(x2), free(p), free(s);
+}
+
+/* ---- mat-muls ----------------------------------------------------------------------- */
+
+struct shape {
+    int rows, cols, T;
+};
+
+static const struct shape mm_shapes[] = {
+    {1, 16, 1},    {3, 17, 2},     {5, 100, 3},   {64, 32, 4},    {37, 96, 5},
+    {200, 256, 7}, {129, 1024, 8}, {64, 3584, 9}, {1000, 512, 1}, {300, 3072, 33},
+    {96, 7168, 1}, {40, 12288, 2},
+};
+
+/* The variant's mat-mul (public entry, threads 1 and 2) equals the scalar rows bytewise. */
+static void test_matmuls(const struct k3_kernel_ops *k, uint64_t seed)
+{
+    struct k3_rng r;
+    k3_rng_seed(&r, seed);
+    int failures = check_failures;
+    for (int si = 0; si < N_OF(mm_shapes); si++) {
+        struct shape sh = mm_shapes[si];
+        int ldx = sh.cols + 3, ldy = sh.rows + 5; /* strides wider than the rows */
+        size_t nx = (size_t)sh.T * ldx, ny = (size_t)sh.T * ldy;
+        uint16_t *W = xmalloc(sizeof *W * sh.rows * sh.cols), *U = xmalloc(sizeof *U * sh.rows * sh.cols);
+        float *X = xmalloc(sizeof *X * nx), *want = xmalloc(sizeof *want * ny);
+        float *y1 = xmalloc(sizeof *y1 * ny), *y2 = xmalloc(sizeof *y2 * ny), *u = xmalloc(sizeof *u * ny);
+        fill_bf16(W, (size_t)sh.rows * sh.cols, &r, si % 2);
+        fill_bf16(U, (size_t)sh.rows * sh.cols, &r, 0);
+        fill_x(X, nx, &r, si % 2);
+        /* Untouched gaps keep their bytes in all three. */
+        for (size_t i = 0; i < ny; i++)
+            want[i] = y1[i] = y2[i] = -7.0f;
+        k3_rows_bf16_scalar(W, sh.rows, sh.cols, X, ldx, want, ldy, sh.T);
+        omp_set_num_threads(1);
+        k3_matmul_bf16(W, sh.rows, sh.cols, X, ldx, y1, ldy, sh.T);
+        omp_set_num_threads(2);
+        k3_matmul_bf16(W, sh.rows, sh.cols, X, ldx, y2, ldy, sh.T);
+        long d = first_diff(want, y1, ny);
+        CHECK(d < 0, "%s matmul_bf16 %dx%d T=%d, 1 thread: [%ld] %a vs reference %a", k->name, sh.rows,
+              sh.cols, sh.T, d, d < 0 ? 0 : y1[d], d < 0 ? 0 : want[d]);
+        d = first_diff(y1, y2, ny);
+        CHECK(d < 0, "%s matmul_bf16 %dx%d T=%d: 2 threads differ from 1 at [%ld]", k->name, sh.rows,
+              sh.cols, sh.T, d);
+
+        /* Fused SiTU: the same bytes as the two mat-muls and k3_situ. */
+        k3_rows_bf16_scalar(U, sh.rows, sh.cols, X, ldx, u, ldy, sh.T);
+        for (int t = 0; t < sh.T; t++)
+            for (int i = 0; i < sh.rows; i++) {
+                size_t at = (size_t)t * ldy + i;
+                want[at] = k3_situ(want[at], u[at], 4.0f, 25.0f);
+            }
+        for (int threads = 1; threads <= 2; threads++) {
+            omp_set_num_threads(threads);
+            k3_matmul_bf16_situ(W, U, sh.rows, sh.cols, X, ldx, y1, ldy, sh.T, 4.0f, 25.0f);
+            d = first_diff(want, y1, ny);
+            CHECK(d < 0, "%s matmul_bf16_situ %dx%d T=%d, %d threads: [%ld] %a vs %a", k->name,
+                  sh.rows, sh.cols, sh.T, threads, d, d < 0 ? 0 : y1[d], d < 0 ? 0 : want[d]);
+        }
+        free(W), free(U), free(X), free(want), free(y1), free(y2), free(u);
+    }
+
+    for (int si = 0; si < N_OF(mm_shapes); si++) {
+        struct shape sh = mm_shapes[si];
+        if (sh.cols % K3_MXFP4_GROUP)
+            continue;
+        int ldx = sh.cols + 3, ldy = sh.rows + 5;
+        size_t np = (size_t)sh.rows * sh.cols / 2, ns = (size_t)sh.rows * sh.cols / 32;
+        size_t nx = (size_t)sh.T * ldx, ny = (size_t)sh.T * ldy;
+        uint8_t *p1 = xmalloc(np), *s1 = xmalloc(ns), *p3 = xmalloc(np), *s3 = xmalloc(ns);
+        float *X = xmalloc(sizeof *X * nx), *want = xmalloc(sizeof *want * ny);
+        float *y1 = xmalloc(sizeof *y1 * ny), *y2 = xmalloc(sizeof *y2 * ny), *u = xmalloc(sizeof *u * ny);
+        fill_mxfp4(p1, np, s1, ns, &r, si % 2);
+        fill_mxfp4(p3, np, s3, ns, &r, 0);
+        fill_x(X, nx, &r, si % 2);
+        for (size_t i = 0; i < ny; i++)
+            want[i] = y1[i] = y2[i] = -7.0f;
+        k3_rows_mxfp4_scalar(p1, s1, sh.rows, sh.cols, X, ldx, want, ldy, sh.T);
+        omp_set_num_threads(1);
+        k3_matmul_mxfp4(p1, s1, sh.rows, sh.cols, X, ldx, y1, ldy, sh.T);
+        omp_set_num_threads(2);
+        k3_matmul_mxfp4(p1, s1, sh.rows, sh.cols, X, ldx, y2, ldy, sh.T);
+        long d = first_diff(want, y1, ny);
+        CHECK(d < 0, "%s matmul_mxfp4 %dx%d T=%d, 1 thread: [%ld] %a vs reference %a", k->name,
+              sh.rows, sh.cols, sh.T, d, d < 0 ? 0 : y1[d], d < 0 ? 0 : want[d]);
+        d = first_diff(y1, y2, ny);
+        CHECK(d < 0, "%s matmul_mxfp4 %dx%d T=%d: 2 threads differ from 1 at [%ld]", k->name,
+              sh.rows, sh.cols, sh.T, d);
+
+        k3_rows_mxfp4_scalar(p3, s3, sh.rows, sh.cols, X, ldx, u, ldy, sh.T);
+        for (int t = 0; t < sh.T; t++)
+            for (int i = 0; i < sh.rows; i++) {
+                size_t at = (size_t)t * ldy + i;
+                want[at] = k3_situ(want[at], u[at], 4.0f, 25.0f);
+            }
+        for (int threads = 1; threads <= 2; threads++) {
+            omp_set_num_threads(threads);
+            k3_matmul_mxfp4_situ(p1, s1, p3, s3, sh.rows, sh.cols, X, ldx, y1, ldy, sh.T, 4.0f, 25.0f);
+            d = first_diff(want, y1, ny);
+            CHECK(d < 0, "%s matmul_mxfp4_situ %dx%d T=%d, %d threads: [%ld] %a vs %a", k->name,
+                  sh.rows, sh.cols, sh.T, threads, d, d < 0 ? 0 : y1[d], d < 0 ? 0 : want[d]);
+        }
+        free(p1), free(s1), free(p3), free(s3), free(X), free(want), free(y1), free(y2), free(u);
+    }
+    if (check_failures == failures)
+        printf("%s: mat-muls and fused SiTU bytewise equal to the scalar reference at 1 and 2 threads\n",
+           k->name);
+}
+
+/* Selects variant name and runs every comparison; 77 when the CPU lacks it. */
+static inline int run_variant_tests(const char *name)
+{
+    const struct k3_kernel_ops *k = k3_kernels_find(name);
+    REQUIRE(k, "variant %s is not in the table", name);
+    if (!k->supported())
+        SKIP("this CPU lacks %s", name);
+    int rc = k3_kernels_select(name);
+    REQUIRE(rc == 0, "k3_kernels_select(%s) = %d", name, rc);
+    REQUIRE(!strcmp(k3_kernels_name(), name), "running %s, not %s", k3_kernels_name(), name);
+    test_dots(k, 1);
+    test_matmuls(k, 2);
+    return check_result();
+}
+
+#endif

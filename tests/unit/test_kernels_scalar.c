@@ -1,0 +1,98 @@
+/* The scalar reference itself: within a stated bound of a double-precision sum, bytewise
+ * the same at 1 and 2 threads, and the choice of variant (K3_KERNELS, k3_kernels_select).
+ *
+ * Bounds (u = 2^-24, valid while no partial sum leaves the normal range): a bf16 dot
+ * product of n terms rounds each product once and each lane adds m = ceil(n/16) of them,
+ * then 4 tree levels, so |got − exact| ≤ (m + 5)·u·Σ|w_i·x_i|.  An MXFP4 dot product of
+ * G = n/32 groups rounds the product, the pair sum t and (for subnormal results only) the
+ * scaled t, then G lane adds and 4 tree levels: |got − exact| ≤ (G + 7)·u·Σ|v_i·x_i|. */
+#include "tests/unit/test_kernels.h"
+
+static void test_selection(void)
+{
+    /* K3_KERNELS is read at the first kernel call. */
+    CHECK(!strcmp(k3_kernels_name(), "scalar"), "K3_KERNELS=scalar gives %s", k3_kernels_name());
+    CHECK(k3_kernels_select("nonsense") == -EINVAL, "an unknown variant is refused");
+    CHECK(!strcmp(k3_kernels_name(), "scalar"), "a refused select keeps the variant");
+    CHECK(k3_kernels_select("auto") == 0, "auto is always available");
+    const char *best = k3_kernels_name();
+    CHECK(k3_kernels_find(best) && k3_kernels_find(best)->supported(), "auto chose %s", best);
+    printf("auto selects %s on this CPU\n", best);
+    for (const char *const *v = (const char *const[]){"avx512", "avx2", NULL}; *v; v++) {
+        const struct k3_kernel_ops *k = k3_kernels_find(*v);
+        REQUIRE(k, "%s is in the table", *v);
+        int rc = k3_kernels_select(*v);
+        CHECK(rc == (k->supported() ? 0 : -ENOTSUP), "select %s = %d", *v, rc);
+    }
+    CHECK(k3_kernels_select("scalar") == 0, "scalar is always available");
+}
+
+static void test_bf16_against_double(void)
+{
+    struct k3_rng r;
+    k3_rng_seed(&r, 11);
+    int max_n = 12288;
+    uint16_t *w = xmalloc(sizeof *w * max_n);
+    float *x = xmalloc(sizeof *x * max_n);
+    double worst = 0;
+    for (int li = 0; li < N_OF(dot_lengths); li++) {
+        int n = dot_lengths[li];
+        for (int rep = 0; rep < 20; rep++) {
+            fill_bf16(w, (size_t)n, &r, 0);
+            fill_x(x, (size_t)n, &r, 0);
+            double exact = 0, mag = 0;
+            for (int i = 0; i < n; i++) {
+                double p = (double)k3_bf16_to_f32(w[i]) * x[i];
+                exact += p, mag += fabs(p);
+            }
+            double err = fabs(k3_dot_bf16_scalar(w, x, n) - exact), m = (n + 15) / 16;
+            double bound = (m + 5) * ldexp(1, -24) * mag;
+            CHECK(err <= bound, "bf16 n=%d: error %g above the bound %g", n, err, bound);
+            if (mag > 0 && err / bound > worst)
+                worst = err / bound;
+        }
+    }
+    printf("bf16 reference vs double: worst error %.3f of the bound (m+5)·u·Σ|w·x|\n", worst);
+    free(w), free(x);
+}
+
+static void test_mxfp4_against_double(void)
+{
+    struct k3_rng r;
+    k3_rng_seed(&r, 12);
+    int max_n = 12288;
+    uint8_t *p = xmalloc((size_t)max_n / 2), *s = xmalloc((size_t)max_n / 32);
+    float *x = xmalloc(sizeof *x * max_n);
+    double worst = 0;
+    for (int li = 0; li < N_OF(mxfp4_lengths); li++) {
+        int n = mxfp4_lengths[li], G = n / 32;
+        for (int rep = 0; rep < 20; rep++) {
+            fill_mxfp4(p, (size_t)n / 2, s, (size_t)(n + 31) / 32, &r, 0);
+            fill_x(x, (size_t)n, &r, 0);
+            double exact = 0, mag = 0;
+            for (int i = 0; i < G * 32; i++) {
+                double t = (double)k3_mxfp4_get(p, s, i) * x[i];
+                exact += t, mag += fabs(t);
+            }
+            double err = fabs(k3_dot_mxfp4_scalar(p, s, x, n) - exact);
+            double bound = (G + 7) * ldexp(1, -24) * mag;
+            CHECK(err <= bound, "mxfp4 n=%d: error %g above the bound %g", n, err, bound);
+            if (mag > 0 && err / bound > worst)
+                worst = err / bound;
+        }
+    }
+    printf("mxfp4 reference vs double: worst error %.3f of the bound (G+7)·u·Σ|v·x|\n", worst);
+    free(p), free(s), free(x);
+}
+
+int main(void)
+{
+    setenv("K3_KERNELS", "scalar", 1);
+    test_selection();
+    test_bf16_against_double();
+    test_mxfp4_against_double();
+    /* The scalar variant through the public entries: itself, and 1 vs 2 threads. */
+    test_dots(&k3_kernels_scalar, 3);
+    test_matmuls(&k3_kernels_scalar, 4);
+    return check_result();
+}
