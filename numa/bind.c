@@ -1,0 +1,215 @@
+/* Thread pinning, node-bound memory, OpenMP binding (bind.h). */
+#include "numa/bind.h"
+
+#include <errno.h>
+#include <hwloc.h>
+#include <omp.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+
+/* The PU this OS thread was last pinned to by this module, -1 when unknown. */
+static _Thread_local int pinned_cpu = -1;
+
+static int set_thread_binding(const struct k3numa_topo *t, const int *cpus, int n)
+{
+    hwloc_topology_t h = k3numa_topo_hwloc(t);
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+    if (!set)
+        return -ENOMEM;
+    int rc = 0;
+    if (n == 0) {
+        const struct k3numa_layout *l = k3numa_topo_layout(t);
+        for (int i = 0; i < l->n_pus; i++)
+            hwloc_bitmap_set(set, (unsigned)l->pus[i]);
+    } else {
+        for (int i = 0; i < n; i++) {
+            if (cpus[i] < 0) {
+                rc = -EINVAL;
+                goto out;
+            }
+            hwloc_bitmap_set(set, (unsigned)cpus[i]);
+        }
+        if (!hwloc_bitmap_isincluded(set, hwloc_topology_get_complete_cpuset(h))) {
+            rc = -EINVAL;
+            goto out;
+        }
+    }
+    if (hwloc_set_cpubind(h, set, HWLOC_CPUBIND_THREAD) < 0)
+        rc = errno ? -errno : -EINVAL;
+out:
+    hwloc_bitmap_free(set);
+    return rc;
+}
+
+int k3numa_bind_thread(const struct k3numa_topo *t, const int *cpus, int n)
+{
+    if (n < 0 || (n > 0 && !cpus))
+        return -EINVAL;
+    int rc = set_thread_binding(t, cpus, n);
+    pinned_cpu = rc == 0 && n == 1 ? cpus[0] : -1;
+    return rc;
+}
+
+static int bitmap_to_list(hwloc_const_bitmap_t set, int *v, int max)
+{
+    int n = 0;
+    unsigned i;
+    hwloc_bitmap_foreach_begin(i, set)
+    {
+        if (n < max)
+            v[n] = (int)i;
+        n++;
+    }
+    hwloc_bitmap_foreach_end();
+    return n;
+}
+
+int k3numa_thread_cpus(const struct k3numa_topo *t, int *cpus, int max)
+{
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+    if (!set)
+        return -ENOMEM;
+    int rc;
+    if (hwloc_get_cpubind(k3numa_topo_hwloc(t), set, HWLOC_CPUBIND_THREAD) < 0)
+        rc = errno ? -errno : -EINVAL;
+    else
+        rc = bitmap_to_list(set, cpus, max);
+    hwloc_bitmap_free(set);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ memory */
+
+#define HUGE_2M ((size_t)2 << 20)
+#define PAGE_4K ((size_t)4096)
+
+int k3numa_area_alloc(const struct k3numa_topo *t, struct k3numa_area *a, size_t len,
+                      int node)
+{
+    memset(a, 0, sizeof *a);
+    a->node = node < 0 ? -1 : node;
+    if (node >= 0 && k3numa_layout_node_index(k3numa_topo_layout(t), node) < 0)
+        return -EINVAL;
+    hwloc_topology_t h = k3numa_topo_hwloc(t);
+    size_t align = len >= HUGE_2M ? HUGE_2M : PAGE_4K;
+    size_t n = len ? (len + align - 1) / align * align : align;
+    if (n < len || n + align < n)
+        return -ENOMEM;
+    /* Room to align: hwloc gives page-aligned mmap memory on this machine, and plain
+     * malloc memory on a synthetic or XML topology. */
+    size_t raw_len = n + align;
+    void *raw = NULL;
+    if (node >= 0) {
+        hwloc_bitmap_t set = hwloc_bitmap_alloc();
+        if (!set)
+            return -ENOMEM;
+        hwloc_bitmap_only(set, (unsigned)node);
+        errno = 0;
+        raw = hwloc_alloc_membind(h, raw_len, set, HWLOC_MEMBIND_BIND,
+                                  HWLOC_MEMBIND_BYNODESET | HWLOC_MEMBIND_STRICT);
+        hwloc_bitmap_free(set);
+        if (raw)
+            a->bound = true;
+        else
+            a->bind_err = errno ? -errno : -ENOSYS;
+    }
+    if (!raw)
+        raw = hwloc_alloc(h, raw_len);
+    if (!raw)
+        return -ENOMEM;
+    uintptr_t at = ((uintptr_t)raw + align - 1) / align * align;
+    a->raw = raw;
+    a->raw_len = raw_len;
+    a->p = (void *)at;
+    a->len = n;
+    if (align == HUGE_2M)
+        madvise(a->p, n, MADV_HUGEPAGE); /* advice only: without THP it is ordinary memory */
+    if (k3numa_topo_is_real(t)) {
+        /* Fresh anonymous mmap memory is zero: one write per page faults it in. */
+        for (size_t off = 0; off < n; off += PAGE_4K)
+            ((volatile char *)a->p)[off] = 0;
+    } else {
+        memset(a->p, 0, n);
+    }
+    return 0;
+}
+
+void k3numa_area_free(const struct k3numa_topo *t, struct k3numa_area *a)
+{
+    if (a->raw)
+        hwloc_free(k3numa_topo_hwloc(t), a->raw, a->raw_len);
+    memset(a, 0, sizeof *a);
+    a->node = -1;
+}
+
+int k3numa_area_nodes(const struct k3numa_topo *t, const void *p, size_t len, int *nodes,
+                      int max)
+{
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+    if (!set)
+        return -ENOMEM;
+    int rc;
+    if (hwloc_get_area_memlocation(k3numa_topo_hwloc(t), p, len, set,
+                                   HWLOC_MEMBIND_BYNODESET) < 0)
+        rc = errno ? -errno : -ENOSYS;
+    else
+        rc = bitmap_to_list(set, nodes, max);
+    hwloc_bitmap_free(set);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ OpenMP */
+
+int k3numa_omp_enter(const struct k3numa_topo *t, const struct k3numa_plan *p)
+{
+    int id = omp_get_thread_num();
+    if (!p->bind || id >= p->n_threads)
+        return 0;
+    int cpu = p->thread_cpu[id];
+    if (cpu < 0 || pinned_cpu == cpu)
+        return 0;
+    int rc = set_thread_binding(t, &cpu, 1);
+    pinned_cpu = rc == 0 ? cpu : -1;
+    return rc;
+}
+
+int k3numa_omp_bind(const struct k3numa_topo *t, const struct k3numa_plan *p)
+{
+    if (p->bind && omp_get_proc_bind() != omp_proc_bind_false)
+        return -EBUSY;
+    omp_set_dynamic(0);
+    omp_set_num_threads(p->n_threads);
+    if (!p->bind)
+        return 0;
+    int err = 0;
+#pragma omp parallel num_threads(p->n_threads)
+    {
+        int rc = omp_get_num_threads() == p->n_threads ? 0 : -EAGAIN;
+        if (rc == 0) {
+            pinned_cpu = -1; /* pin for certain, whatever happened to this thread before */
+            rc = k3numa_omp_enter(t, p);
+        }
+        if (rc < 0) {
+#pragma omp critical(k3numa_omp_bind)
+            if (err == 0)
+                err = rc;
+        }
+    }
+    return err;
+}
+
+int k3numa_omp_check(const struct k3numa_topo *t, const struct k3numa_plan *p)
+{
+    if (!p->bind || !k3numa_topo_is_real(t))
+        return 0;
+    int wrong = 0;
+#pragma omp parallel num_threads(p->n_threads) reduction(+ : wrong)
+    {
+        int id = omp_get_thread_num(), cpus[2];
+        int n = k3numa_thread_cpus(t, cpus, 2);
+        if (id >= p->n_threads || n != 1 || cpus[0] != p->thread_cpu[id])
+            wrong++;
+    }
+    return wrong;
+}

@@ -1,0 +1,91 @@
+/* Applying a plan: pinning threads, node-bound memory, and reading back what was set.
+ *
+ * Owns: hwloc's binding calls (hwloc_set_cpubind per thread, hwloc_alloc_membind with
+ * BIND on one node), their alignment, the OpenMP thread binding, and the queries that
+ * check them (hwloc_get_cpubind, hwloc_get_area_memlocation).
+ * Does not own: deciding where (plan.h), what runs or what the memory holds.  Knows
+ * nothing of models.
+ *
+ * OpenMP (../shared/io-notes.md §6, approach (b)): libgomp must not bind threads itself
+ * (OMP_PROC_BIND unset or false, no OMP_PLACES); each OpenMP thread pins itself once, in
+ * a first parallel region (k3numa_omp_bind).  libgomp then reuses its pool: OpenMP
+ * thread t stays the same OS thread, pinned, in every later region of the same size.
+ * A smaller region ends the extra pool threads, and a later larger region starts new
+ * ones that inherit thread 0's pinning (checked: tests/unit/test_numa_omp.c), so every
+ * compute region either runs plan->n_threads threads (the default once k3numa_omp_bind
+ * has run) or calls k3numa_omp_enter first, which re-pins such a thread, and costs one
+ * thread-local compare otherwise.
+ *
+ * On a synthetic or XML topology hwloc's binding calls succeed and do nothing
+ * (k3numa_topo_is_real is false); queries then report every PU and node.
+ * Functions return 0 (or a count) and -errno on failure; none prints.
+ */
+#ifndef K3NUMA_BIND_H
+#define K3NUMA_BIND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "numa/plan.h"
+#include "numa/topology.h"
+
+/* Pins the calling thread to the PUs cpus[0..n) (OS indexes); n == 0 unpins it: every
+ * usable PU of the layout (the affinity the process started with).  -EINVAL for a PU
+ * not in the topology; hwloc's -errno. */
+int k3numa_bind_thread(const struct k3numa_topo *t, const int *cpus, int n);
+
+/* The PUs the calling thread may run on, ascending, into cpus[0..max); returns how many
+ * there are (possibly more than max), or -errno. */
+int k3numa_thread_cpus(const struct k3numa_topo *t, int *cpus, int max);
+
+/* Node-bound memory for read buffers. */
+struct k3numa_area {
+    void *p;          /* [len] bytes, zeroed, every page already faulted in: aligned to
+                       * 4 KiB, or to 2 MiB (and madvised MADV_HUGEPAGE) when len >= 2 MiB */
+    size_t len;       /* as asked, rounded up to that alignment */
+    int node;         /* NUMA node OS index asked for; -1 none */
+    bool bound;       /* the memory policy is BIND to node */
+    int bind_err;     /* when node >= 0 but !bound: the -errno of the refused binding
+                       * (e.g. -EPERM: mbind blocked by a container's seccomp profile);
+                       * the memory is then ordinary, unbound */
+    void *raw;        /* what hwloc allocated, for hwloc_free */
+    size_t raw_len;
+};
+
+/* Allocates len bytes bound to NUMA node `node` (OS index; -1: not bound, as under
+ * --numa off) with hwloc_alloc_membind(BIND, BYNODESET, STRICT), then faults every page
+ * in so that placement happens now and a node short of memory shows at start-up, not
+ * mid-decode.  A refused binding falls back to unbound memory (a->bound false, reason in
+ * a->bind_err) rather than failing.  -EINVAL: node not in the topology; -ENOMEM. */
+int k3numa_area_alloc(const struct k3numa_topo *t, struct k3numa_area *a, size_t len,
+                      int node);
+void k3numa_area_free(const struct k3numa_topo *t, struct k3numa_area *a);
+
+/* The NUMA nodes (OS indexes, ascending) holding the pages of [p, p + len) that are
+ * faulted in, into nodes[0..max); returns how many (possibly more than max), or -errno.
+ * On a topology that is not this machine hwloc answers every node. */
+int k3numa_area_nodes(const struct k3numa_topo *t, const void *p, size_t len, int *nodes,
+                      int max);
+
+/* Pins OpenMP thread t to plan->thread_cpu[t] for every t: one parallel region of
+ * plan->n_threads threads, each pinning itself; also turns dynamic teams off and makes
+ * plan->n_threads the default team size.  Call once at start-up from the thread that
+ * will start the compute regions (it becomes thread 0, pinned to thread_cpu[0]), before
+ * any other parallel region of a different size.  Under K3NUMA_PLAN_OFF only the team
+ * size is set.  -EBUSY when libgomp binds threads itself (OMP_PROC_BIND or OMP_PLACES
+ * set: unset them, or set OMP_PROC_BIND=false); -EAGAIN when OpenMP gave fewer threads
+ * than planned (OMP_THREAD_LIMIT); or the first binding's -errno. */
+int k3numa_omp_bind(const struct k3numa_topo *t, const struct k3numa_plan *p);
+
+/* Inside a parallel region: pins the calling OpenMP thread to its planned PU unless it
+ * already is (one thread-local compare).  Threads numbered beyond the plan are left
+ * alone.  0 or the binding's -errno. */
+int k3numa_omp_enter(const struct k3numa_topo *t, const struct k3numa_plan *p);
+
+/* Runs a parallel region of plan->n_threads threads and counts those whose binding
+ * (k3numa_thread_cpus) is not exactly their planned PU; 0 when all are pinned as
+ * planned.  Always 0 under K3NUMA_PLAN_OFF and on a topology that is not this machine
+ * (nothing was really bound).  For --verbose and tests. */
+int k3numa_omp_check(const struct k3numa_topo *t, const struct k3numa_plan *p);
+
+#endif
