@@ -1,12 +1,13 @@
 /* Topology loading, the layout snapshot, drive locality (topology.h). */
 #include "numa/topology.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <hwloc.h>
+#include <limits.h>
 #include <link.h>
 #include <pthread.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 struct k3numa_topo {
     hwloc_topology_t h;
     bool real;
+    char *sysfs; /* k3numa_topo_set_sysfs's root, NULL: none set */
     struct k3numa_layout layout;
 };
 
@@ -225,6 +227,7 @@ void k3numa_topo_destroy(struct k3numa_topo *t)
     free(t->layout.nodes);
     free(t->layout.cores);
     free(t->layout.pus);
+    free(t->sysfs);
     if (t->h)
         hwloc_topology_destroy(t->h);
     free(t);
@@ -255,6 +258,28 @@ int k3numa_layout_node_index(const struct k3numa_layout *l, int os_index)
 
 /* ------------------------------------------------------------------ drives */
 
+int k3numa_topo_set_sysfs(struct k3numa_topo *t, const char *root)
+{
+    char *copy = root ? strdup(root) : NULL;
+    if (root && !copy)
+        return -ENOMEM;
+    free(t->sysfs);
+    t->sysfs = copy;
+    return 0;
+}
+
+/* Where to read sysfs for the whole-disk step (the path is on this machine). */
+static const char *sysfs_for_paths(const struct k3numa_topo *t)
+{
+    return t->sysfs ? t->sysfs : "/sys";
+}
+
+/* Where to read sysfs for stacked devices: only where it describes this topology. */
+static const char *sysfs_for_stacks(const struct k3numa_topo *t)
+{
+    return t->sysfs ? t->sysfs : t->real ? "/sys" : NULL;
+}
+
 static hwloc_obj_t find_block_dev(hwloc_topology_t h, const char *dev)
 {
     for (hwloc_obj_t o = NULL; (o = hwloc_get_next_osdev(h, o));) {
@@ -267,27 +292,119 @@ static hwloc_obj_t find_block_dev(hwloc_topology_t h, const char *dev)
     return NULL;
 }
 
+/* The single node of a block OS device, or -1 with the reason. */
+static int osdev_node(const struct k3numa_topo *t, hwloc_obj_t o, const char *dev, char *why,
+                      size_t why_len)
+{
+    hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(t->h, o);
+    int w = anc && anc->nodeset ? hwloc_bitmap_weight(anc->nodeset) : 0;
+    const char *name = o->name ? o->name : dev;
+    if (w == 1)
+        return hwloc_bitmap_first(anc->nodeset);
+    if (w > 1) {
+        char list[128];
+        hwloc_bitmap_list_snprintf(list, sizeof list, anc->nodeset);
+        say(why, why_len, "%s attaches to nodes %s", name, list);
+    } else {
+        say(why, why_len, "%s has no NUMA locality", name);
+    }
+    return -1;
+}
+
+#define STACK_DEPTH 4
+
+static int lookup_node(const struct k3numa_topo *t, const char *dev, int depth, char *why,
+                       size_t why_len);
+
+/* A device hwloc does not list, made of others: an NVMe multipath head (the per-controller
+ * paths it lists under multipath/), a dm or md device (its slaves/).  Its node is theirs
+ * when they all share one.  Returns the node, or -1 with the reason; *found tells whether
+ * the device had any component at all. */
+static int stacked_node(const struct k3numa_topo *t, const char *dev, int depth, bool *found,
+                        char *why, size_t why_len)
+{
+    const char *root = sysfs_for_stacks(t);
+    *found = false;
+    if (!root || depth >= STACK_DEPTH || strchr(dev, '/') || strchr(dev, ':'))
+        return -1;
+    static const char *const subdirs[] = {"multipath", "slaves"};
+    for (size_t s = 0; s < sizeof subdirs / sizeof subdirs[0]; s++) {
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%s/class/block/%s/%s", root, dev, subdirs[s]);
+        struct dirent **names;
+        int n_names = scandir(dir, &names, NULL, alphasort); /* sorted: stable reasons */
+        if (n_names < 0)
+            continue;
+        int node = -1;
+        bool done = false;
+        for (int i = 0; i < n_names; i++) {
+            const char *sub = names[i]->d_name;
+            if (done || sub[0] == '.')
+                continue;
+            char sub_why[128];
+            int n = lookup_node(t, sub, depth + 1, sub_why, sizeof sub_why);
+            if (n < 0) {
+                say(why, why_len, "%s is on %s: %s", dev, sub, sub_why);
+                node = -1;
+                done = true;
+            } else if (*found && n != node) {
+                say(why, why_len, "%s spans nodes %d and %d", dev, node, n);
+                node = -1;
+                done = true;
+            } else {
+                node = n;
+            }
+            *found = true;
+        }
+        for (int i = 0; i < n_names; i++)
+            free(names[i]);
+        free(names);
+        if (*found)
+            return node;
+    }
+    return -1;
+}
+
+/* A partition's whole disk by name, through sysfs; dev itself when it is none. */
+static void whole_by_name(const struct k3numa_topo *t, const char *dev, char *out, size_t len)
+{
+    say(out, len, "%s", dev);
+    const char *root = sysfs_for_stacks(t);
+    if (!root || strchr(dev, '/') || strchr(dev, ':'))
+        return;
+    char path[PATH_MAX], real[PATH_MAX];
+    snprintf(path, sizeof path, "%s/class/block/%s/partition", root, dev);
+    if (access(path, F_OK) != 0)
+        return;
+    snprintf(path, sizeof path, "%s/class/block/%s/..", root, dev);
+    if (!realpath(path, real))
+        return;
+    const char *base = strrchr(real, '/');
+    say(out, len, "%s", base ? base + 1 : real);
+}
+
+static int lookup_node(const struct k3numa_topo *t, const char *dev, int depth, char *why,
+                       size_t why_len)
+{
+    char whole[256];
+    whole_by_name(t, dev, whole, sizeof whole);
+    hwloc_obj_t o = find_block_dev(t->h, whole);
+    if (o)
+        return osdev_node(t, o, whole, why, why_len);
+    bool found;
+    int node = stacked_node(t, whole, depth, &found, why, why_len);
+    if (!found)
+        say(why, why_len, "%s not in the topology", whole);
+    return node;
+}
+
 int k3numa_topo_device_node(const struct k3numa_topo *t, const char *dev, int *node,
                             char *why, size_t why_len)
 {
-    *node = -1;
     say(why, why_len, "%s", "");
-    hwloc_obj_t o = find_block_dev(t->h, dev);
-    if (!o) {
-        say(why, why_len, "%s not in the topology", dev);
-        return 0;
-    }
-    hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(t->h, o);
-    int w = anc && anc->nodeset ? hwloc_bitmap_weight(anc->nodeset) : 0;
-    if (w == 1) {
-        *node = hwloc_bitmap_first(anc->nodeset);
-    } else if (w > 1) {
-        char list[128];
-        hwloc_bitmap_list_snprintf(list, sizeof list, anc->nodeset);
-        say(why, why_len, "%s attaches to nodes %s", o->name ? o->name : dev, list);
-    } else {
-        say(why, why_len, "%s has no NUMA locality", o->name ? o->name : dev);
-    }
+    *node = lookup_node(t, dev, 0, why, why_len);
+    if (*node >= 0)
+        say(why, why_len, "%s", "");
     return 0;
 }
 
@@ -302,8 +419,8 @@ static int read_line(const char *path, char *buf, size_t len)
     return rc;
 }
 
-int k3numa_whole_disk(const char *path, char *name, size_t name_len, unsigned *major_out,
-                      unsigned *minor_out)
+static int whole_disk_in(const char *root, const char *path, char *name, size_t name_len,
+                         unsigned *major_out, unsigned *minor_out)
 {
     struct stat st;
     if (stat(path, &st) < 0)
@@ -311,8 +428,8 @@ int k3numa_whole_disk(const char *path, char *name, size_t name_len, unsigned *m
     dev_t dev = S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev;
     if (major(dev) == 0) /* anonymous: tmpfs, overlay, btrfs subvolumes, NFS */
         return -ENODEV;
-    char link[64], sys[PATH_MAX], file[PATH_MAX + 16];
-    snprintf(link, sizeof link, "/sys/dev/block/%u:%u", major(dev), minor(dev));
+    char link[PATH_MAX], sys[PATH_MAX], file[PATH_MAX + 16];
+    snprintf(link, sizeof link, "%s/dev/block/%u:%u", root, major(dev), minor(dev));
     if (!realpath(link, sys))
         return -ENODEV;
     snprintf(file, sizeof file, "%s/partition", sys);
@@ -336,6 +453,12 @@ int k3numa_whole_disk(const char *path, char *name, size_t name_len, unsigned *m
     return 0;
 }
 
+int k3numa_whole_disk(const char *path, char *name, size_t name_len, unsigned *major_out,
+                      unsigned *minor_out)
+{
+    return whole_disk_in("/sys", path, name, name_len, major_out, minor_out);
+}
+
 int k3numa_topo_path_node(const struct k3numa_topo *t, const char *path, int *node, char *why,
                           size_t why_len)
 {
@@ -343,7 +466,7 @@ int k3numa_topo_path_node(const struct k3numa_topo *t, const char *path, int *no
     say(why, why_len, "%s", "");
     char name[256], id[32];
     unsigned ma, mi;
-    int rc = k3numa_whole_disk(path, name, sizeof name, &ma, &mi);
+    int rc = whole_disk_in(sysfs_for_paths(t), path, name, sizeof name, &ma, &mi);
     if (rc == -ENODEV) {
         say(why, why_len, "not on a block device");
         return 0;

@@ -79,13 +79,26 @@ int k3numa_layout_node_index(const struct k3numa_layout *l, int os_index);
 
 /* Where a block device attaches.  dev is a device name ("nvme0n1") or "MAJOR:MINOR"
  * ("259:0"), matched against the topology's block OS devices (name or LinuxDeviceID).
- * *node receives the NUMA node OS index, or -1 ("no locality") when the device is not in
- * the topology (loop, md and dm devices; any topology without I/O objects) or attaches
- * to more than one node (e.g. a whole package under NPS4).  Tests use it to say "drive i
- * is nvme2n1" against XML fixtures.  why (may be NULL) receives a short reason when -1:
- * "nvme4n1 attaches to nodes 4-7", "loop0 not in the topology".  Returns 0. */
+ * *node receives the NUMA node OS index, or -1 ("no locality").  The rules:
+ *  - a device in the topology has the node of its nearest non-I/O ancestor, when that
+ *    ancestor covers exactly one node (not, e.g., a whole package under NPS4);
+ *  - a device hwloc does not list, made of devices it does, has their node when they all
+ *    share one: an NVMe multipath head (nvme0n1 under /sys/devices/virtual/nvme-subsystem,
+ *    the default with nvme_core.multipath=Y; hwloc skips virtual devices and lists its
+ *    per-controller paths nvme0c0n1... instead), and a dm or md device (its slaves/, a
+ *    partition counting as its disk).  Read from sysfs, so only on this machine's
+ *    topology or one given a sysfs root with k3numa_topo_set_sysfs;
+ *  - anything else has none: loop devices, stacks over several nodes or over devices
+ *    without locality, any topology without I/O objects.
+ * why (may be NULL) receives a short reason when -1: "nvme4n1 attaches to nodes 4-7",
+ * "loop0 not in the topology", "md0 spans nodes 1 and 3".  Tests use it to say "drive i
+ * is nvme2n1" against XML fixtures.  Returns 0. */
 int k3numa_topo_device_node(const struct k3numa_topo *t, const char *dev, int *node,
                             char *why, size_t why_len);
+
+/* Tests: read sysfs under root (a fake tree: dev/block/M:m, class/block/NAME/...) instead
+ * of /sys, for this topology's drive lookups; NULL restores /sys.  0 or -ENOMEM. */
+int k3numa_topo_set_sysfs(struct k3numa_topo *t, const char *root);
 
 /* The whole-disk block device holding path: stat → st_dev (st_rdev when path is itself
  * a block device) → /sys/dev/block/M:m, a partition mapped to its parent disk.  name

@@ -10,7 +10,10 @@
 #                      nvme0n1, nvme1n1 on node 0; nvme2n1, nvme3n1 on node 1
 #   epyc7763-nps4.xml  dual EPYC 7763, NPS4: 8 nodes of 16 cores; nvme0n1 on node 1,
 #                      nvme1n1 on node 3, nvme2n1 on node 5, nvme3n1 on node 7, and
-#                      nvme4n1 under package 1 as a whole (nodes 4-7: no single node)
+#                      nvme4n1 under package 1 as a whole (nodes 4-7: no single node);
+#                      NVMe multipath paths as hwloc lists them (the heads nvme5n1 and
+#                      nvme6n1 are virtual devices it skips): nvme5c5n1 and nvme5c6n1 on
+#                      node 2, nvme6c6n1 on node 2 and nvme6c7n1 on node 6
 #   odd-3-5.xml        2 nodes of 3 and 5 cores (PUs k and k+10; cores 3 and 4 removed
 #                      with --restrict); nvme0n1 and nvme1n1 both on node 1
 #
@@ -86,7 +89,9 @@ add_drives "$tmp/nps1.xml" epyc7763-nps1.xml \
 add_drives "$tmp/nps4.xml" epyc7763-nps4.xml \
   node=1:nvme0n1:259:0:0000:41:00.0 node=3:nvme1n1:259:1:0000:61:00.0 \
   node=5:nvme2n1:259:2:0000:c1:00.0 node=7:nvme3n1:259:3:0000:e1:00.0 \
-  package=1:nvme4n1:259:4:0000:a1:00.0
+  package=1:nvme4n1:259:4:0000:a1:00.0 \
+  node=2:nvme5c5n1:259:10:0000:51:00.0 node=2:nvme5c6n1:259:11:0000:55:00.0 \
+  node=2:nvme6c6n1:259:12:0000:52:00.0 node=6:nvme6c7n1:259:13:0000:d2:00.0
 add_drives "$tmp/odd.xml" odd-3-5.xml \
   node=1:nvme0n1:259:0:0000:81:00.0 node=1:nvme1n1:259:1:0000:82:00.0
 

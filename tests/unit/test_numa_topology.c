@@ -1,7 +1,10 @@
 /* numa/topology: the layout of synthetic, XML and real topologies, and drive locality. */
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "tests/unit/test_numa.h"
 
@@ -217,6 +220,143 @@ static void this_system(void)
     k3numa_topo_destroy(t);
 }
 
+/* ------------------------------------------------------------------ stacked devices */
+
+static char fake_root[4096];
+
+/* root/rel/file: the folders leading to it, then an empty file ("1") or a symlink;
+ * file NULL: the folder root/rel. */
+static void fake(const char *rel, const char *file, const char *link_to)
+{
+    char path[8192];
+    snprintf(path, sizeof path, "%s/%s%s%s", fake_root, rel, file ? "/" : "", file ? file : "");
+    char *last = file ? strrchr(path, '/') : path + strlen(path);
+    for (char *p = path + strlen(fake_root) + 1; p <= last; p++)
+        if (*p == '/' || *p == 0) {
+            char c = *p;
+            *p = 0;
+            mkdir(path, 0755);
+            *p = c;
+        }
+    if (!file)
+        return;
+    if (link_to) {
+        REQUIRE(symlink(link_to, path) == 0, "symlink %s: %s", path, strerror(errno));
+    } else {
+        FILE *fp = fopen(path, "w");
+        REQUIRE(fp, "create %s", path);
+        fputs("1\n", fp);
+        fclose(fp);
+    }
+}
+
+static void fake_dev(const char *rel, const char *numbers)
+{
+    char path[8192];
+    snprintf(path, sizeof path, "%s/%s/dev", fake_root, rel);
+    FILE *fp = fopen(path, "w");
+    REQUIRE(fp, "create %s", path);
+    fprintf(fp, "%s\n", numbers);
+    fclose(fp);
+}
+
+static void remove_tree(const char *path)
+{
+    char cmd[8300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", path);
+}
+
+/* NVMe multipath heads, dm and md devices over the NPS4 fixture's NVMe paths, with a
+ * fake sysfs tree standing in for this machine's. */
+static void stacked(void)
+{
+    const char *tmp = getenv("K3_TEST_TMP");
+    snprintf(fake_root, sizeof fake_root, "%s/numa-sysfs-%d", tmp && *tmp ? tmp : "/tmp",
+             (int)getpid());
+    remove_tree(fake_root);
+    REQUIRE(mkdir(fake_root, 0755) == 0 || errno == EEXIST, "mkdir %s", fake_root);
+
+    const char *head5 = "devices/virtual/nvme-subsystem/nvme-subsys5/nvme5n1";
+    fake(head5, NULL, NULL);
+    fake_dev(head5, "259:20");
+    fake(head5, "multipath/nvme5c5n1", "../../../../../pci0000:50/0000:51:00.0/nvme5c5n1");
+    fake(head5, "multipath/nvme5c6n1", "../../../../../pci0000:54/0000:55:00.0/nvme5c6n1");
+    fake("class/block", "nvme5n1", "../../devices/virtual/nvme-subsystem/nvme-subsys5/nvme5n1");
+    fake("class/block/nvme6n1/multipath", "nvme6c6n1", NULL);
+    fake("class/block/nvme6n1/multipath", "nvme6c7n1", NULL);
+    const char *disk0 = "devices/pci0000:40/0000:40:01.1/0000:41:00.0/nvme/nvme0/nvme0n1";
+    fake(disk0, "nvme0n1p1/partition", NULL);
+    fake(disk0, "nvme0n1p2/partition", NULL);
+    fake("class/block", "nvme0n1p1", "../../devices/pci0000:40/0000:40:01.1/0000:41:00.0/nvme/"
+                                     "nvme0/nvme0n1/nvme0n1p1");
+    fake("class/block", "nvme0n1p2", "../../devices/pci0000:40/0000:40:01.1/0000:41:00.0/nvme/"
+                                     "nvme0/nvme0n1/nvme0n1p2");
+    fake("class/block/dm-0/slaves", "nvme5n1", NULL);            /* LVM on a multipath head */
+    fake("class/block/dm-1/slaves", "nvme4n1", NULL);            /* on a package, not a node */
+    fake("class/block/md0/slaves", "nvme0n1p1", NULL);           /* nodes 1 and 3 */
+    fake("class/block/md0/slaves", "nvme1n1", NULL);
+    fake("class/block/md1/slaves", "nvme0n1p1", NULL);           /* two partitions of one disk */
+    fake("class/block/md1/slaves", "nvme0n1p2", NULL);
+    fake("class/block/md2/slaves", "loop3", NULL);
+    fake("class/block/dm-2/slaves", "md1", NULL);                /* dm on md on partitions */
+
+    struct k3numa_topo *t = load_fixture("epyc7763-nps4.xml");
+    int node = 99;
+    char why[256];
+    /* Without a sysfs that describes it, an XML topology cannot see through stacks. */
+    k3numa_topo_device_node(t, "nvme5n1", &node, why, sizeof why);
+    CHECK(node == -1 && strcmp(why, "nvme5n1 not in the topology") == 0, "no sysfs: %d (%s)",
+          node, why);
+    REQUIRE(k3numa_topo_set_sysfs(t, fake_root) == 0, "set sysfs");
+    struct {
+        const char *dev;
+        int node;
+        const char *why;
+    } want[] = {
+        {"nvme5n1", 2, ""},
+        {"nvme6n1", -1, "nvme6n1 spans nodes 2 and 6"},
+        {"nvme0n1p1", 1, ""},
+        {"dm-0", 2, ""},
+        {"dm-1", -1, "dm-1 is on nvme4n1: nvme4n1 attaches to nodes 4-7"},
+        {"md0", -1, "md0 spans nodes 1 and 3"},
+        {"md1", 1, ""},
+        {"md2", -1, "md2 is on loop3: loop3 not in the topology"},
+        {"dm-2", 1, ""},
+        {"nvme2n1", 5, ""},
+        {"sdz", -1, "sdz not in the topology"},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        node = 99;
+        strcpy(why, "junk");
+        k3numa_topo_device_node(t, want[i].dev, &node, why, sizeof why);
+        CHECK(node == want[i].node && strcmp(why, want[i].why) == 0,
+              "%s: node %d (%s), want %d (%s)", want[i].dev, node, why, want[i].node,
+              want[i].why);
+    }
+
+    /* A drive folder whose device is the multipath head: stat, dev/block/M:m, the head. */
+    char file[4200];
+    snprintf(file, sizeof file, "%s/drive-file", fake_root);
+    int fd = open(file, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    REQUIRE(fd >= 0, "create %s", file);
+    close(fd);
+    struct stat st;
+    REQUIRE(stat(file, &st) == 0, "stat %s", file);
+    if (major(st.st_dev) != 0) {
+        char numbers[32];
+        snprintf(numbers, sizeof numbers, "%u:%u", major(st.st_dev), minor(st.st_dev));
+        fake("dev/block", numbers, "../../devices/virtual/nvme-subsystem/nvme-subsys5/nvme5n1");
+        node = 99;
+        int rc = k3numa_topo_path_node(t, file, &node, why, sizeof why);
+        CHECK(rc == 0 && node == 2 && why[0] == 0, "drive on nvme5n1: rc %d node %d (%s)", rc,
+              node, why);
+    }
+    k3numa_topo_destroy(t);
+    remove_tree(fake_root);
+}
+
 int main(void)
 {
     numa_test_env();
@@ -226,6 +366,7 @@ int main(void)
     odd_cores();
     shared_and_coreless();
     bad_sources();
+    stacked();
     this_system();
     return check_result();
 }
