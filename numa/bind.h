@@ -10,11 +10,12 @@
  * (OMP_PROC_BIND unset or false, no OMP_PLACES); each OpenMP thread pins itself once, in
  * a first parallel region (k3numa_omp_bind).  libgomp then reuses its pool: OpenMP
  * thread t stays the same OS thread, pinned, in every later region of the same size.
- * A smaller region ends the extra pool threads, and a later larger region starts new
- * ones that inherit thread 0's pinning (checked: tests/unit/test_numa_omp.c), so every
- * compute region either runs plan->n_threads threads (the default once k3numa_omp_bind
- * has run) or calls k3numa_omp_enter first, which re-pins such a thread, and costs one
- * thread-local compare otherwise.
+ * A smaller region (of 2 or more threads: a 1-thread region leaves the pool alone) ends
+ * the extra pool threads, and the next larger region starts new ones that inherit
+ * thread 0's pinning (checked: tests/unit/test_numa_omp.c).  So either every region
+ * runs plan->n_threads threads (the default once k3numa_omp_bind has run) or fewer
+ * only where 1, or each compute region calls k3numa_omp_enter first, which re-pins a new
+ * thread and costs one thread-local compare otherwise.
  *
  * On a synthetic or XML topology hwloc's binding calls succeed and do nothing
  * (k3numa_topo_is_real is false); queries then report every PU and node.
