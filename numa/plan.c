@@ -208,6 +208,14 @@ static int cut(int rows, int granule, int k, int parts)
     return at < rows ? (int)at : rows;
 }
 
+void k3numa_split_rows(int rows, int granule, int part, int parts, int *begin, int *end)
+{
+    if (parts < 1)
+        parts = 1;
+    *begin = cut(rows, granule, part, parts);
+    *end = cut(rows, granule, part + 1, parts);
+}
+
 void k3numa_plan_thread_rows(const struct k3numa_plan *p, int rows, int granule, int thread,
                              int *begin, int *end)
 {

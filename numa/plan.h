@@ -96,6 +96,11 @@ void k3numa_plan_thread_rows(const struct k3numa_plan *p, int rows, int granule,
 void k3numa_plan_team_rows(const struct k3numa_plan *p, int rows, int granule, int team,
                            int *begin, int *end);
 
+/* The cut underneath: rows [*begin, *end) of part `part` of `parts` (e.g. thread j of a
+ * team of n splitting one expert's rows: part j of n).  Ranges are contiguous, in order,
+ * cover [0, rows) exactly, and start on multiples of granule. */
+void k3numa_split_rows(int rows, int granule, int part, int parts, int *begin, int *end);
+
 /* The --verbose line for plan node i (0 <= i < n_nodes), without a newline:
  *   "node 0: 64 threads, cpus 0-63, drives 0,1,3*, buffers 4096 MiB"
  *   "node 3: no threads, cpus -, drives -, buffers 0 MiB"

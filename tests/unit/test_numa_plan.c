@@ -85,6 +85,14 @@ static void check_invariants(const struct k3numa_plan *p, const struct k3numa_la
             }
             CHECK(at == rows, "rows %d granule %d end at %d", rows, gr, at);
             for (int k = 0; k < p->n_teams; k++) {
+                /* Within a team: its threads' parts of one expert's rows. */
+                int n = p->teams[k].n_threads, at_team = 0;
+                for (int j = 0; j < n; j++) {
+                    k3numa_split_rows(rows, gr, j, n, &b, &e);
+                    CHECK(b == at_team && e >= b, "team %d part %d of %d: [%d,%d)", k, j, n, b, e);
+                    at_team = e;
+                }
+                CHECK(at_team == rows, "team %d parts end at %d of %d", k, at_team, rows);
                 int tb, te;
                 k3numa_plan_team_rows(p, rows, gr, k, &tb, &te);
                 k3numa_plan_thread_rows(p, rows, gr, p->teams[k].first_thread, &b, &e);
