@@ -16,6 +16,7 @@ int cmd_pack(int argc, char **argv)
 {
     const char *checkpoint = NULL, *drive_list = NULL, *chunk_text = NULL;
     bool quiet = false;
+    int replicas = 1;
     const struct k3_opt opts[] = {
         {"checkpoint", 'm', K3_OPT_STRING, &checkpoint, "DIR", "checkpoint folder as shipped", 0, 0},
         {"drives", 'd', K3_OPT_STRING, &drive_list, "D0,D1,..",
@@ -23,6 +24,8 @@ int cmd_pack(int argc, char **argv)
         {"chunk", 0, K3_OPT_STRING, &chunk_text, "SIZE|record",
          "largest piece (e.g. 1M; at least 64K); \"record\" keeps records whole, one drive "
          "each; default: each record in one piece per drive", 0, 0},
+        {"replicas", 0, K3_OPT_INT, &replicas, "N",
+         "copies of every piece: 2 puts a second one on the next drive", 1, 2},
         {"quiet", 'q', K3_OPT_FLAG, &quiet, NULL, "one line per phase, no progress bar", 0, 0},
     };
     const char *usage = "usage: k3-uring pack --checkpoint DIR --drives D0,D1,.. [--chunk SIZE]";
@@ -30,7 +33,7 @@ int cmd_pack(int argc, char **argv)
     int rc = k3_opts_parse(opts, (int)(sizeof opts / sizeof opts[0]), argc, argv, usage, &err);
     if (rc > 0)
         return 0;
-    struct k3_pack_opts po = {.checkpoint = checkpoint, .progress = !quiet};
+    struct k3_pack_opts po = {.checkpoint = checkpoint, .progress = !quiet, .replicas = replicas};
     if (!rc && (!checkpoint || !drive_list))
         rc = k3_errf(&err, "pack: --checkpoint and --drives are required (see --help)");
     if (!rc && chunk_text && !strcmp(chunk_text, "record")) {

@@ -244,6 +244,8 @@ static int open_read_path(struct runner *r, struct k3_err *err)
         .sync = o->sync,
         .prefetch_k = o->predict != K3_PREDICT_OFF ? o->prefetch_k : 0,
         .trace = r->trace,
+        .faults = getenv("K3_FAULTS"),
+        .fault_seed = getenv("K3_FAULTS_SEED") ? strtoull(getenv("K3_FAULTS_SEED"), NULL, 10) : 1,
         .logits_bytes = sizeof(float) * (size_t)K3_CHUNK * (size_t)c->vocab,
     };
     char note[256] = "";
@@ -513,6 +515,17 @@ static int generate(const struct run_opts *o, struct k3_err *err)
                 generated > 1 ? bytes / 1e6 / steps : 0.0, t_gen > 0 ? bytes / t_gen / 1e9 : 0.0,
                 generated > 1 ? (end.io.stall_seconds - prompt_end.io.stall_seconds) / steps : 0.0,
                 asked ? 100.0 * (double)hits / (double)asked : 0.0, ru.ru_maxrss / 1024);
+        struct k3_fault_counts fc;
+        if (r.stream && k3_stream_faults(r.stream, &fc)) {
+            struct k3_stream_stats st = k3_stream_stats(r.stream);
+            fprintf(stderr,
+                    "k3-uring: faults injected: %llu eio, %llu short, %llu eagain, %llu delays, "
+                    "%llu corrupt, %llu on a lost drive; %llu reads retried, %llu from replicas\n",
+                    (unsigned long long)fc.eio, (unsigned long long)fc.shorts,
+                    (unsigned long long)fc.eagain, (unsigned long long)fc.delays,
+                    (unsigned long long)fc.corrupt, (unsigned long long)fc.lost,
+                    (unsigned long long)st.retries, (unsigned long long)st.replica_reads);
+        }
         if (r.store->stats.nan_scale_groups)
             fprintf(stderr, "k3-uring: %llu MXFP4 groups had the reserved scale 255 (zeroed)\n",
                     (unsigned long long)r.store->stats.nan_scale_groups);

@@ -21,6 +21,7 @@ struct k3_pack_opts {
     int n_drives;
     uint64_t chunk;      /* largest piece, bytes; 0: each record in one piece per drive */
     bool whole_records;  /* each record whole on one drive, round-robin (for comparison) */
+    int replicas;        /* 1, or 2: a copy of every piece on the next drive */
     bool progress;       /* a progress bar (on a terminal) instead of one line per phase */
 };
 

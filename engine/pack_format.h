@@ -22,6 +22,8 @@
  * multiple of N pieces, so every drive holds the same share of every record (to within
  * the 4 KiB rounding) and any set of experts a token routes to loads the drives evenly.
  * With whole-record placement (piece_bytes >= B) record r lives on drive r mod N.
+ * With replicas, every piece also has a copy on drive (its drive + 1) mod N, stored after
+ * all primary pieces, object by object, contiguous per drive in the same way.
  *
  * All integers are little-endian.  Changing anything here means a new version.
  */
@@ -47,6 +49,7 @@ enum k3_pack_section_kind {
     K3_SEC_PIECES = 5,     /* struct k3_pack_piece[] */
     K3_SEC_TENSORS = 6,    /* struct k3_pack_tensor[] */
     K3_SEC_NAMES = 7,      /* NUL-terminated tensor names, referenced by name_offset */
+    K3_SEC_REPLICAS = 8,   /* optional: struct k3_pack_replica[], one per piece */
 };
 
 struct k3_pack_section {
@@ -96,6 +99,15 @@ struct k3_pack_piece {
     uint32_t drive;
 };
 _Static_assert(sizeof(struct k3_pack_piece) == 24, "frozen");
+
+/* A second copy of a piece (pack --replicas 2), on the drive after the primary's:
+ * read when the primary fails its checksum or keeps failing to read. */
+struct k3_pack_replica {
+    uint64_t offset;
+    uint32_t drive;
+    uint32_t reserved;
+};
+_Static_assert(sizeof(struct k3_pack_replica) == 16, "frozen");
 
 struct k3_pack_tensor {
     uint64_t offset;           /* inside its segment, K3_PACK_TENSOR_ALIGN-aligned */

@@ -67,6 +67,17 @@ static int check_tables(const uint8_t *m, const struct k3_pack_header *h, const 
             sum += p->bytes;
         }
     }
+    const struct k3_pack_section *rep = section(h, K3_SEC_REPLICAS);
+    if (rep && rep->bytes != h->n_pieces * sizeof(struct k3_pack_replica))
+        return k3_errf(err, "%s: replica table size disagrees with the piece count", file);
+    for (uint64_t i = 0; rep && i < h->n_pieces; i++) {
+        const struct k3_pack_replica *r = (const void *)(m + rep->offset + i * sizeof *r);
+        if (r->drive >= h->drive_count || r->offset % K3_PACK_ALIGN ||
+            (r->drive == h->drive_index &&
+             r->offset + k3_pack_round_up(pieces[i].bytes, K3_PACK_ALIGN) > h->data_bytes))
+            return k3_errf(err, "%s: replica of piece %llu: bad drive or offset", file,
+                           (unsigned long long)i);
+    }
     for (uint64_t i = 0; i < h->n_tensors; i++) {
         const struct k3_pack_tensor *t = &tensors[i];
         if (t->object >= h->n_trunk_objects || t->offset > objects[t->object].bytes ||
@@ -236,6 +247,8 @@ int k3_packed_open(struct k3_packed **out, const char *const *paths, int n, stru
         p->names_bytes = section(h, K3_SEC_NAMES)->bytes;
         p->config = (const char *)m + section(h, K3_SEC_CONFIG)->offset;
         p->config_len = section(h, K3_SEC_CONFIG)->bytes;
+        const struct k3_pack_section *rep = section(h, K3_SEC_REPLICAS);
+        p->replicas = rep ? (const void *)(m + rep->offset) : NULL;
         const struct k3_pack_section *tk = section(h, K3_SEC_TIKTOKEN),
                                      *tc = section(h, K3_SEC_TOKCONFIG);
         if (tk && tc) {
@@ -278,12 +291,17 @@ uint64_t k3_packed_buffer_bytes(const struct k3_packed *p, uint64_t o)
            k3_pack_round_up(last->bytes, K3_PACK_ALIGN);
 }
 
-static void object_name(char *buf, size_t len, const struct k3_pack_object *x)
+void k3_packed_describe(const struct k3_packed *p, uint64_t o, char *buf, size_t len)
 {
+    const struct k3_pack_object *x = &p->objects[o];
     if (x->expert >= 0)
         snprintf(buf, len, "layer %d expert %d", x->layer, x->expert);
+    else if (x->layer < 0)
+        snprintf(buf, len, "the embedding");
+    else if (o + 1 == p->header.n_trunk_objects)
+        snprintf(buf, len, "the output tensors");
     else
-        snprintf(buf, len, "trunk segment of layer %d", x->layer);
+        snprintf(buf, len, "the trunk of layer %d", x->layer);
 }
 
 int k3_packed_verify_piece(const struct k3_packed *p, uint64_t o, uint64_t piece,
@@ -293,10 +311,30 @@ int k3_packed_verify_piece(const struct k3_packed *p, uint64_t o, uint64_t piece
     if (XXH3_64bits(dst, pc->bytes) == pc->xxh64)
         return 0;
     char what[64];
-    object_name(what, sizeof what, &p->objects[o]);
-    return k3_errf(err, "drive %s: checksum mismatch in %s (%u bytes at offset %llu of %s)",
-                   p->drives[pc->drive].path, what, pc->bytes, (unsigned long long)pc->offset,
-                   K3_PACK_DATA_FILE);
+    k3_packed_describe(p, o, what, sizeof what);
+    return k3_errf(err, "drive %s: reading %s (%u bytes at offset %llu): checksum mismatch",
+                   p->drives[pc->drive].path, what, pc->bytes, (unsigned long long)pc->offset);
+}
+
+/* Reads piece k (of object o) into dst from its place, or from its replica; 0 when the
+ * bytes are there and check out. */
+static int read_piece(const struct k3_packed *p, uint64_t o, uint64_t k, bool replica,
+                      uint8_t *dst, struct k3_err *err)
+{
+    const struct k3_pack_piece *pc = &p->pieces[k];
+    uint32_t drive = replica ? p->replicas[k].drive : pc->drive;
+    uint64_t offset = replica ? p->replicas[k].offset : pc->offset;
+    const struct k3_pack_drive *d = &p->drives[drive];
+    size_t len = (size_t)k3_pack_round_up(pc->bytes, K3_PACK_ALIGN);
+    ssize_t got = k3io_pread_full(&d->data, dst, len, offset);
+    if (got < (ssize_t)pc->bytes) {
+        char what[64];
+        k3_packed_describe(p, o, what, sizeof what);
+        return k3_errf(err, "drive %s: reading %s (%u bytes at offset %llu): %s", d->path, what,
+                       pc->bytes, (unsigned long long)offset,
+                       got < 0 ? strerror((int)-got) : "short read (truncated data file)");
+    }
+    return k3_packed_verify_piece(p, o, k, dst, err);
 }
 
 int k3_packed_read_prefix(const struct k3_packed *p, uint64_t o, uint64_t bytes, uint8_t *dst,
@@ -305,19 +343,10 @@ int k3_packed_read_prefix(const struct k3_packed *p, uint64_t o, uint64_t bytes,
     const struct k3_pack_object *x = &p->objects[o];
     uint32_t pieces = (uint32_t)((bytes + x->piece_bytes - 1) / x->piece_bytes);
     for (uint32_t j = 0; j < x->n_pieces && j < pieces; j++) {
+        uint8_t *at = dst + (uint64_t)j * x->piece_bytes;
         uint64_t k = x->first_piece + j;
-        const struct k3_pack_piece *pc = &p->pieces[k];
-        const struct k3_pack_drive *d = &p->drives[pc->drive];
-        size_t len = (size_t)k3_pack_round_up(pc->bytes, K3_PACK_ALIGN);
-        ssize_t got = k3io_pread_full(&d->data, dst + (uint64_t)j * x->piece_bytes, len, pc->offset);
-        if (got < (ssize_t)pc->bytes) {
-            char what[64];
-            object_name(what, sizeof what, x);
-            return k3_errf(err, "drive %s: reading %s at offset %llu: %s", d->path, what,
-                           (unsigned long long)pc->offset,
-                           got < 0 ? strerror((int)-got) : "short read (truncated data file)");
-        }
-        if (k3_packed_verify_piece(p, o, k, dst + (uint64_t)j * x->piece_bytes, err))
+        if (read_piece(p, o, k, false, at, err) &&
+            (!p->replicas || read_piece(p, o, k, true, at, err)))
             return -1;
     }
     return 0;

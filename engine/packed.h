@@ -29,6 +29,7 @@ struct k3_packed {
     const struct k3_pack_object *objects;
     const struct k3_pack_piece *pieces;
     const struct k3_pack_tensor *tensors;
+    const struct k3_pack_replica *replicas; /* [n_pieces], or NULL */
     const char *names;
     uint64_t names_bytes;
     const char *config, *tiktoken, *tokconfig;   /* section bytes (not NUL-terminated) */
@@ -45,6 +46,9 @@ uint64_t k3_packed_buffer_bytes(const struct k3_packed *p, uint64_t o);
 /* Reads the pieces of object o that cover its first `bytes` bytes into dst (verified). */
 int k3_packed_read_prefix(const struct k3_packed *p, uint64_t o, uint64_t bytes, uint8_t *dst,
                           struct k3_err *err);
+
+/* "layer 3 expert 17", "the trunk of layer 3", "the embedding", "the output tensors". */
+void k3_packed_describe(const struct k3_packed *p, uint64_t o, char *buf, size_t len);
 
 /* Checks one piece that landed at dst; names drive, offset and object on a mismatch. */
 int k3_packed_verify_piece(const struct k3_packed *p, uint64_t o, uint64_t piece,

@@ -10,26 +10,48 @@
 #include "engine/kernels.h"
 #include "engine/mxfp4.h"
 #include "engine/packed.h"
+#include "engine/rng.h"
 #include "iouring/file.h"
 
-/* What a completion belongs to: the top byte of its tag, then an index, then a piece. */
+/* What a completion belongs to.  A tag is: owner (8 bits), how the piece is being read
+ * (8 bits: tries so far, and whether from its replica), the owner's index (16 bits), the
+ * piece (32 bits). */
 enum owner { OWN_SEGMENT = 1, OWN_SLOT = 2, OWN_RECORD = 3, OWN_EMBED = 4 };
 
-static uint64_t make_tag(enum owner kind, uint32_t index, uint32_t piece)
+#define FROM_REPLICA 0x80u
+#define TRIES_MASK 0x7fu
+/* Reads of a piece that fail (-EIO, short) are tried this often at the same place before
+ * its replica is read (or the error stands). */
+#define SAME_PLACE_TRIES 3
+#define MAX_OWNER_INDEX 0xffffu
+/* A drive whose reads fail this many times in a row is taken as lost: with replicas,
+ * its pieces are read from them from then on instead of being tried first. */
+#define DRIVE_LOST_AFTER 8
+
+static uint64_t make_tag(enum owner kind, uint32_t how, uint32_t index, uint32_t piece)
 {
-    return (uint64_t)kind << 56 | (uint64_t)index << 32 | piece;
+    return (uint64_t)kind << 56 | (uint64_t)(how & 0xff) << 48 | (uint64_t)(index & 0xffff) << 32 |
+           piece;
 }
+
+static enum owner tag_owner(uint64_t tag) { return (enum owner)(tag >> 56); }
+static uint32_t tag_how(uint64_t tag) { return (uint32_t)(tag >> 48) & 0xff; }
+static uint32_t tag_index(uint64_t tag) { return (uint32_t)(tag >> 32) & 0xffff; }
+static uint32_t tag_piece(uint64_t tag) { return (uint32_t)tag; }
 
 /* A buffer that pieces [first_piece, first_piece + count) of an object are read into,
  * piece first_piece + k at base + k * piece_bytes. */
 struct buffer {
     uint8_t *base;
+    enum owner kind;    /* who owns it, and its index there: reads are tagged with them */
+    uint32_t index;
     int64_t object;     /* -1: empty */
     uint32_t first_piece, count;
     uint32_t pending;   /* pieces not yet landed */
     bool landed;        /* every piece landed */
     bool ready;         /* ... and verified */
     double submitted;   /* trace time of the reads */
+    bool replica_round; /* bad pieces were re-read from replicas: another failure stands */
     int pins;           /* record slots: in the current batch */
     int predicted;      /* record slots: prefetched for this layer, not yet asked for (-1) */
     uint64_t last_use;  /* record slots: for LRU eviction */
@@ -68,6 +90,9 @@ struct k3_stream {
     int cur_layer;                /* the layer computing now (n_layers: the output) */
     int inflight;                 /* pieces in flight */
     double last_tick;             /* when busy time was last accounted */
+    struct k3_faults *faults;     /* NULL unless injecting */
+    int *drive_failures;          /* [n_drives] failed reads in a row */
+    bool *drive_lost;             /* [n_drives] failing: read its pieces' replicas instead */
     /* the first failure seen while processing completions */
     struct k3_err failure;
     bool failed;
@@ -78,19 +103,6 @@ static double now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void describe(const struct k3_stream *s, char *buf, size_t len,
-                     const struct k3_pack_object *x)
-{
-    if (x->expert >= 0)
-        snprintf(buf, len, "layer %d expert %d", x->layer, x->expert);
-    else if (x->layer < 0)
-        snprintf(buf, len, "the embedding");
-    else if (x->layer >= s->m->cfg.n_layers)
-        snprintf(buf, len, "the output tensors");
-    else
-        snprintf(buf, len, "the trunk of layer %d", x->layer);
 }
 
 /* ---- reading ------------------------------------------------------------------------ */
@@ -105,10 +117,24 @@ static void tick(struct k3_stream *s)
     s->last_tick = t;
 }
 
+/* Where piece k (global index) is read from: its place, or its replica's. */
+static void location(const struct k3_stream *s, uint64_t k, uint32_t how, uint32_t *drive,
+                     uint64_t *offset)
+{
+    if ((how & FROM_REPLICA) && s->p->replicas) {
+        *drive = s->p->replicas[k].drive;
+        *offset = s->p->replicas[k].offset;
+    } else {
+        *drive = s->p->pieces[k].drive;
+        *offset = s->p->pieces[k].offset;
+    }
+}
+
 /* Reads pieces [first, first + n) of object o into base (piece j at
- * (j - first) * piece_bytes). */
+ * (j - first) * piece_bytes); how: tries and replica, as in the tag. */
 static int submit_pieces(struct k3_stream *s, uint64_t o, uint32_t first, uint32_t n,
-                         uint8_t *base, enum owner kind, uint32_t index, struct k3_err *err)
+                         uint8_t *base, enum owner kind, uint32_t index, uint32_t how,
+                         struct k3_err *err)
 {
     const struct k3_pack_object *x = &s->p->objects[o];
     struct k3io_req reqs[64];
@@ -117,13 +143,17 @@ static int submit_pieces(struct k3_stream *s, uint64_t o, uint32_t first, uint32
     s->inflight += (int)n;
     k3_trace_counter(s->o.trace, "pieces in flight", s->inflight);
     for (uint32_t j = first; j < first + n; j++) {
-        const struct k3_pack_piece *pc = &s->p->pieces[x->first_piece + j];
+        uint64_t k = x->first_piece + j, offset;
+        uint32_t drive, piece_how = how;
+        if (s->p->replicas && s->drive_lost[s->p->pieces[k].drive])
+            piece_how |= FROM_REPLICA;
+        location(s, k, piece_how, &drive, &offset);
         reqs[q++] = (struct k3io_req){
-            .file = pc->drive,
-            .len = (uint32_t)k3_pack_round_up(pc->bytes, K3_PACK_ALIGN),
-            .offset = pc->offset,
+            .file = drive,
+            .len = (uint32_t)k3_pack_round_up(s->p->pieces[k].bytes, K3_PACK_ALIGN),
+            .offset = offset,
             .buf = base + (uint64_t)(j - first) * x->piece_bytes,
-            .tag = make_tag(kind, index, j),
+            .tag = make_tag(kind, piece_how, index, j),
         };
         s->stats.reads++;
         if (q == 64 || j + 1 == first + n) {
@@ -137,90 +167,163 @@ static int submit_pieces(struct k3_stream *s, uint64_t o, uint32_t first, uint32
     return 0;
 }
 
-static void fail(struct k3_stream *s, const struct k3_pack_piece *pc, const struct k3_pack_object *x,
+static void fail(struct k3_stream *s, uint64_t k, uint32_t how, const struct k3_pack_object *x,
                  const char *why)
 {
     if (s->failed)
         return;
     char what[64];
-    describe(s, what, sizeof what, x);
-    k3_errf(&s->failure, "drive %s: reading %s (%u bytes at offset %llu): %s",
-            s->p->drives[pc->drive].path, what, pc->bytes, (unsigned long long)pc->offset, why);
+    k3_packed_describe(s->p, (uint64_t)(x - s->p->objects), what, sizeof what);
+    uint32_t drive;
+    uint64_t offset;
+    location(s, k, how, &drive, &offset);
+    k3_errf(&s->failure, "drive %s: reading %s (%u bytes at offset %llu%s): %s",
+            s->p->drives[drive].path, what, s->p->pieces[k].bytes, (unsigned long long)offset,
+            how & FROM_REPLICA ? ", the replica" : "", why);
     s->failed = true;
 }
 
+static struct buffer *owner_buffer(struct k3_stream *s, uint64_t tag)
+{
+    uint32_t index = tag_index(tag);
+    switch (tag_owner(tag)) {
+    case OWN_SEGMENT: return &s->resident[index];
+    case OWN_SLOT: return &s->slots[index];
+    case OWN_EMBED: return &s->embed;
+    case OWN_RECORD: break;
+    }
+    return &s->records[index];
+}
+
 /* One landed piece: count it against its buffer (checksums wait until the buffer is
- * complete, so they can be checked in parallel). */
+ * complete, so they can be checked in parallel).  A failed read is tried again at the
+ * same place, then from the piece's replica, before the error stands. */
 static void landed(struct k3_stream *s, const struct k3io_done *d)
 {
-    enum owner kind = (enum owner)(d->tag >> 56);
-    uint32_t index = (uint32_t)(d->tag >> 32) & 0xffffff, j = (uint32_t)d->tag;
-    struct buffer *b = kind == OWN_SEGMENT ? &s->resident[index]
-                       : kind == OWN_SLOT  ? &s->slots[index]
-                       : kind == OWN_EMBED ? &s->embed
-                                           : &s->records[index];
+    struct buffer *b = owner_buffer(s, d->tag);
+    uint32_t j = tag_piece(d->tag), how = tag_how(d->tag);
     const struct k3_pack_object *x = &s->p->objects[b->object];
-    const struct k3_pack_piece *pc = &s->p->pieces[x->first_piece + j];
+    uint64_t k = x->first_piece + j;
+    uint32_t bytes = s->p->pieces[k].bytes;
     tick(s);
     s->inflight--;
     if (s->o.trace) {
         char what[64];
-        describe(s, what, sizeof what, x);
-        k3_trace_read(s->o.trace, (int)pc->drive, b->submitted, k3_trace_now(s->o.trace),
-                      pc->bytes, what);
+        uint32_t drive;
+        uint64_t offset;
+        location(s, k, how, &drive, &offset);
+        k3_packed_describe(s->p, (uint64_t)(x - s->p->objects), what, sizeof what);
+        k3_trace_read(s->o.trace, (int)drive, b->submitted, k3_trace_now(s->o.trace), bytes, what);
         k3_trace_counter(s->o.trace, "pieces in flight", s->inflight);
     }
-    if (d->res < 0)
-        fail(s, pc, x, strerror(-d->res));
-    else if ((uint32_t)d->res < pc->bytes)
-        fail(s, pc, x, "short read (data file truncated?)");
-    s->stats.bytes += pc->bytes;
-    if (kind != OWN_RECORD)
-        s->stats.trunk_bytes += pc->bytes;
+    s->stats.bytes += d->res > 0 ? (uint64_t)d->res : 0;
+    if (tag_owner(d->tag) != OWN_RECORD)
+        s->stats.trunk_bytes += d->res > 0 ? (uint64_t)d->res : 0;
+    uint32_t drive;
+    uint64_t offset;
+    location(s, k, how, &drive, &offset);
+    if (d->res >= 0 && (uint32_t)d->res >= bytes) {
+        s->drive_failures[drive] = 0;
+    } else if (++s->drive_failures[drive] >= DRIVE_LOST_AFTER && s->p->replicas &&
+               !s->drive_lost[drive]) {
+        s->drive_lost[drive] = true;
+        fprintf(stderr, "k3-uring: note: drive %s: %d reads failed in a row; reading its pieces "
+                        "from their replicas\n", s->p->drives[drive].path, DRIVE_LOST_AFTER);
+    }
+    if (d->res < 0 || (uint32_t)d->res < bytes) {
+        uint32_t tries = (how & TRIES_MASK) + 1, again = UINT32_MAX;
+        if (s->drive_lost[drive] && !(how & FROM_REPLICA))
+            tries = SAME_PLACE_TRIES;
+        if (tries < SAME_PLACE_TRIES)
+            again = (how & FROM_REPLICA) | tries;
+        else if (!(how & FROM_REPLICA) && s->p->replicas)
+            again = FROM_REPLICA;
+        struct k3_err e;
+        if (again != UINT32_MAX &&
+            !submit_pieces(s, (uint64_t)b->object, j, 1,
+                           b->base + (uint64_t)(j - b->first_piece) * x->piece_bytes,
+                           tag_owner(d->tag), tag_index(d->tag), again, &e)) {
+            s->stats.retries++;
+            s->stats.replica_reads += (again & FROM_REPLICA) && !(how & FROM_REPLICA);
+            return; /* still pending */
+        }
+        fail(s, k, how, x, d->res < 0 ? strerror(-d->res) : "short read (data file truncated?)");
+    }
     if (--b->pending == 0)
         b->landed = true;
 }
 
-/* Checks the pieces of every landed, unchecked buffer in bufs, all in one parallel loop
- * (XXH3 runs near memory speed on one core; a record's worth of pieces spread over the
- * compute threads keeps it off the critical path).  The first bad piece in order is the
- * one reported. */
+/* Checks the pieces of every landed, unchecked buffer in bufs, in parallel batches
+ * (XXH3 runs near memory speed on one core; spread over the compute threads it stays off
+ * the critical path).  A bad piece is read again from its replica, once per fill of its
+ * buffer, and the buffer lands again; otherwise the first bad piece in order is reported.
+ * Buffers whose pieces all check out become ready. */
+#define VERIFY_BATCH 256
 static int verify(struct k3_stream *s, struct buffer **bufs, int n, struct k3_err *err)
 {
     struct job {
-        const uint8_t *at;
-        const struct k3_pack_piece *pc;
-        const struct k3_pack_object *x;
+        struct buffer *b;
+        uint32_t k; /* piece index within the buffer */
         bool bad;
-    } jobs[256];
-    int n_jobs, first = 0;
+    } jobs[VERIFY_BATCH];
     double t0 = now();
-    while (first < n) {
-        int last = first;
-        n_jobs = 0;
-        for (; last < n; last++) {
-            struct buffer *b = bufs[last];
+    int bi = 0;
+    uint32_t bk = 0; /* the next (buffer, piece) to queue */
+    bool *any_bad = calloc((size_t)n, sizeof *any_bad);
+    if (!any_bad)
+        return k3_errf(err, "out of memory");
+    while (bi < n) {
+        int n_jobs = 0;
+        for (; bi < n && n_jobs < VERIFY_BATCH; bi++, bk = 0) {
+            struct buffer *b = bufs[bi];
             if (!b->landed || b->ready)
                 continue;
-            if (n_jobs && n_jobs + (int)b->count > 256)
-                break;
-            const struct k3_pack_object *x = &s->p->objects[b->object];
-            for (uint32_t k = 0; k < b->count && n_jobs < 256; k++)
-                jobs[n_jobs++] = (struct job){
-                    b->base + (uint64_t)k * x->piece_bytes,
-                    &s->p->pieces[x->first_piece + b->first_piece + k], x, false};
+            for (; bk < b->count && n_jobs < VERIFY_BATCH; bk++)
+                jobs[n_jobs++] = (struct job){b, bk, false};
+            if (bk < b->count)
+                break; /* this buffer continues in the next batch */
         }
 #pragma omp parallel for schedule(dynamic, 1)
-        for (int i = 0; i < n_jobs; i++)
-            jobs[i].bad = XXH3_64bits(jobs[i].at, jobs[i].pc->bytes) != jobs[i].pc->xxh64;
-        for (int i = 0; i < n_jobs; i++)
-            if (jobs[i].bad)
-                fail(s, jobs[i].pc, jobs[i].x, "checksum mismatch");
-        for (int i = first; i < last; i++)
-            if (bufs[i]->landed)
-                bufs[i]->ready = true;
-        first = last;
+        for (int i = 0; i < n_jobs; i++) {
+            const struct buffer *b = jobs[i].b;
+            const struct k3_pack_object *x = &s->p->objects[b->object];
+            const struct k3_pack_piece *pc = &s->p->pieces[x->first_piece + b->first_piece + jobs[i].k];
+            jobs[i].bad = XXH3_64bits(b->base + (uint64_t)jobs[i].k * x->piece_bytes, pc->bytes) !=
+                          pc->xxh64;
+        }
+        for (int i = 0; i < n_jobs; i++) {
+            if (!jobs[i].bad)
+                continue;
+            struct buffer *b = jobs[i].b;
+            const struct k3_pack_object *x = &s->p->objects[b->object];
+            uint32_t j = b->first_piece + jobs[i].k;
+            uint64_t k = x->first_piece + j;
+            for (int q = 0; q < n; q++)
+                any_bad[q] |= bufs[q] == b;
+            struct k3_err e;
+            if (s->p->replicas && !b->replica_round &&
+                !submit_pieces(s, (uint64_t)b->object, j, 1,
+                               b->base + (uint64_t)jobs[i].k * x->piece_bytes, b->kind, b->index,
+                               FROM_REPLICA, &e)) {
+                b->pending++;
+                s->stats.replica_reads++;
+                continue;
+            }
+            fail(s, k, b->replica_round ? FROM_REPLICA : 0, x, "checksum mismatch");
+        }
     }
+    for (int q = 0; q < n; q++) {
+        struct buffer *b = bufs[q];
+        if (!b->landed || b->ready)
+            continue;
+        if (any_bad[q]) { /* its bad pieces are landing again, from replicas */
+            b->landed = b->pending == 0;
+            b->replica_round = true;
+        } else {
+            b->ready = true;
+        }
+    }
+    free(any_bad);
     s->stats.verify_seconds += now() - t0;
     if (s->failed) {
         *err = s->failure;
@@ -249,12 +352,18 @@ static int pump(struct k3_stream *s, int min, struct k3_err *err)
     return 0;
 }
 
+/* Waits until b has landed and checked out; a bad piece re-read from its replica means
+ * landing again. */
 static int wait_ready(struct k3_stream *s, struct buffer *b, struct k3_err *err)
 {
-    while (!b->landed)
-        if (pump(s, 1, err))
+    while (!b->ready) {
+        while (!b->landed)
+            if (pump(s, 1, err))
+                return -1;
+        if (verify(s, &b, 1, err))
             return -1;
-    return b->ready ? 0 : verify(s, &b, 1, err);
+    }
+    return 0;
 }
 
 /* Starts reading object o whole into buffer b. */
@@ -266,7 +375,10 @@ static int fill(struct k3_stream *s, struct buffer *b, uint64_t o, enum owner ki
     b->count = b->pending = s->p->objects[o].n_pieces;
     b->landed = b->ready = false;
     b->submitted = k3_trace_now(s->o.trace);
-    return submit_pieces(s, o, 0, b->pending, b->base, kind, index, err);
+    b->kind = kind;
+    b->index = index;
+    b->replica_round = false;
+    return submit_pieces(s, o, 0, b->pending, b->base, kind, index, 0, err);
 }
 
 /* ---- the trunk ------------------------------------------------------------------------ */
@@ -338,7 +450,10 @@ static int trunk_embed(void *ctx, const int32_t *tokens, int T, float *out, stru
             b->count = b->pending = j1 - j0 + 1;
             b->landed = b->ready = false;
             b->submitted = k3_trace_now(s->o.trace);
-            if (submit_pieces(s, 0, j0, j1 - j0 + 1, b->base, OWN_EMBED, 0, err) ||
+            b->kind = OWN_EMBED;
+            b->index = 0;
+            b->replica_round = false;
+            if (submit_pieces(s, 0, j0, j1 - j0 + 1, b->base, OWN_EMBED, 0, 0, err) ||
                 wait_ready(s, b, err))
                 return -1;
             src = b->base + (at - (uint64_t)j0 * x->piece_bytes);
@@ -391,6 +506,7 @@ static void start_record(struct k3_stream *s, struct buffer *b, uint64_t o)
     b->landed = b->ready = false;
     b->submitted = k3_trace_now(s->o.trace);
     b->predicted = -1;
+    b->replica_round = false;
 }
 
 static int experts_begin(struct k3_expert_store *st, int layer, const int *experts, int n,
@@ -432,7 +548,7 @@ static int experts_begin(struct k3_expert_store *st, int layer, const int *exper
             s->stats.records_read++;
             st->stats.bytes += s->m->record.bytes;
             if (!s->o.sync && submit_pieces(s, o, 0, s->records[slot].count, s->records[slot].base,
-                                            OWN_RECORD, (uint32_t)slot, err))
+                                            OWN_RECORD, (uint32_t)slot, 0, err))
                 return -1;
         }
         s->batch_slot[i] = slot;
@@ -466,7 +582,7 @@ static int experts_prefetch(struct k3_expert_store *st, int layer, const int *ex
         b->last_use = ++s->use_clock;
         s->layer_stats[layer].predicted++;
         s->stats.records_read++;
-        if (submit_pieces(s, o, 0, b->count, b->base, OWN_RECORD, (uint32_t)slot, err))
+        if (submit_pieces(s, o, 0, b->count, b->base, OWN_RECORD, (uint32_t)slot, 0, err))
             return -1;
     }
     return 0;
@@ -513,7 +629,7 @@ static int experts_next(struct k3_expert_store *st, int *index, const uint8_t **
                 if (s->batch_done[i] || b->ready)
                     continue;
                 if (submit_pieces(s, (uint64_t)b->object, 0, b->count, b->base, OWN_RECORD,
-                                  (uint32_t)s->batch_slot[i], err) ||
+                                  (uint32_t)s->batch_slot[i], 0, err) ||
                     wait_ready(s, b, err))
                     return -1;
                 break;
@@ -534,6 +650,28 @@ static const struct k3_expert_store_ops stream_ops = {
     .prefetch = experts_prefetch,
     .close = experts_close,
 };
+
+/* ---- fault injection -------------------------------------------------------------- */
+
+/* The reader's hook: each completed chunk may be turned into a fault; a "corrupt" one
+ * flips a byte of what landed, which the piece's checksum must then catch. */
+static int32_t inject(void *ctx, const struct k3io_fault_at *at, int32_t res)
+{
+    struct k3_stream *s = ctx;
+    bool flip;
+    int32_t out = k3_faults_apply(s->faults, at->file, at->len, res, &flip);
+    if (flip) {
+        struct buffer *b = owner_buffer(s, at->tag);
+        uint32_t j = tag_piece(at->tag), drive;
+        uint64_t k = s->p->objects[b->object].first_piece + j, piece_at;
+        location(s, k, tag_how(at->tag), &drive, &piece_at);
+        uint8_t *dst = b->base + (uint64_t)(j - b->first_piece) * s->p->objects[b->object].piece_bytes +
+                       (at->offset - piece_at);
+        uint64_t where = at->offset ^ k; /* which byte: any, but the same for the same read */
+        dst[k3_splitmix64(&where) % (uint64_t)res] ^= 0x5a;
+    }
+    return out;
+}
 
 /* ---- opening ----------------------------------------------------------------------------- */
 
@@ -590,6 +728,8 @@ static int plan_budget(struct k3_stream *s, struct k3_err *err)
     if (k3_budget_plan(&s->in, ram, &s->budget, err))
         return -1;
     s->n_records = s->in.inflight_records + (s->o.cache ? s->budget.cache_records : 0);
+    if (s->n_records > (int)MAX_OWNER_INDEX)
+        s->n_records = (int)MAX_OWNER_INDEX; /* a read's tag holds the slot in 16 bits */
     return 0;
 }
 
@@ -626,7 +766,8 @@ static int layout_area(struct k3_stream *s, struct k3_err *err)
     s->embed = (struct buffer){.base = at, .object = -1};
     at += s->embed_capacity;
     for (int i = 0; i < s->n_records; i++) {
-        s->records[i] = (struct buffer){.base = at, .object = -1, .predicted = -1};
+        s->records[i] = (struct buffer){.base = at, .object = -1, .predicted = -1,
+                                        .kind = OWN_RECORD, .index = (uint32_t)i};
         at += s->record_stride;
     }
     return 0;
@@ -665,7 +806,9 @@ int k3_stream_open(struct k3_stream **out, struct k3_model *m, const struct k3_s
         rc = layout_area(s, err);
     if (!rc) {
         s->fds = calloc((size_t)s->p->n_drives, sizeof *s->fds);
-        if (!s->fds)
+        s->drive_failures = calloc((size_t)s->p->n_drives, sizeof *s->drive_failures);
+        s->drive_lost = calloc((size_t)s->p->n_drives, sizeof *s->drive_lost);
+        if (!s->fds || !s->drive_failures || !s->drive_lost)
             rc = k3_errf(err, "out of memory");
         for (int d = 0; !rc && d < s->p->n_drives; d++)
             s->fds[d] = s->p->drives[d].data.fd;
@@ -686,6 +829,8 @@ int k3_stream_open(struct k3_stream **out, struct k3_model *m, const struct k3_s
                          o->backend == K3IO_URING ? "uring" : o->backend == K3IO_PREAD ? "pread" : "auto",
                          strerror(-e));
     }
+    if (!rc && o->faults)
+        rc = k3_stream_set_faults(s, o->faults, o->fault_seed, err);
     if (!rc)
         rc = load_resident(s, err);
     if (rc) {
@@ -710,6 +855,9 @@ void k3_stream_close(struct k3_stream *s)
             ;
         k3io_reader_destroy(s->r);
     }
+    k3_faults_free(s->faults);
+    free(s->drive_failures);
+    free(s->drive_lost);
     free(s->fds);
     free(s->area);
     free(s->resident);
@@ -737,3 +885,44 @@ const struct k3_layer_stats *k3_stream_layer_stats(const struct k3_stream *s)
     return s->layer_stats;
 }
 const char *k3_stream_backend(const struct k3_stream *s) { return k3io_backend_name(s->r); }
+
+/* Back to a clean state after a failed run: reads still in flight land (and are
+ * dropped), and every buffer but the resident segments is emptied. */
+static void reset(struct k3_stream *s)
+{
+    struct k3io_done done[64];
+    while (k3io_pending(s->r) > 0 && k3io_wait(s->r, done, 64, 1) > 0)
+        ;
+    s->inflight = 0;
+    for (int k = 0; k < 2; k++)
+        s->slots[k] = (struct buffer){.base = s->slots[k].base, .object = -1};
+    s->bound_slot = -1;
+    s->embed = (struct buffer){.base = s->embed.base, .object = -1};
+    for (int i = 0; i < s->n_records; i++)
+        s->records[i] = (struct buffer){.base = s->records[i].base, .object = -1, .predicted = -1,
+                                        .kind = OWN_RECORD, .index = (uint32_t)i};
+    s->failed = false;
+}
+
+int k3_stream_set_faults(struct k3_stream *s, const char *spec, uint64_t seed, struct k3_err *err)
+{
+    struct k3_faults *f = NULL;
+    if (spec && k3_faults_parse(&f, spec, seed, err))
+        return -1;
+    reset(s);
+    k3_faults_free(s->faults);
+    s->faults = f;
+    k3io_set_fault(s->r, f ? inject : NULL, f ? s : NULL);
+    for (int d = 0; d < s->p->n_drives; d++) {
+        s->drive_failures[d] = 0;
+        s->drive_lost[d] = false;
+    }
+    return 0;
+}
+
+bool k3_stream_faults(const struct k3_stream *s, struct k3_fault_counts *counts)
+{
+    if (s->faults)
+        *counts = k3_faults_counts(s->faults);
+    return s->faults != NULL;
+}

@@ -19,6 +19,7 @@
 #include "engine/budget.h"
 #include "engine/err.h"
 #include "engine/experts.h"
+#include "engine/faults.h"
 #include "engine/forward.h"
 #include "engine/model.h"
 #include "engine/trace.h"
@@ -37,6 +38,8 @@ struct k3_stream_opts {
     bool sync;                 /* one read at a time, waited for: the no-overlap baseline */
     int prefetch_k;            /* records a layer may prefetch for the next (0: none) */
     struct k3_trace *trace;    /* NULL: none */
+    const char *faults;        /* fault injection spec (faults.h), or NULL */
+    uint64_t fault_seed;
     uint64_t logits_bytes;     /* what the caller keeps for logits (counted in the budget) */
 };
 
@@ -48,6 +51,8 @@ struct k3_stream_stats {
     uint64_t trunk_bytes;      /* of bytes: trunk segments and embedding rows */
     double stall_seconds;      /* compute waiting for data */
     double verify_seconds;     /* checking piece checksums */
+    uint64_t retries;          /* failed reads tried again (same place or replica) */
+    uint64_t replica_reads;    /* pieces read from their replica */
 };
 
 /* Per layer (index n_layers: the output), since the stream opened. */
@@ -76,5 +81,11 @@ const struct k3_trunk_source *k3_stream_trunk(struct k3_stream *s);
 struct k3_stream_stats k3_stream_stats(const struct k3_stream *s);
 const struct k3_layer_stats *k3_stream_layer_stats(const struct k3_stream *s);
 const char *k3_stream_backend(const struct k3_stream *s);
+/* Replaces the fault injector (NULL spec: none) and forgets which drives failed, so one
+ * stream can serve many independent runs (tests). */
+int k3_stream_set_faults(struct k3_stream *s, const char *spec, uint64_t seed,
+                         struct k3_err *err);
+/* Faults injected so far; false when injection is off. */
+bool k3_stream_faults(const struct k3_stream *s, struct k3_fault_counts *counts);
 
 #endif

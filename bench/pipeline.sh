@@ -1,0 +1,54 @@
+#!/bin/bash
+# Pipelined decode against the synchronous path on an emulated box whose read time per
+# token is about the compute time per token (issue 5's setting): k3-bench packed on
+# DRIVES throttled drives, then alternating rounds of
+#   sync      --sync --predict off   one record at a time, nothing overlapped
+#   pipeline  --predict off          a layer's reads overlap its shared experts and
+#                                    routed experts compute as records land
+#   predict   --predict on           and the next layer's likely experts are prefetched
+# all with --no-cache (every record read every token) and the trunk resident, beside
+# fio's ceiling on the same drives.  The I/O floor is the bytes read per token over fio's
+# bandwidth; the compute time is the sync path's time per token minus its time waiting
+# for reads.
+# usage: bench/pipeline.sh CHECKPOINT [DRIVES] [MBPS] [ROUNDS] [TOKENS]
+set -euo pipefail
+ckpt=${1:?usage: bench/pipeline.sh CHECKPOINT [DRIVES] [MBPS] [ROUNDS] [TOKENS]}
+drives=${2:-2}
+mbps=${3:-350}
+rounds=${4:-3}
+tokens=${5:-10}
+k3=$(realpath "${K3:-./k3-uring}")
+root=$(cd "$(dirname "$0")/.." && pwd)
+name=pipeline
+out="$root/bench/results/pipeline-$(date -u +%Y%m%d-%H%M%S).json"
+echo "pipeline.sh: checkpoint $ckpt, $drives drives at $mbps MB/s, $rounds rounds of $tokens tokens" >&2
+
+size=$(( $(du -sb "$ckpt" | cut -f1) / drives / 1000000000 + 3 ))G
+list=$("$root/bench/emulate.sh" up --drives "$drives" --size "$size" --mbps "$mbps" --name $name | tail -1)
+trap '"$root/bench/emulate.sh" down --name $name >/dev/null 2>&1 || true' EXIT
+"$k3" pack --checkpoint "$ckpt" --drives "$list" -q
+
+run() { # mode args... → "s_per_token stall_per_token mb_per_token"
+  sync; echo 3 >/proc/sys/vm/drop_caches
+  "$root/bench/emulate.sh" exec --name $name -- "$k3" --drives "$list" --ids 5,17,300,1200 \
+    -n "$tokens" --ignore-eos --print-ids --no-cache "$@" 2>&1 >/dev/null | tail -1 |
+    sed -n 's/.*, \([0-9.]*\) s\/token; \([0-9.]*\) MB read per token.*stall \([0-9.]*\) s\/token.*/\1 \3 \2/p'
+}
+rows=()
+for r in $(seq 1 "$rounds"); do
+  fio=$("$root/bench/fio.sh" --drives "$list" --bs 1M --iodepth 64 --file k3-uring.data --name $name)
+  read -r s_t s_st mb < <(run --sync --predict off)
+  read -r p_t p_st _ < <(run --predict off)
+  read -r q_t q_st _ < <(run --predict on)
+  floor=$(echo "$mb * 1000000 / $fio" | bc -l)
+  compute=$(echo "$s_t - $s_st" | bc -l)
+  bound=$(echo "if ($floor > $compute) $floor else $compute" | bc -l)
+  printf 'round %d: fio %.0f MB/s, %.0f MB/token: I/O floor %.3f s, compute %.3f s; sync %.3f s; pipeline %.3f s (%.2fx bound, %.2fx sync); predict %.3f s (%.2fx bound, %.2fx sync, stall %.3f s)\n' \
+    "$r" "$(echo "$fio / 1000000" | bc -l)" "$mb" "$floor" "$compute" "$s_t" "$p_t" \
+    "$(echo "$p_t / $bound" | bc -l)" "$(echo "$p_t / $s_t" | bc -l)" "$q_t" \
+    "$(echo "$q_t / $bound" | bc -l)" "$(echo "$q_t / $s_t" | bc -l)" "$q_st"
+  rows+=("{\"round\":$r,\"fio_Bps\":$fio,\"mb_per_token\":$mb,\"io_floor_s\":$floor,\"compute_s\":$compute,\"sync_s\":$s_t,\"sync_stall_s\":$s_st,\"pipeline_s\":$p_t,\"pipeline_stall_s\":$p_st,\"predict_s\":$q_t,\"predict_stall_s\":$q_st}")
+done
+printf '{"checkpoint":"%s","drives":%d,"mbps":%d,"tokens":%d,"rounds":[%s]}\n' "$ckpt" "$drives" \
+  "$mbps" "$tokens" "$(IFS=,; echo "${rows[*]}")" >"$out"
+echo "pipeline.sh: wrote $out" >&2

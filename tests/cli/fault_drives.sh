@@ -1,0 +1,46 @@
+#!/bin/bash
+# Faults from the filesystem, not injected: a drive's data file cut short (reads past its
+# end come back short), with and without replicas; and, where the kernel has
+# device-mapper, a drive on dm-flakey whose reads fail.  With replicas the output is the
+# same bytes; without, one clear error naming the drive.
+source "$(dirname "$0")/lib.sh"
+m=$(tiny_model)
+d="$K3_TEST_TMP/fault-drives"
+rm -rf "$d" && mkdir -p "$d"
+ids=5,17,300,1200,42,7
+"$K3" run -m "$m" --ids $ids -n 8 --ignore-eos --print-ids -q --logits-out "$d/want.f32" >/dev/null ||
+  fail "checkpoint run"
+
+mkdir -p "$d/r/a" "$d/r/b" "$d/r/c" "$d/s/a" "$d/s/b"
+"$K3" pack --checkpoint "$m" --drives "$d/r/a,$d/r/b,$d/r/c" --replicas 2 -q 2>/dev/null || fail "pack with replicas"
+"$K3" pack --checkpoint "$m" --drives "$d/s/a,$d/s/b" -q 2>/dev/null || fail "pack"
+# Keep the files' size (the open checks it) but lose their contents: a hole punched
+# over the drive's whole data reads back as zeros, which no checksum accepts.
+for f in "$d/r/b/k3-uring.data" "$d/s/b/k3-uring.data"; do
+  fallocate --punch-hole --keep-size --offset 0 --length "$(stat -c %s "$f")" "$f" ||
+    { echo "skip: cannot punch holes here" >&2; exit 77; }
+done
+"$K3" run --drives "$d/r/a,$d/r/b,$d/r/c" --ids $ids -n 8 --ignore-eos --print-ids \
+  --logits-out "$d/got.f32" >/dev/null 2>"$d/r.log" || fail "with replicas: $(cat "$d/r.log")"
+cmp -s "$d/want.f32" "$d/got.f32" || fail "with replicas the logits differ"
+expect_error 1 "drive $d/s/b: reading" "$K3" run --drives "$d/s/a,$d/s/b" --ids $ids -n 8 -q --print-ids
+
+if dmsetup targets 2>/dev/null | grep -q flakey && [[ $(id -u) -eq 0 ]]; then
+  img="$d/flakey.img" && truncate -s 256M "$img"
+  loop=$(losetup --show -f "$img")
+  sectors=$(blockdev --getsz "$loop")
+  dmsetup create k3-flakey --table "0 $sectors flakey $loop 0 0 3600 1 error_reads"
+  trap 'umount "$d/flakey" 2>/dev/null; dmsetup remove k3-flakey 2>/dev/null; losetup -d "$loop"' EXIT
+  mkfs.ext4 -q /dev/mapper/k3-flakey && mkdir -p "$d/flakey" && mount /dev/mapper/k3-flakey "$d/flakey"
+  "$K3" pack --checkpoint "$m" --drives "$d/r/a,$d/flakey" --replicas 2 -q 2>/dev/null || fail "pack onto dm"
+  # from now on every read of the dm drive fails
+  dmsetup suspend k3-flakey && dmsetup load k3-flakey --table "0 $sectors flakey $loop 0 0 3600 1 error_reads" &&
+    dmsetup resume k3-flakey
+  sync && echo 3 >/proc/sys/vm/drop_caches
+  "$K3" run --drives "$d/r/a,$d/flakey" --ids $ids -n 8 --ignore-eos --print-ids --logits-out "$d/dm.f32" \
+    >/dev/null 2>"$d/dm.log" || fail "dm-flakey with replicas: $(cat "$d/dm.log")"
+  cmp -s "$d/want.f32" "$d/dm.f32" || fail "dm-flakey: logits differ"
+else
+  echo "(dm-flakey variant not run: no device-mapper flakey target here)"
+fi
+finish
