@@ -2,7 +2,7 @@
 # `make fixtures`, `make asan` / `make test-asan`.  `V=1` shows the commands.
 
 # Debian packages the build, the tests and the reference need (installed by `make deps`).
-DEB_PKGS := build-essential pkg-config liburing-dev libhwloc-dev hwloc libjansson-dev \
+DEB_PKGS := build-essential pkg-config clang libomp-dev liburing-dev libhwloc-dev hwloc libjansson-dev \
             libxxhash-dev xxhash libpcre2-dev strace fio
 DEB_PKGS_REF := python3-torch python3-numpy
 
@@ -59,7 +59,31 @@ $(eval $(call flavour,rel,$(OPT)))
 $(eval $(call flavour,asan,-O1 $(SANITIZE)))
 build/rel/engine/corpus.o build/asan/engine/corpus.o: $(wildcard engine/corpus/*.txt)
 
-.PHONY: all deps deps-ref test test-asan asan demo fixtures bench clean
+# libFuzzer harnesses (clang), one per untrusted input format: build/fuzz/bin/fuzz_*.
+FUZZ_CC := clang
+FUZZ_SAN := -fsanitize=address,undefined -fno-omit-frame-pointer
+FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/bin/%)
+FUZZ_OBJ := $(LIB_SRC:%.c=build/fuzz/%.o) $(ASM_SRC:%.S=build/fuzz/%.o)
+FUZZ_SECONDS ?= 60
+
+build/fuzz/%.o: %.c
+	@mkdir -p $(@D)
+	$(if $(Q),@echo "  CC [fuzz] $<")
+	$(Q)$(FUZZ_CC) $(CFLAGS_BASE) -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link $(PKG_CFLAGS) -c $< -o $@
+
+build/fuzz/%.o: %.S
+	@mkdir -p $(@D)
+	$(Q)$(FUZZ_CC) -I. -c $< -o $@
+
+build/fuzz/libk3.a: $(FUZZ_OBJ)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+build/fuzz/bin/%: build/fuzz/tests/fuzz/%.o build/fuzz/libk3.a
+	@mkdir -p $(@D)
+	$(Q)$(FUZZ_CC) $(CFLAGS_BASE) $(FUZZ_SAN) -fsanitize=fuzzer $^ $(PKG_LIBS) $(LDLIBS) -o $@
+
+.PHONY: all deps deps-ref test test-asan asan demo fixtures bench clean fuzz
 all: k3-uring
 
 k3-uring: build/rel/k3-uring
@@ -92,6 +116,10 @@ demo: deps
 # Regenerates fixtures/ from the PyTorch reference (needs python3-torch).
 fixtures: deps deps-ref k3-uring
 	@tests/ref/make_fixtures.sh fixtures
+
+# Each harness for FUZZ_SECONDS (default 60) from seeds made out of a synthetic model.
+fuzz: deps k3-uring $(FUZZ_BIN)
+	@tests/fuzz/run.sh $(FUZZ_SECONDS)
 
 bench: deps k3-uring
 	@bench/run.sh

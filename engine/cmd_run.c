@@ -272,6 +272,15 @@ static int open_read_path(struct runner *r, struct k3_err *err)
 static int setup(struct runner *r, struct k3_err *err)
 {
     const struct run_opts *o = r->o;
+    /* Logits go to a temporary name and are renamed at the end: a failed run leaves no
+     * file that looks complete.  Opened first, so a bad path fails before a model loads. */
+    if (o->logits_out) {
+        int n = snprintf(r->logits_tmp, sizeof r->logits_tmp, "%s.partial", o->logits_out);
+        if (n < 0 || (size_t)n >= sizeof r->logits_tmp)
+            return k3_errf(err, "--logits-out %s: path too long", o->logits_out);
+        if (!(r->lf = fopen(r->logits_tmp, "wb")))
+            return k3_errf(err, "--logits-out %s: %s", r->logits_tmp, strerror(errno));
+    }
     if (open_model(r, err))
         return -1;
     const struct k3_config *c = &r->m.cfg;
@@ -297,15 +306,6 @@ static int setup(struct runner *r, struct k3_err *err)
             return k3_errf(err, "out of memory for --dump-layers");
         r->ss.hook = dump_hook;
         r->ss.hook_ctx = &r->dump;
-    }
-    /* Logits go to a temporary name and are renamed at the end: a failed run leaves no
-     * file that looks complete. */
-    if (o->logits_out) {
-        int n = snprintf(r->logits_tmp, sizeof r->logits_tmp, "%s.partial", o->logits_out);
-        if (n < 0 || (size_t)n >= sizeof r->logits_tmp)
-            return k3_errf(err, "--logits-out %s: path too long", o->logits_out);
-        if (!(r->lf = fopen(r->logits_tmp, "wb")))
-            return k3_errf(err, "--logits-out %s: %s", r->logits_tmp, strerror(errno));
     }
     return 0;
 }
