@@ -23,6 +23,7 @@
 #include "engine/model.h"
 #include "engine/options.h"
 #include "engine/packed.h"
+#include "engine/placement.h"
 #include "engine/sampler.h"
 #include "engine/stream.h"
 #include "engine/trace.h"
@@ -31,7 +32,7 @@
 struct run_opts {
     const char *model, *drives, *ids_text, *prompt, *logits_out, *dump_layers;
     const char *ram_text, *io_text, *predict_text, *predict_from_text, *trace_path;
-    const char *prompt_file, *system, *think_text;
+    const char *prompt_file, *system, *think_text, *numa_text;
     int32_t *ids; /* --ids, parsed while validating options */
     int n_ids;
     int n_predict, threads, top_k, ctx, prefetch_k;
@@ -159,6 +160,7 @@ static int split_list(char *text, const char **items, int cap)
 /* Everything one run holds, set up in order and torn down in reverse. */
 struct runner {
     const struct run_opts *o;
+    struct k3_placement place;
     struct k3_model m;
     struct k3_stream *stream;          /* packed models: the read path */
     struct k3_expert_store *ckpt_store;/* checkpoint models */
@@ -175,15 +177,18 @@ struct runner {
     char logits_tmp[K3_PATH_MAX];
 };
 
+/* Threads pinned per NUMA node (before anything allocates), then the model. */
 static int open_model(struct runner *r, struct k3_err *err)
 {
     const struct run_opts *o = r->o;
-    if (o->model)
-        return k3_model_open_checkpoint(&r->m, o->model, err);
-    char *list = strdup(o->drives);
+    char *list = o->drives ? strdup(o->drives) : NULL;
     const char *drives[256];
     int n = list ? split_list(list, drives, 256) : 0;
-    int rc = n ? k3_model_open_packed(&r->m, drives, n, err) : k3_errf(err, "--drives: no drives");
+    int rc = k3_placement_init(&r->place, drives, n, o->threads, !strcmp(o->numa_text, "off"), err);
+    if (!rc && o->model)
+        rc = k3_model_open_checkpoint(&r->m, o->model, err);
+    else if (!rc)
+        rc = n ? k3_model_open_packed(&r->m, drives, n, err) : k3_errf(err, "--drives: no drives");
     free(list);
     return rc;
 }
@@ -244,6 +249,7 @@ static int open_read_path(struct runner *r, struct k3_err *err)
         .sync = o->sync,
         .prefetch_k = o->predict != K3_PREDICT_OFF ? o->prefetch_k : 0,
         .trace = r->trace,
+        .place = &r->place,
         .faults = getenv("K3_FAULTS"),
         .fault_seed = getenv("K3_FAULTS_SEED") ? strtoull(getenv("K3_FAULTS_SEED"), NULL, 10) : 1,
         .logits_bytes = sizeof(float) * (size_t)K3_CHUNK * (size_t)c->vocab,
@@ -264,6 +270,7 @@ static int open_read_path(struct runner *r, struct k3_err *err)
         const struct k3_budget *b = k3_stream_budget(r->stream, &in);
         fprintf(stderr, "k3-uring: reads through %s; ", k3_stream_backend(r->stream));
         k3_budget_print(stderr, b, in);
+        k3_placement_print(stderr, &r->place, b->expert_inflight + b->cache_bytes);
     }
     r->store = k3_stream_experts(r->stream);
     return 0;
@@ -328,6 +335,7 @@ static void teardown(struct runner *r)
     k3_trace_close(r->trace, NULL);
     k3_tok_free(r->tok);
     k3_model_close(&r->m);
+    k3_placement_free(&r->place);
 }
 
 /* What one step read and waited for (--stats), from two snapshots. */
@@ -539,7 +547,7 @@ int cmd_run(int argc, char **argv)
 {
     struct run_opts o = {.n_predict = 16, .top_p = 1.0f, .seed = 1, .prefetch_k = 24,
                          .predict_text = "on", .predict_from_text = "moe-input-next",
-                         .think_text = "on"};
+                         .think_text = "on", .numa_text = "auto"};
     const struct k3_opt opts[] = {
         {"model", 'm', K3_OPT_STRING, &o.model, "DIR", "checkpoint folder as shipped", 0, 0},
         {"drives", 'd', K3_OPT_STRING, &o.drives, "D0,D1,..", "packed drive folders, any order (k3-uring pack)", 0, 0},
@@ -556,6 +564,8 @@ int cmd_run(int argc, char **argv)
         {"top-p", 0, K3_OPT_FLOAT, &o.top_p, "P", "nucleus sampling mass", 1e-6, 1},
         {"seed", 's', K3_OPT_U64, &o.seed, "N", "sampling seed", 0, 0},
         {"threads", 't', K3_OPT_INT, &o.threads, "N", "compute threads; 0 = one per core", 0, 4096},
+        {"numa", 0, K3_OPT_STRING, &o.numa_text, "auto|off",
+         "auto: a pinned team per NUMA node, buffers on the drives' nodes; off: unpinned", 0, 0},
         {"ctx-size", 'c', K3_OPT_INT, &o.ctx, "N", "context positions; 0 = prompt + -n", 0, 1 << 30},
         {"ram", 0, K3_OPT_STRING, &o.ram_text, "SIZE|floor|trunk",
          "RAM budget (packed drives; default trunk: the whole trunk resident)", 0, 0},
@@ -609,6 +619,8 @@ int cmd_run(int argc, char **argv)
         o.ram = K3_RAM_FLOOR;
     else if (!rc && (k3_parse_size(o.ram_text, &o.ram) || o.ram == 0))
         rc = k3_errf(&err, "--ram: \"%s\" is not a size (e.g. 8G), floor or trunk", o.ram_text);
+    if (!rc && strcmp(o.numa_text, "auto") && strcmp(o.numa_text, "off"))
+        rc = k3_errf(&err, "--numa: \"%s\" is not auto or off", o.numa_text);
     if (!rc && strcmp(o.predict_text, "on") && strcmp(o.predict_text, "off"))
         rc = k3_errf(&err, "--predict: \"%s\" is not on or off", o.predict_text);
     if (!rc && !strcmp(o.predict_text, "off"))
@@ -635,8 +647,6 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "k3-uring: %s\n", err.msg);
         return 2;
     }
-    if (o.threads)
-        omp_set_num_threads(o.threads);
     rc = generate(&o, &err);
     free(o.ids);
     if (!rc && interrupted)

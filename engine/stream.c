@@ -10,6 +10,8 @@
 #include "engine/kernels.h"
 #include "engine/mxfp4.h"
 #include "engine/packed.h"
+#include "engine/placement.h"
+#include "numa/bind.h"
 #include "engine/rng.h"
 #include "iouring/file.h"
 
@@ -773,6 +775,28 @@ static int layout_area(struct k3_stream *s, struct k3_err *err)
     return 0;
 }
 
+/* NUMA: record slots go round-robin to the teams' nodes, stream slots and resident
+ * segments to the node of team 0 and beyond in turn (one area is registered with the
+ * ring; its parts are bound per node).  A refused binding leaves memory where it is. */
+static void place_buffers(struct k3_stream *s)
+{
+    const struct k3_placement *pl = s->o.place;
+    if (!pl || !pl->plan->bind || pl->plan->n_teams < 2)
+        return;
+    const struct k3numa_plan *p = pl->plan;
+    int k = 0;
+    for (int i = 0; i < s->n_records; i++, k++)
+        k3numa_range_bind(pl->topo, s->records[i].base, s->record_stride,
+                          p->teams[k % p->n_teams].node);
+    for (int i = 0; i < 2; i++, k++)
+        k3numa_range_bind(pl->topo, s->slots[i].base, s->budget.stream_slot_bytes,
+                          p->teams[k % p->n_teams].node);
+    for (int i = 0; i < s->n_segments; i++)
+        if (s->resident[i].base)
+            k3numa_range_bind(pl->topo, s->resident[i].base, s->segment_bytes[i],
+                              p->teams[k++ % p->n_teams].node);
+}
+
 static int load_resident(struct k3_stream *s, struct k3_err *err)
 {
     for (int i = 0; i < s->n_segments; i++)
@@ -804,6 +828,8 @@ int k3_stream_open(struct k3_stream **out, struct k3_model *m, const struct k3_s
     int rc = plan_budget(s, err);
     if (!rc)
         rc = layout_area(s, err);
+    if (!rc)
+        place_buffers(s);
     if (!rc) {
         s->fds = calloc((size_t)s->p->n_drives, sizeof *s->fds);
         s->drive_failures = calloc((size_t)s->p->n_drives, sizeof *s->drive_failures);

@@ -29,6 +29,8 @@
 #define K3_RAM_TRUNK 0           /* the whole trunk resident (and the floor's buffers) */
 #define K3_RAM_FLOOR UINT64_MAX  /* the floor: every segment streamed */
 
+struct k3_placement;
+
 struct k3_stream_opts {
     enum k3io_backend backend; /* --io */
     uint64_t ram;              /* budget in bytes, or a preset above */
@@ -38,6 +40,7 @@ struct k3_stream_opts {
     bool sync;                 /* one read at a time, waited for: the no-overlap baseline */
     int prefetch_k;            /* records a layer may prefetch for the next (0: none) */
     struct k3_trace *trace;    /* NULL: none */
+    const struct k3_placement *place; /* NUMA plan for the buffers, or NULL */
     const char *faults;        /* fault injection spec (faults.h), or NULL */
     uint64_t fault_seed;
     uint64_t logits_bytes;     /* what the caller keeps for logits (counted in the budget) */

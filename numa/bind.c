@@ -159,6 +159,25 @@ int k3numa_area_nodes(const struct k3numa_topo *t, const void *p, size_t len, in
     return rc;
 }
 
+int k3numa_range_bind(const struct k3numa_topo *t, void *p, size_t len, int node)
+{
+    if (node < 0 || !len)
+        return 0;
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+    if (!set)
+        return -ENOMEM;
+    hwloc_bitmap_only(set, (unsigned)node);
+    /* Page-aligned inward: a page shared with a neighbour range stays where it is. */
+    uintptr_t a = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, b = ((uintptr_t)p + len) & ~(uintptr_t)4095;
+    int rc = 0;
+    if (b > a && hwloc_set_area_membind(k3numa_topo_hwloc(t), (void *)a, b - a, set,
+                                        HWLOC_MEMBIND_BIND,
+                                        HWLOC_MEMBIND_MIGRATE | HWLOC_MEMBIND_BYNODESET) < 0)
+        rc = errno ? -errno : -ENOSYS;
+    hwloc_bitmap_free(set);
+    return rc;
+}
+
 /* ------------------------------------------------------------------ OpenMP */
 
 int k3numa_omp_enter(const struct k3numa_topo *t, const struct k3numa_plan *p)

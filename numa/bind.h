@@ -68,6 +68,12 @@ void k3numa_area_free(const struct k3numa_topo *t, struct k3numa_area *a);
 int k3numa_area_nodes(const struct k3numa_topo *t, const void *p, size_t len, int *nodes,
                       int max);
 
+/* Binds (and migrates) the whole pages inside [p, p + len) to node (OS index; -1: leave
+ * them): for parts of one area that belong on different nodes, e.g. one registered read
+ * area whose buffers serve several teams.  On a topology that is not this machine it is
+ * a no-op.  -errno when the kernel refuses. */
+int k3numa_range_bind(const struct k3numa_topo *t, void *p, size_t len, int node);
+
 /* Pins OpenMP thread t to plan->thread_cpu[t] for every t: one parallel region of
  * plan->n_threads threads, each pinning itself; also turns dynamic teams off and makes
  * plan->n_threads the default team size.  Call once at start-up from the thread that

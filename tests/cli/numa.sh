@@ -1,0 +1,31 @@
+#!/bin/bash
+# NUMA placement through the engine: the plan it prints for this machine, and output
+# byte-identical across --numa auto/off, thread counts and synthetic multi-node
+# topologies (K3_TOPOLOGY; binding there is a no-op, the thread and row layout is not).
+source "$(dirname "$0")/lib.sh"
+m=$(tiny_model)
+d="$K3_TEST_TMP/numa"
+rm -rf "$d" && mkdir -p "$d/a" "$d/b"
+"$K3" pack --checkpoint "$m" --drives "$d/a,$d/b" -q 2>/dev/null || fail "pack"
+args=(--drives "$d/a,$d/b" --ids 5,17,300,1200,42,7 -n 10 --ignore-eos --print-ids)
+"$K3" run "${args[@]}" -q --logits-out "$d/want.f32" >/dev/null || fail "default run"
+
+"$K3" run "${args[@]}" -v >/dev/null 2>"$d/v.log" || fail "-v run"
+grep -Eq "^k3-uring: node [0-9]+: [0-9]+ threads, cpus [0-9]" "$d/v.log" ||
+  fail "no plan line: $(cat "$d/v.log")"
+echo "plan: $(grep 'node ' "$d/v.log")"
+
+for extra in "--numa off" "--numa off -t 1" "-t 1" "-t 2"; do
+  # shellcheck disable=SC2086
+  "$K3" run "${args[@]}" -q $extra --logits-out "$d/got.f32" >/dev/null 2>"$d/err" || fail "$extra: $(cat "$d/err")"
+  cmp -s "$d/want.f32" "$d/got.f32" || fail "$extra: logits differ"
+done
+for topo in "pack:2 [numa] core:2 pu:1" "pack:2 numa:2 core:1 pu:2" "[numa] core:3 pu:1"; do
+  K3_TOPOLOGY="synthetic:$topo" "$K3" run "${args[@]}" -q -v --logits-out "$d/got.f32" >/dev/null \
+    2>"$d/err" || { fail "$topo: $(cat "$d/err")"; continue; }
+  cmp -s "$d/want.f32" "$d/got.f32" || fail "synthetic $topo: logits differ"
+  echo "synthetic $topo: $(grep -c 'node ' "$d/err") nodes, identical"
+done
+expect_error 1 "unset OMP_PROC_BIND" env OMP_PROC_BIND=true "$K3" run "${args[@]}" -q
+expect_error 2 "--numa: \"maybe\" is not auto or off" "$K3" run "${args[@]}" --numa maybe
+finish
