@@ -1,4 +1,5 @@
-/* AVX-512 bf16 and f32 kernels (F, BW, VL): one zmm holds the 16 lanes of kernels.h, so
+/* AVX-512 bf16 and f32 kernels (F, BW, VL), and the tables of the "avx512" and
+ * "avx512vbmi" variants (they differ in the MXFP4 decode only): one zmm holds the 16 lanes of kernels.h, so
  * element i lands in lane i mod 16 as in the reference; mul then add, never FMA; the
  * same pairwise lane tree; a partial last block of 16 goes through the scalar tail.
  * The mat-mul keeps one weight row in registers for up to K3_TOKEN_BLOCK tokens. */
@@ -16,6 +17,11 @@ static bool avx512_supported(void)
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl");
+}
+
+static bool avx512vbmi_supported(void)
+{
+    return avx512_supported() && __builtin_cpu_supports("avx512vbmi");
 }
 
 #pragma GCC push_options
@@ -81,13 +87,16 @@ row_bf16_tokens(const uint16_t *w, int cols, const float *X, int ldx, float *Y, 
 {
     int n16 = cols & ~(K3_LANES - 1);
     __m512 acc[K3_TOKEN_BLOCK];
+    #pragma GCC unroll 4
     for (int k = 0; k < NT; k++)
         acc[k] = _mm512_setzero_ps();
     for (int i = 0; i < n16; i += K3_LANES) {
         __m512 v = bf16x16(w + i);
+        #pragma GCC unroll 4
         for (int k = 0; k < NT; k++)
             acc[k] = _mm512_add_ps(acc[k], _mm512_mul_ps(v, _mm512_loadu_ps(X + (size_t)k * ldx + i)));
     }
+    #pragma GCC unroll 4
     for (int k = 0; k < NT; k++)
         Y[(size_t)k * ldy] = finish_bf16(acc[k], w, X + (size_t)k * ldx, n16, cols);
 }
@@ -120,4 +129,15 @@ const struct k3_kernel_ops k3_kernels_avx512 = {
     .dot_mxfp4 = k3_dot_mxfp4_avx512,
     .rows_bf16 = rows_bf16_avx512,
     .rows_mxfp4 = k3_rows_mxfp4_avx512,
+};
+
+/* The same bf16 kernels; MXFP4 with the VBMI nibble decode (mxfp4_avx512.c). */
+const struct k3_kernel_ops k3_kernels_avx512vbmi = {
+    .name = "avx512vbmi",
+    .supported = avx512vbmi_supported,
+    .dot_bf16 = dot_bf16_avx512,
+    .dot_f32 = dot_f32_avx512,
+    .dot_mxfp4 = k3_dot_mxfp4_avx512vbmi,
+    .rows_bf16 = rows_bf16_avx512,
+    .rows_mxfp4 = k3_rows_mxfp4_avx512vbmi,
 };

@@ -26,7 +26,7 @@ typedef void k3_rows_mxfp4_fn(const uint8_t *packed, const uint8_t *scales, int 
 #define K3_TOKEN_BLOCK 4
 
 struct k3_kernel_ops {
-    const char *name;                                   /* "scalar", "avx2", "avx512" */
+    const char *name;                          /* "scalar", "avx2", "avx512", "avx512vbmi" */
     bool (*supported)(void);                            /* this CPU and OS can run it */
     float (*dot_bf16)(const uint16_t *w, const float *x, int n);
     float (*dot_f32)(const float *a, const float *b, int n);
@@ -36,10 +36,11 @@ struct k3_kernel_ops {
 };
 
 /* Best first; the scalar reference last (always supported). */
-extern const struct k3_kernel_ops k3_kernels_avx512, k3_kernels_avx2, k3_kernels_scalar;
+extern const struct k3_kernel_ops k3_kernels_avx512vbmi, k3_kernels_avx512, k3_kernels_avx2,
+    k3_kernels_scalar;
 
-/* The variant the public kernels use: K3_KERNELS (auto|scalar|avx2|avx512) at the first
- * call, else the best this CPU supports.  A requested variant the CPU lacks falls back to
+/* The variant the public kernels use: K3_KERNELS (auto|scalar|avx2|avx512|avx512vbmi) at
+ * the first call, else the best this CPU supports.  A requested variant the CPU lacks falls back to
  * the best supported one below it; k3_kernels_name() says which runs. */
 const struct k3_kernel_ops *k3_kernels(void);
 /* The table of a variant by name, or NULL when unknown. */
@@ -52,15 +53,19 @@ float k3_dot_mxfp4_scalar(const uint8_t *packed, const uint8_t *scales, const fl
 k3_rows_bf16_fn k3_rows_bf16_scalar;
 k3_rows_mxfp4_fn k3_rows_mxfp4_scalar;
 
-/* AVX2 (kernels_avx2.c, mxfp4_avx2.c) and AVX-512 (kernels_avx512.c, mxfp4_avx512.c). */
+/* AVX2 (kernels_avx2.c, mxfp4_avx2.c) and AVX-512 (kernels_avx512.c, mxfp4_avx512.c):
+ * avx512 needs F, BW and VL; avx512vbmi also VBMI (Ice Lake, Zen 4 and later). */
 float k3_dot_mxfp4_avx2(const uint8_t *packed, const uint8_t *scales, const float *x, int n);
 k3_rows_mxfp4_fn k3_rows_mxfp4_avx2;
 float k3_dot_mxfp4_avx512(const uint8_t *packed, const uint8_t *scales, const float *x, int n);
 k3_rows_mxfp4_fn k3_rows_mxfp4_avx512;
+float k3_dot_mxfp4_avx512vbmi(const uint8_t *packed, const uint8_t *scales, const float *x, int n);
+k3_rows_mxfp4_fn k3_rows_mxfp4_avx512vbmi;
 
-/* Splits rows over the OpenMP threads in chunks (each row is one thread's, so the result
- * is the same at any thread count) and calls fn(arg, first row, row count) per chunk.
- * row_bytes sizes the chunks; parallel only when work (multiply-adds) is large enough. */
+/* Splits rows over the OpenMP threads (each row is one thread's, so the result is the same
+ * at any thread count) and calls fn(arg, first row, row count) once per thread; on the
+ * calling thread alone when work (multiply-adds) is small or inside a parallel region.
+ * row_bytes (weight bytes per row) is a hint for the split. */
 void k3_rows_parallel(int rows, long row_bytes, long work, void *arg,
                       void (*fn)(void *arg, int r0, int nrows));
 

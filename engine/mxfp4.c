@@ -87,9 +87,11 @@ void k3_matmul_mxfp4(const uint8_t *packed, const uint8_t *scales, int rows, int
     k3_rows_parallel(rows, mxfp4_row_bytes(cols), (long)rows * cols * T, &j, mxfp4_chunk);
 }
 
-/* Fused SiTU: blocks of SITU_ROWS rows × SITU_TOKENS tokens through small buffers. */
-#define SITU_ROWS 32
-#define SITU_TOKENS 32
+/* Fused SiTU: blocks of SITU_ROWS rows × SITU_TOKENS tokens through small buffers; all the
+ * gate rows of a block, then all its up rows (two streams switching every few hundred KB,
+ * not every few KB, which costs the prefetchers less). */
+#define SITU_ROWS 256
+#define SITU_TOKENS 8
 
 static void mxfp4_situ_chunk(void *arg, int r0, int nrows)
 {

@@ -18,7 +18,7 @@ static void test_selection(void)
     const char *best = k3_kernels_name();
     CHECK(k3_kernels_find(best) && k3_kernels_find(best)->supported(), "auto chose %s", best);
     printf("auto selects %s on this CPU\n", best);
-    for (const char *const *v = (const char *const[]){"avx512", "avx2", NULL}; *v; v++) {
+    for (const char *const *v = (const char *const[]){"avx512vbmi", "avx512", "avx2", NULL}; *v; v++) {
         const struct k3_kernel_ops *k = k3_kernels_find(*v);
         REQUIRE(k, "%s is in the table", *v);
         int rc = k3_kernels_select(*v);
