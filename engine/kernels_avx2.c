@@ -83,16 +83,19 @@ row_bf16_tokens(const uint16_t *w, int cols, const float *X, int ldx, float *Y, 
 {
     int n16 = cols & ~(K3_LANES - 1);
     __m256 lo[K3_TOKEN_BLOCK], hi[K3_TOKEN_BLOCK];
+    #pragma GCC unroll 4
     for (int k = 0; k < NT; k++)
         lo[k] = hi[k] = _mm256_setzero_ps();
     for (int i = 0; i < n16; i += K3_LANES) {
         __m256 v0 = bf16x8(w + i), v1 = bf16x8(w + i + 8);
+        #pragma GCC unroll 4
         for (int k = 0; k < NT; k++) {
             const float *x = X + (size_t)k * ldx + i;
             lo[k] = _mm256_add_ps(lo[k], _mm256_mul_ps(v0, _mm256_loadu_ps(x)));
             hi[k] = _mm256_add_ps(hi[k], _mm256_mul_ps(v1, _mm256_loadu_ps(x + 8)));
         }
     }
+    #pragma GCC unroll 4
     for (int k = 0; k < NT; k++)
         Y[(size_t)k * ldy] = finish_bf16(lo[k], hi[k], w, X + (size_t)k * ldx, n16, cols);
 }
