@@ -5,6 +5,7 @@
 DEB_PKGS := build-essential pkg-config clang libomp-dev liburing-dev libhwloc-dev hwloc libjansson-dev \
             libxxhash-dev xxhash libpcre2-dev strace fio
 DEB_PKGS_REF := python3-torch python3-numpy
+DEB_PKGS_BENCH := fio gnuplot-nox bc python3
 
 PKGS := liburing hwloc jansson libxxhash libpcre2-8
 
@@ -121,7 +122,10 @@ fixtures: deps deps-ref k3-uring
 fuzz: deps k3-uring $(FUZZ_BIN)
 	@tests/fuzz/run.sh $(FUZZ_SECONDS)
 
+# The benchmark (root, about 20 minutes): emulated boxes of 1-8 drives, fio, the engine,
+# the planner; results, table and plots in bench/results/.  Knobs: see bench/run.sh.
 bench: deps k3-uring
+	@.ci/install-deps $(DEB_PKGS_BENCH)
 	@bench/run.sh
 
 clean:
