@@ -100,9 +100,50 @@ row_bf16_tokens(const uint16_t *w, int cols, const float *X, int ldx, float *Y, 
         Y[(size_t)k * ldy] = finish_bf16(lo[k], hi[k], w, X + (size_t)k * ldx, n16, cols);
 }
 
+/* Four rows against one token (long activations, K3_X_L1_BYTES): x loaded once for the
+ * four rows; each row's lanes still sum in element order. */
+static inline __attribute__((always_inline)) void
+rows4_bf16_token(const uint16_t *w, int cols, const float *x, float *y, int RB)
+{
+    int n16 = cols & ~(K3_LANES - 1);
+    __m256 lo[K3_ROW_BLOCK], hi[K3_ROW_BLOCK];
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++)
+        lo[r] = hi[r] = _mm256_setzero_ps();
+    for (int i = 0; i < n16; i += K3_LANES) {
+        __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
+#pragma GCC unroll 4
+        for (int r = 0; r < RB; r++) {
+            const uint16_t *wr = w + (size_t)r * cols + i;
+            lo[r] = _mm256_add_ps(lo[r], _mm256_mul_ps(bf16x8(wr), x0));
+            hi[r] = _mm256_add_ps(hi[r], _mm256_mul_ps(bf16x8(wr + 8), x1));
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++)
+        y[r] = finish_bf16(lo[r], hi[r], w + (size_t)r * cols, x, n16, cols);
+}
+
 static void rows_bf16_avx2(const uint16_t *W, int nrows, int cols, const float *X, int ldx,
                            float *Y, int ldy, int T)
 {
+    if ((size_t)T * cols * sizeof(float) > K3_X_L1_BYTES) {
+        _Static_assert(K3_ROW_BLOCK == 4, "rows_bf16_avx2 handles remainders of 1 to 3 rows");
+        for (int r = 0; r < nrows; r += K3_ROW_BLOCK) {
+            const uint16_t *w = W + (size_t)r * cols;
+            for (int t = 0; t < T; t++) {
+                const float *x = X + (size_t)t * ldx;
+                float *y = Y + (size_t)t * ldy + r;
+                switch (nrows - r < K3_ROW_BLOCK ? nrows - r : K3_ROW_BLOCK) {
+                case 4: rows4_bf16_token(w, cols, x, y, 4); break;
+                case 3: rows4_bf16_token(w, cols, x, y, 3); break;
+                case 2: rows4_bf16_token(w, cols, x, y, 2); break;
+                default: rows4_bf16_token(w, cols, x, y, 1); break;
+                }
+            }
+        }
+        return;
+    }
     for (int r = 0; r < nrows; r++) {
         const uint16_t *w = W + (size_t)r * cols;
         int t = 0;

@@ -10,8 +10,6 @@
 #include "engine/kernels.h"
 #include "engine/kernels_isa.h"
 
-_Static_assert(K3_TOKEN_BLOCK == 4, "rows_bf16_avx512 handles remainders of 1 to 3 tokens");
-
 static bool avx512_supported(void)
 {
     __builtin_cpu_init();
@@ -81,40 +79,54 @@ static float dot_f32_avx512(const float *a, const float *b, int n)
     return k3_lane_reduce(s);
 }
 
-/* One row against NT tokens (a constant after inlining, so acc[] stays in registers). */
+/* RB rows against NT tokens (constants after inlining, so acc[][] stays in registers): the
+ * rows advance together, so each 16 activations are loaded once for RB rows (a long x
+ * need not survive in L1 while a whole row streams past; K3_X_L1_BYTES) and RB·NT
+ * accumulator chains run side by side.  Each (row, token) pair still sums its lanes in
+ * element order. */
 static inline __attribute__((always_inline)) void
-row_bf16_tokens(const uint16_t *w, int cols, const float *X, int ldx, float *Y, int ldy, int NT)
+block_bf16(const uint16_t *W, int cols, const float *X, int ldx, float *Y, int ldy, int RB, int NT)
 {
     int n16 = cols & ~(K3_LANES - 1);
-    __m512 acc[K3_TOKEN_BLOCK];
-    #pragma GCC unroll 4
-    for (int k = 0; k < NT; k++)
-        acc[k] = _mm512_setzero_ps();
-    for (int i = 0; i < n16; i += K3_LANES) {
-        __m512 v = bf16x16(w + i);
-        #pragma GCC unroll 4
+    __m512 acc[K3_ROW_BLOCK][K3_TOKEN_BLOCK];
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++)
+#pragma GCC unroll 4
         for (int k = 0; k < NT; k++)
-            acc[k] = _mm512_add_ps(acc[k], _mm512_mul_ps(v, _mm512_loadu_ps(X + (size_t)k * ldx + i)));
+            acc[r][k] = _mm512_setzero_ps();
+    for (int i = 0; i < n16; i += K3_LANES) {
+        __m512 x[K3_TOKEN_BLOCK];
+#pragma GCC unroll 4
+        for (int k = 0; k < NT; k++)
+            x[k] = _mm512_loadu_ps(X + (size_t)k * ldx + i);
+#pragma GCC unroll 4
+        for (int r = 0; r < RB; r++) {
+            __m512 w = bf16x16(W + (size_t)r * cols + i);
+#pragma GCC unroll 4
+            for (int k = 0; k < NT; k++)
+                acc[r][k] = _mm512_add_ps(acc[r][k], _mm512_mul_ps(w, x[k]));
+        }
     }
-    #pragma GCC unroll 4
-    for (int k = 0; k < NT; k++)
-        Y[(size_t)k * ldy] = finish_bf16(acc[k], w, X + (size_t)k * ldx, n16, cols);
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++)
+#pragma GCC unroll 4
+        for (int k = 0; k < NT; k++)
+            Y[(size_t)k * ldy + r] =
+                finish_bf16(acc[r][k], W + (size_t)r * cols, X + (size_t)k * ldx, n16, cols);
 }
 
 static void rows_bf16_avx512(const uint16_t *W, int nrows, int cols, const float *X, int ldx,
                              float *Y, int ldy, int T)
 {
-    for (int r = 0; r < nrows; r++) {
+    int rows_together = (size_t)T * cols * sizeof(float) > K3_X_L1_BYTES ? K3_ROW_BLOCK : 1;
+    for (int r = 0; r < nrows; r += rows_together) {
         const uint16_t *w = W + (size_t)r * cols;
-        int t = 0;
-        for (; t + K3_TOKEN_BLOCK <= T; t += K3_TOKEN_BLOCK)
-            row_bf16_tokens(w, cols, X + (size_t)t * ldx, ldx, Y + (size_t)t * ldy + r, ldy,
-                            K3_TOKEN_BLOCK);
-        switch (T - t) {
-        case 3: row_bf16_tokens(w, cols, X + (size_t)t * ldx, ldx, Y + (size_t)t * ldy + r, ldy, 3); break;
-        case 2: row_bf16_tokens(w, cols, X + (size_t)t * ldx, ldx, Y + (size_t)t * ldy + r, ldy, 2); break;
-        case 1: row_bf16_tokens(w, cols, X + (size_t)t * ldx, ldx, Y + (size_t)t * ldy + r, ldy, 1); break;
-        default: break;
+        int rb = nrows - r < rows_together ? nrows - r : rows_together;
+        for (int t = 0; t < T; t += K3_TOKEN_BLOCK) {
+            int nt = T - t < K3_TOKEN_BLOCK ? T - t : K3_TOKEN_BLOCK;
+            const float *x = X + (size_t)t * ldx;
+            float *y = Y + (size_t)t * ldy + r;
+            K3_BLOCK_DISPATCH(rb, nt, block_bf16(w, cols, x, ldx, y, ldy, RB_, NT_));
         }
     }
 }

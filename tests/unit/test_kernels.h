@@ -181,8 +181,10 @@ struct shape {
 static const struct shape mm_shapes[] = {
     {1, 16, 1},    {3, 17, 2},     {5, 100, 3},   {64, 32, 4},    {37, 96, 5},
     {200, 256, 7}, {129, 1024, 8}, {64, 3584, 9}, {1000, 512, 1}, {300, 3072, 33},
-    {96, 7168, 1}, {40, 12288, 2},
+    {96, 7168, 1}, {40, 12288, 2}, {7, 5000, 1},  {6, 4100, 2},   {11, 2056, 3},
 };
+/* Rows advance together past K3_X_L1_BYTES of activations: 5000, 4100 and 2056 columns
+ * (with tails of 8, 4 and 8) leave remainders of 3, 2 and 3 rows. */
 
 /* The variant's mat-mul (public entry, threads 1 and 2) equals the scalar rows bytewise. */
 static void test_matmuls(const struct k3_kernel_ops *k, uint64_t seed)
