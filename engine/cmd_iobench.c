@@ -22,21 +22,6 @@ static double now(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* top_k distinct experts of n, in random order. */
-static void pick(struct k3_rng *r, int n, int k, int *out)
-{
-    for (int i = 0; i < k; i++) {
-        int e, dup;
-        do {
-            e = (int)(k3_rng_next(r) % (uint64_t)n);
-            dup = 0;
-            for (int j = 0; j < i; j++)
-                dup |= out[j] == e;
-        } while (dup);
-        out[i] = e;
-    }
-}
-
 static int one_token(struct k3_stream *s, const struct k3_model *m, struct k3_rng *rng,
                      struct k3_err *err)
 {
@@ -49,7 +34,7 @@ static int one_token(struct k3_stream *s, const struct k3_model *m, struct k3_rn
             return -1;
         if (!k3_layer_is_moe(c, l))
             continue;
-        pick(rng, c->n_experts, c->top_k, ex);
+        k3_rng_distinct(rng, c->n_experts, c->top_k, ex);
         if (store->ops->begin(store, l, ex, c->top_k, err))
             return -1;
         for (int i = 0; i < c->top_k; i++) {

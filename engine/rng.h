@@ -52,4 +52,19 @@ static inline double k3_rng_normal(struct k3_rng *r)
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
+/* k distinct values of [0, n), in the order drawn (k <= n; a random routing). */
+static inline void k3_rng_distinct(struct k3_rng *r, int n, int k, int *out)
+{
+    for (int i = 0; i < k; i++) {
+        int v, dup;
+        do {
+            v = (int)(k3_rng_next(r) % (uint64_t)n);
+            dup = 0;
+            for (int j = 0; j < i; j++)
+                dup |= out[j] == v;
+        } while (dup);
+        out[i] = v;
+    }
+}
+
 #endif

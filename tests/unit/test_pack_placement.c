@@ -19,21 +19,6 @@
 #define ROUTINGS 2000
 #define TOP_K 16
 
-/* Picks k distinct experts out of n. */
-static void route(struct k3_rng *r, int n, int *out)
-{
-    for (int i = 0; i < TOP_K; i++) {
-        int e, dup;
-        do {
-            e = (int)(k3_rng_next(r) % (uint64_t)n);
-            dup = 0;
-            for (int j = 0; j < i; j++)
-                dup |= out[j] == e;
-        } while (dup);
-        out[i] = e;
-    }
-}
-
 /* The rule alone: records of B bytes at object indices base + e over N drives. */
 static void check_rule(uint64_t B, uint32_t N, uint64_t chunk, int n_experts, const char *what)
 {
@@ -45,7 +30,7 @@ static void check_rule(uint64_t B, uint32_t N, uint64_t chunk, int n_experts, co
     uint64_t worst = 0;
     for (int t = 0; t < ROUTINGS; t++) {
         int ex[TOP_K];
-        route(&r, n_experts, ex);
+        k3_rng_distinct(&r, n_experts, TOP_K, ex);
         uint64_t load[64] = {0};
         for (int i = 0; i < TOP_K; i++) {
             uint64_t object = 95 + (uint64_t)ex[i]; /* any object index: the rule rotates */
@@ -88,7 +73,7 @@ static void check_pack(const char *model, int N)
     for (int t = 0; t < ROUTINGS; t++) {
         uint64_t layer = (uint64_t)t % layers;
         int ex[TOP_K];
-        route(&r, (int)E, ex);
+        k3_rng_distinct(&r, (int)E, TOP_K, ex);
         uint64_t load[8] = {0}, bytes = 0;
         for (int i = 0; i < TOP_K; i++) {
             const struct k3_pack_object *x = &p->objects[first + layer * E + (uint64_t)ex[i]];
