@@ -46,6 +46,7 @@ const struct k3_kernel_ops k3_kernels_scalar = {
     .dot_mxfp4 = k3_dot_mxfp4_scalar,
     .rows_bf16 = k3_rows_bf16_scalar,
     .rows_mxfp4 = k3_rows_mxfp4_scalar,
+    .rows_mxfp4_q8 = k3_rows_mxfp4_q8_scalar,
 };
 
 /* ---- choice of variant -------------------------------------------------------------- */

@@ -19,7 +19,8 @@ static bool avx512_supported(void)
 
 static bool avx512vbmi_supported(void)
 {
-    return avx512_supported() && __builtin_cpu_supports("avx512vbmi");
+    return avx512_supported() && __builtin_cpu_supports("avx512vbmi") &&
+           __builtin_cpu_supports("avx512vnni");
 }
 
 #pragma GCC push_options
@@ -141,9 +142,11 @@ const struct k3_kernel_ops k3_kernels_avx512 = {
     .dot_mxfp4 = k3_dot_mxfp4_avx512,
     .rows_bf16 = rows_bf16_avx512,
     .rows_mxfp4 = k3_rows_mxfp4_avx512,
+    .rows_mxfp4_q8 = k3_rows_mxfp4_q8_scalar,
 };
 
-/* The same bf16 kernels; MXFP4 with the VBMI nibble decode (mxfp4_avx512.c). */
+/* The same bf16 kernels; MXFP4 with the VBMI nibble decode and the int8 path with VNNI
+ * (mxfp4_avx512.c).  Every CPU with VBMI but one (Cannon Lake) has VNNI. */
 const struct k3_kernel_ops k3_kernels_avx512vbmi = {
     .name = "avx512vbmi",
     .supported = avx512vbmi_supported,
@@ -152,4 +155,5 @@ const struct k3_kernel_ops k3_kernels_avx512vbmi = {
     .dot_mxfp4 = k3_dot_mxfp4_avx512vbmi,
     .rows_bf16 = rows_bf16_avx512,
     .rows_mxfp4 = k3_rows_mxfp4_avx512vbmi,
+    .rows_mxfp4_q8 = k3_rows_mxfp4_q8_avx512vnni,
 };

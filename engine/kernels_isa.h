@@ -21,6 +21,10 @@ typedef void k3_rows_bf16_fn(const uint16_t *W, int nrows, int cols, const float
                              float *Y, int ldy, int T);
 typedef void k3_rows_mxfp4_fn(const uint8_t *packed, const uint8_t *scales, int nrows, int cols,
                               const float *X, int ldx, float *Y, int ldy, int T);
+/* The int8-activation rows (mxfp4.h): Y[t*ldy + i] for the xq->T tokens of xq. */
+struct k3_q8;
+typedef void k3_rows_mxfp4_q8_fn(const uint8_t *packed, const uint8_t *scales, int nrows,
+                                 const struct k3_q8 *xq, float *Y, int ldy);
 
 /* SIMD mat-muls decode a weight row block once for up to this many tokens, and the bf16
  * ones advance up to this many rows together. */
@@ -69,6 +73,7 @@ struct k3_kernel_ops {
     float (*dot_mxfp4)(const uint8_t *packed, const uint8_t *scales, const float *x, int n);
     k3_rows_bf16_fn *rows_bf16;
     k3_rows_mxfp4_fn *rows_mxfp4;
+    k3_rows_mxfp4_q8_fn *rows_mxfp4_q8; /* the optional int8-activation path */
 };
 
 /* Best first; the scalar reference last (always supported). */
@@ -88,15 +93,17 @@ float k3_dot_f32_scalar(const float *a, const float *b, int n);
 float k3_dot_mxfp4_scalar(const uint8_t *packed, const uint8_t *scales, const float *x, int n);
 k3_rows_bf16_fn k3_rows_bf16_scalar;
 k3_rows_mxfp4_fn k3_rows_mxfp4_scalar;
+k3_rows_mxfp4_q8_fn k3_rows_mxfp4_q8_scalar;
 
 /* AVX2 (kernels_avx2.c, mxfp4_avx2.c) and AVX-512 (kernels_avx512.c, mxfp4_avx512.c):
- * avx512 needs F, BW and VL; avx512vbmi also VBMI (Ice Lake, Zen 4 and later). */
+ * avx512 needs F, BW and VL; avx512vbmi also VBMI and VNNI (Ice Lake, Zen 4 and later). */
 float k3_dot_mxfp4_avx2(const uint8_t *packed, const uint8_t *scales, const float *x, int n);
 k3_rows_mxfp4_fn k3_rows_mxfp4_avx2;
 float k3_dot_mxfp4_avx512(const uint8_t *packed, const uint8_t *scales, const float *x, int n);
 k3_rows_mxfp4_fn k3_rows_mxfp4_avx512;
 float k3_dot_mxfp4_avx512vbmi(const uint8_t *packed, const uint8_t *scales, const float *x, int n);
 k3_rows_mxfp4_fn k3_rows_mxfp4_avx512vbmi;
+k3_rows_mxfp4_q8_fn k3_rows_mxfp4_q8_avx512vnni; /* needs AVX512_VNNI (avx512vbmi has it) */
 
 /* Splits rows over the OpenMP threads (each row is one thread's, so the result is the same
  * at any thread count) and calls fn(arg, first row, row count) once per thread; on the

@@ -1,5 +1,9 @@
 #include "engine/mxfp4.h"
 
+#include <float.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/kernels.h"
@@ -52,16 +56,25 @@ void k3_rows_mxfp4_scalar(const uint8_t *packed, const uint8_t *scales, int nrow
                                                          X + (size_t)t * ldx, cols);
 }
 
+static int q8_prepare(struct k3_q8 *xq, const float *X, int n, int ldx, int T);
+
 float k3_dot_mxfp4(const uint8_t *packed, const uint8_t *scales, const float *x, int n)
 {
+    if (k3_mxfp4_q8_enabled()) {
+        struct k3_q8 xq;
+        if (!q8_prepare(&xq, x, n, n, 1))
+            return k3_dot_mxfp4_q8(packed, scales, &xq);
+    }
     return k3_kernels()->dot_mxfp4(packed, scales, x, n);
 }
 
 struct mxfp4_job {
     k3_rows_mxfp4_fn *rows;
+    k3_rows_mxfp4_q8_fn *rows_q8; /* set: the int8 path, over xq */
     const uint8_t *p1, *s1, *p3, *s3; /* p3, s3: the up rows of a fused SiTU, else NULL */
     int cols, ldx, ldy, T;
     const float *X;
+    const struct k3_q8 *xq;
     float *Y;
     float beta_gate, beta_up;
 };
@@ -70,8 +83,11 @@ static void mxfp4_chunk(void *arg, int r0, int nrows)
 {
     const struct mxfp4_job *j = arg;
     size_t prow = (size_t)j->cols / 2, srow = (size_t)j->cols / K3_MXFP4_GROUP;
-    j->rows(j->p1 + r0 * prow, j->s1 + r0 * srow, nrows, j->cols, j->X, j->ldx, j->Y + r0,
-            j->ldy, j->T);
+    if (j->rows_q8)
+        j->rows_q8(j->p1 + r0 * prow, j->s1 + r0 * srow, nrows, j->xq, j->Y + r0, j->ldy);
+    else
+        j->rows(j->p1 + r0 * prow, j->s1 + r0 * srow, nrows, j->cols, j->X, j->ldx, j->Y + r0,
+                j->ldy, j->T);
 }
 
 static long mxfp4_row_bytes(int cols)
@@ -79,11 +95,36 @@ static long mxfp4_row_bytes(int cols)
     return cols / 2 + cols / K3_MXFP4_GROUP;
 }
 
+/* The int8 path: X quantized once on the calling thread, then rows over the threads.
+ * 0, or -1 when the quantization buffer cannot grow (the caller falls back to f32). */
+static int matmul_q8(struct mxfp4_job *j, int rows, void (*chunk)(void *, int, int))
+{
+    struct k3_q8 xq;
+    if (q8_prepare(&xq, j->X, j->cols, j->ldx, j->T))
+        return -1;
+    j->rows_q8 = k3_kernels()->rows_mxfp4_q8;
+    j->xq = &xq;
+    k3_rows_parallel(rows, (j->p3 ? 2 : 1) * mxfp4_row_bytes(j->cols),
+                     (j->p3 ? 2L : 1L) * rows * j->cols * j->T, j, chunk);
+    return 0;
+}
+
+void k3_matmul_mxfp4_q8(const uint8_t *packed, const uint8_t *scales, int rows, int cols,
+                        const float *X, int ldx, float *Y, int ldy, int T)
+{
+    struct mxfp4_job j = {.p1 = packed, .s1 = scales, .cols = cols, .ldx = ldx, .ldy = ldy,
+                          .T = T, .X = X, .Y = Y};
+    if (matmul_q8(&j, rows, mxfp4_chunk)) /* out of memory: the f32 path */
+        k3_matmul_mxfp4(packed, scales, rows, cols, X, ldx, Y, ldy, T);
+}
+
 void k3_matmul_mxfp4(const uint8_t *packed, const uint8_t *scales, int rows, int cols,
                      const float *X, int ldx, float *Y, int ldy, int T)
 {
-    struct mxfp4_job j = {k3_kernels()->rows_mxfp4, packed, scales, NULL, NULL, cols, ldx, ldy,
-                          T, X, Y, 0, 0};
+    struct mxfp4_job j = {.rows = k3_kernels()->rows_mxfp4, .p1 = packed, .s1 = scales,
+                          .cols = cols, .ldx = ldx, .ldy = ldy, .T = T, .X = X, .Y = Y};
+    if (k3_mxfp4_q8_enabled() && !matmul_q8(&j, rows, mxfp4_chunk))
+        return;
     k3_rows_parallel(rows, mxfp4_row_bytes(cols), (long)rows * cols * T, &j, mxfp4_chunk);
 }
 
@@ -102,9 +143,19 @@ static void mxfp4_situ_chunk(void *arg, int r0, int nrows)
         int nb = r0 + nrows - b < SITU_ROWS ? r0 + nrows - b : SITU_ROWS;
         for (int t0 = 0; t0 < j->T; t0 += SITU_TOKENS) {
             int nt = j->T - t0 < SITU_TOKENS ? j->T - t0 : SITU_TOKENS;
-            const float *X = j->X + (size_t)t0 * j->ldx;
-            j->rows(j->p1 + b * prow, j->s1 + b * srow, nb, j->cols, X, j->ldx, g, SITU_ROWS, nt);
-            j->rows(j->p3 + b * prow, j->s3 + b * srow, nb, j->cols, X, j->ldx, u, SITU_ROWS, nt);
+            if (j->rows_q8) {
+                struct k3_q8 xt = *j->xq; /* tokens t0 .. t0+nt-1 */
+                xt.T = nt;
+                xt.q += (size_t)t0 * xt.pairs * 64;
+                xt.dh += (size_t)t0 * xt.pairs * 2;
+                xt.bias += (size_t)t0 * xt.pairs * 16;
+                j->rows_q8(j->p1 + b * prow, j->s1 + b * srow, nb, &xt, g, SITU_ROWS);
+                j->rows_q8(j->p3 + b * prow, j->s3 + b * srow, nb, &xt, u, SITU_ROWS);
+            } else {
+                const float *X = j->X + (size_t)t0 * j->ldx;
+                j->rows(j->p1 + b * prow, j->s1 + b * srow, nb, j->cols, X, j->ldx, g, SITU_ROWS, nt);
+                j->rows(j->p3 + b * prow, j->s3 + b * srow, nb, j->cols, X, j->ldx, u, SITU_ROWS, nt);
+            }
             for (int t = 0; t < nt; t++)
                 for (int i = 0; i < nb; i++)
                     j->Y[(size_t)(t0 + t) * j->ldy + b + i] =
@@ -117,9 +168,160 @@ void k3_matmul_mxfp4_situ(const uint8_t *packed1, const uint8_t *scales1, const 
                           const uint8_t *scales3, int rows, int cols, const float *X, int ldx,
                           float *Y, int ldy, int T, float beta_gate, float beta_up)
 {
-    struct mxfp4_job j = {k3_kernels()->rows_mxfp4, packed1, scales1, packed3, scales3, cols,
-                          ldx, ldy, T, X, Y, beta_gate, beta_up};
+    struct mxfp4_job j = {.rows = k3_kernels()->rows_mxfp4, .p1 = packed1, .s1 = scales1,
+                          .p3 = packed3, .s3 = scales3, .cols = cols, .ldx = ldx, .ldy = ldy,
+                          .T = T, .X = X, .Y = Y, .beta_gate = beta_gate, .beta_up = beta_up};
+    if (k3_mxfp4_q8_enabled() && !matmul_q8(&j, rows, mxfp4_situ_chunk))
+        return;
     k3_rows_parallel(rows, 2 * mxfp4_row_bytes(cols), 2L * rows * cols * T, &j, mxfp4_situ_chunk);
+}
+
+/* ---- int8 activations (mxfp4.h) ----------------------------------------------------- */
+
+/* 2·E2M1 by nibble: the weights of the int8 path, exact integers. */
+static const int8_t e2m1_twice[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+static size_t align64(size_t n)
+{
+    return (n + 63) & ~(size_t)63;
+}
+
+size_t k3_q8_bytes(int n, int T)
+{
+    size_t pairs = (size_t)(n / K3_MXFP4_GROUP + 1) / 2;
+    return align64((size_t)T * pairs * 64) + align64((size_t)T * pairs * 2 * sizeof(float)) +
+           align64((size_t)T * pairs * 16 * sizeof(int32_t));
+}
+
+/* Position in a pair's 64 bytes of element e (< 32) of its group h (0 or 1): 16-byte lane
+ * L = 2h + (e & 1), index e / 2 inside it. */
+static int q8_pos(int h, int e)
+{
+    return 16 * (2 * h + (e & 1)) + (e >> 1);
+}
+
+void k3_q8_quantize(struct k3_q8 *xq, void *mem, const float *X, int n, int ldx, int T)
+{
+    int groups = n / K3_MXFP4_GROUP, pairs = (groups + 1) / 2;
+    uint8_t *m = mem;
+    *xq = (struct k3_q8){.n = n, .T = T, .pairs = pairs};
+    xq->q = (int8_t *)m;
+    m += align64((size_t)T * pairs * 64);
+    xq->dh = (float *)m;
+    m += align64((size_t)T * pairs * 2 * sizeof(float));
+    xq->bias = (int32_t *)m;
+    for (int t = 0; t < T; t++) {
+        const float *x = X + (size_t)t * ldx;
+        int8_t *q = xq->q + (size_t)t * pairs * 64;
+        float *dh = xq->dh + (size_t)t * pairs * 2;
+        int32_t *bias = xq->bias + (size_t)t * pairs * 16;
+        memset(q, 0, (size_t)pairs * 64);
+        for (int g = 0; g < 2 * pairs; g++) {
+            int8_t *qp = q + (size_t)(g / 2) * 64;
+            dh[g] = 0;
+            if (g >= groups)
+                continue;
+            const float *xg = x + (size_t)g * K3_MXFP4_GROUP;
+            float amax = 0;
+            int finite = 1;
+            for (int e = 0; e < K3_MXFP4_GROUP; e++) {
+                float a = fabsf(xg[e]);
+                finite &= a <= FLT_MAX;
+                amax = a > amax ? a : amax;
+            }
+            if (!finite) {
+                dh[g] = NAN;
+                continue;
+            }
+            if (amax == 0)
+                continue;
+            float id = 127.0f / amax;
+            for (int e = 0; e < K3_MXFP4_GROUP; e++)
+                qp[q8_pos(g % 2, e)] = (int8_t)nearbyintf(xg[e] * id);
+            dh[g] = amax / 127.0f * 0.5f;
+        }
+        for (int i = 0; i < pairs * 16; i++) {
+            const int8_t *b = q + (size_t)i * 4;
+            bias[i] = -12 * (b[0] + b[1] + b[2] + b[3]);
+        }
+    }
+}
+
+/* The reference: lane j of pair p sums its four products in int32, then
+ * acc[j] += (float)sum · (2^(e-127) · d/2). */
+static float dot_q8_scalar(const uint8_t *packed, const uint8_t *scales, const int8_t *q,
+                           const float *dh, int groups)
+{
+    float acc[K3_LANES] = {0};
+    for (int p = 0; p < (groups + 1) / 2; p++)
+        for (int j = 0; j < K3_LANES; j++) {
+            int L = j / 4, g = 2 * p + L / 2;
+            if (g >= groups)
+                continue;
+            int32_t sum = 0;
+            for (int k = 0; k < 4; k++) {
+                int e = 2 * (4 * (j % 4) + k) + (L & 1); /* element of group g */
+                int nib = (packed[16 * g + e / 2] >> (4 * (e & 1))) & 0xF;
+                sum += e2m1_twice[nib] * q[64 * p + q8_pos(L / 2, e)];
+            }
+            acc[j] += (float)sum * (k3_e8m0_scale(scales[g]) * dh[g]);
+        }
+    return k3_lane_reduce(acc);
+}
+
+void k3_rows_mxfp4_q8_scalar(const uint8_t *packed, const uint8_t *scales, int nrows,
+                             const struct k3_q8 *xq, float *Y, int ldy)
+{
+    int groups = xq->n / K3_MXFP4_GROUP;
+    size_t prow = (size_t)xq->n / 2, srow = (size_t)groups;
+    for (int r = 0; r < nrows; r++)
+        for (int t = 0; t < xq->T; t++)
+            Y[(size_t)t * ldy + r] = dot_q8_scalar(packed + r * prow, scales + r * srow,
+                                                   xq->q + (size_t)t * xq->pairs * 64,
+                                                   xq->dh + (size_t)t * xq->pairs * 2, groups);
+}
+
+float k3_dot_mxfp4_q8(const uint8_t *packed, const uint8_t *scales, const struct k3_q8 *xq)
+{
+    struct k3_q8 one = *xq;
+    one.T = 1;
+    float y;
+    k3_kernels()->rows_mxfp4_q8(packed, scales, 1, &one, &y, 0);
+    return y;
+}
+
+/* The quantized activations of the last k3_matmul_mxfp4_q8 on this thread: grown, never
+ * shrunk, so decode allocates only in its first steps. */
+static _Thread_local struct {
+    void *mem;
+    size_t cap;
+} q8_scratch;
+
+static int q8_prepare(struct k3_q8 *xq, const float *X, int n, int ldx, int T)
+{
+    size_t need = k3_q8_bytes(n, T);
+    if (need > q8_scratch.cap) {
+        void *m = NULL;
+        if (posix_memalign(&m, 64, need))
+            return -1;
+        free(q8_scratch.mem);
+        q8_scratch.mem = m;
+        q8_scratch.cap = need;
+    }
+    k3_q8_quantize(xq, q8_scratch.mem, X, n, ldx, T);
+    return 0;
+}
+
+int k3_mxfp4_q8_enabled(void)
+{
+    static _Atomic int enabled = -1; /* racing first calls store the same value */
+    int e = atomic_load_explicit(&enabled, memory_order_relaxed);
+    if (e < 0) {
+        const char *v = getenv("K3_MXFP4_ACT");
+        e = v && !strcmp(v, "q8");
+        atomic_store_explicit(&enabled, e, memory_order_relaxed);
+    }
+    return e;
 }
 
 size_t k3_mxfp4_count_nan_scales(const uint8_t *scales, size_t n)

@@ -42,6 +42,44 @@ void k3_matmul_mxfp4_situ(const uint8_t *packed1, const uint8_t *scales1, const 
                           const uint8_t *scales3, int rows, int cols, const float *X, int ldx,
                           float *Y, int ldy, int T, float beta_gate, float beta_up);
 
+/* ---- int8 activations (optional; off unless K3_MXFP4_ACT=q8 or called by name) --------
+ *
+ * A different contract, as llama.cpp's MXFP4 × q8_0 dot products: the activations of each
+ * group of 32 become int8, q = rint(x·127/amax) with d = amax/127 (amax = max|x| of the
+ * group; q = 0 and d = 0 for an all-zero group; q = 0 and d = NaN when the group holds an
+ * inf or NaN), and the weights the integers w = 2·E2M1 in [-12, 12].  Per pair of groups
+ * (g0 = 2p, g1 = 2p+1; a missing g1 contributes nothing) lane j < 16 sums four products
+ * exactly in int32: lanes 0-3 the even elements of g0, 4-7 its odd elements, 8-11 and
+ * 12-15 the same for g1, lane j taking elements 2i + (j/4 & 1) for i = 4(j%4) .. 4(j%4)+3;
+ * then acc[j] += (float)sum_j · (2^(e-127) · d/2), mul then add, and the lane tree of
+ * kernels.h.  Every variant gives the same bytes (integer sums are exact); against the f32
+ * contract the difference is the 8-bit rounding of x (tests/unit/test_kernels_q8.c states
+ * it).  n is a multiple of 32. */
+struct k3_q8 {
+    int n, T;       /* activations per token, tokens */
+    int pairs;      /* ceil(n / 64) pairs of groups per token */
+    int8_t *q;      /* [T][pairs · 64] in the lane order above */
+    float *dh;      /* [T][pairs · 2] d/2 per group (0 for a missing g1) */
+    int32_t *bias;  /* [T][pairs · 16] -12 · (sum of the lane's four q): the kernels add 12
+                       to each weight to make it unsigned, and start each lane here */
+};
+
+/* Bytes k3_q8_quantize needs for T tokens of n activations. */
+size_t k3_q8_bytes(int n, int T);
+/* Quantizes X [T, ldx] (n per token) into mem (k3_q8_bytes(n, T) bytes, 64-byte aligned
+ * is best) and describes it in xq. */
+void k3_q8_quantize(struct k3_q8 *xq, void *mem, const float *X, int n, int ldx, int T);
+
+/* The int8 counterparts: the same shapes as k3_dot_mxfp4 and k3_matmul_mxfp4.  The mat-mul
+ * quantizes X itself (into a per-thread buffer kept between calls). */
+float k3_dot_mxfp4_q8(const uint8_t *packed, const uint8_t *scales, const struct k3_q8 *xq);
+void k3_matmul_mxfp4_q8(const uint8_t *packed, const uint8_t *scales, int rows, int cols,
+                        const float *X, int ldx, float *Y, int ldy, int T);
+
+/* True when K3_MXFP4_ACT=q8: k3_dot_mxfp4, k3_matmul_mxfp4 and k3_matmul_mxfp4_situ then
+ * take the int8 path. */
+int k3_mxfp4_q8_enabled(void);
+
 /* Number of scale bytes equal to 255 (groups that decode to zero). */
 size_t k3_mxfp4_count_nan_scales(const uint8_t *scales, size_t n);
 

@@ -151,3 +151,86 @@ ROW_MXFP4_TOKENS(row_multishift, decode_multishift)
 MXFP4_ENTRY_POINTS(k3_dot_mxfp4_avx512vbmi, k3_rows_mxfp4_avx512vbmi, row_multishift)
 
 #pragma GCC pop_options
+
+/* ---- int8 activations, VNNI ------------------------------------------------------------
+ * Per pair of groups (32 packed bytes): each 16-byte half is copied to two 128-bit lanes,
+ * shifted by 0 or 4 and masked, so the lanes hold the nibbles of g0's even and odd
+ * elements, then g1's (the lane order of mxfp4.h); vpshufb turns nibbles into 2·E2M1 + 12
+ * (unsigned); vpdpbusd adds four u8·s8 products per int32 lane to the bias, which takes
+ * the +12 back.  Exact integers, so the same bytes as the scalar reference. */
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni")
+
+static inline __attribute__((always_inline)) void
+row_q8_tokens(const uint8_t *p, const uint8_t *s, int groups, const struct k3_q8 *xq, int t0,
+              float *Y, int ldy, int NT)
+{
+    const __m512i spread = _mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0);
+    const __m512i shifts = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const __m512i table = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+    const size_t qstride = (size_t)xq->pairs * 64, dstride = (size_t)xq->pairs * 2,
+                 bstride = (size_t)xq->pairs * 16;
+    const int8_t *q = xq->q + t0 * qstride;
+    const float *dh = xq->dh + t0 * dstride;
+    const int32_t *bias = xq->bias + t0 * bstride;
+    __m512 acc[K3_TOKEN_BLOCK];
+#pragma GCC unroll 4
+    for (int k = 0; k < NT; k++)
+        acc[k] = _mm512_setzero_ps();
+    float sw[16], c[K3_TOKEN_BLOCK][16]; /* c: 2^(e-127) · d/2 per group and token */
+    for (int g0 = 0; g0 < groups; g0 += 16) {
+        int n = groups - g0 < 16 ? groups - g0 : 16;
+        scales16(s + g0, n, sw);
+        for (int i = n; i < 16; i++)
+            sw[i] = 0; /* a missing g1: its sums are 0, and 0·0 adds nothing */
+        __mmask16 have = (__mmask16)((1u << (n + (n & 1))) - 1); /* d/2 exists for a missing g1 */
+#pragma GCC unroll 4
+        for (int k = 0; k < NT; k++)
+            _mm512_storeu_ps(c[k], _mm512_mul_ps(_mm512_loadu_ps(sw),
+                                                 _mm512_maskz_loadu_ps(have, dh + k * dstride + g0)));
+        for (int j = 0; j < n; j += 2) {
+            int g = g0 + j;
+            size_t pr = (size_t)g / 2;
+            __m256i b = n - j >= 2 ? _mm256_loadu_si256((const __m256i *)(p + (size_t)g * 16))
+                                   : _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(p + (size_t)g * 16)));
+            __m512i z = _mm512_permutexvar_epi64(spread, _mm512_zextsi256_si512(b));
+            z = _mm512_and_si512(_mm512_srlv_epi64(z, shifts), low4);
+            __m512i w = _mm512_shuffle_epi8(table, z);
+#pragma GCC unroll 4
+            for (int k = 0; k < NT; k++) {
+                __m512i sum = _mm512_dpbusd_epi32(_mm512_loadu_si512(bias + k * bstride + pr * 16),
+                                                  w, _mm512_loadu_si512(q + k * qstride + pr * 64));
+                __m512 cs = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(c[k][j]),
+                                                 _mm512_set1_ps(c[k][j + 1]));
+                acc[k] = _mm512_add_ps(acc[k], _mm512_mul_ps(_mm512_cvtepi32_ps(sum), cs));
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < NT; k++)
+        Y[(size_t)k * ldy] = reduce16(acc[k]);
+}
+
+void k3_rows_mxfp4_q8_avx512vnni(const uint8_t *packed, const uint8_t *scales, int nrows,
+                                 const struct k3_q8 *xq, float *Y, int ldy)
+{
+    int groups = xq->n / K3_MXFP4_GROUP, T = xq->T;
+    size_t prow = (size_t)xq->n / 2, srow = (size_t)groups;
+    for (int r = 0; r < nrows; r++) {
+        const uint8_t *p = packed + r * prow, *s = scales + r * srow;
+        int t = 0;
+        for (; t + K3_TOKEN_BLOCK <= T; t += K3_TOKEN_BLOCK)
+            row_q8_tokens(p, s, groups, xq, t, Y + (size_t)t * ldy + r, ldy, K3_TOKEN_BLOCK);
+        switch (T - t) {
+        case 3: row_q8_tokens(p, s, groups, xq, t, Y + (size_t)t * ldy + r, ldy, 3); break;
+        case 2: row_q8_tokens(p, s, groups, xq, t, Y + (size_t)t * ldy + r, ldy, 2); break;
+        case 1: row_q8_tokens(p, s, groups, xq, t, Y + (size_t)t * ldy + r, ldy, 1); break;
+        default: break;
+        }
+    }
+}
+
+#pragma GCC pop_options
