@@ -64,7 +64,8 @@ for n in $counts; do
   fi
   "$k3" pack --checkpoint "$ckpt" --drives "$list" -q 2>>"$work/pack.log"
   for r in $(seq 1 "$rounds"); do
-    fioargs=(--drives "$list" --bs 1M --iodepth 64 --file k3-uring.data)
+    # the engine keeps 64 chunks of at most 1 MiB in flight over all drives
+    fioargs=(--drives "$list" --bs 1M --iodepth $(( 64 / n > 0 ? 64 / n : 1 )) --file k3-uring.data)
     ((emulated)) && fioargs+=(--name $name)
     fio=$("$root/bench/fio.sh" "${fioargs[@]}" 2>>"$work/fio.log")
     read -r s_t s_st mb _ < <(engine --sync --predict off)
