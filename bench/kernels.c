@@ -1,0 +1,722 @@
+/* kernels: GB/s of weights the mat-vec kernels consume, per variant and thread count,
+ * beside this machine's memory bandwidth measured in the same run (a STREAM-style copy,
+ * and a read-only sweep, which is what a mat-vec does to its weights).
+ *
+ * Weights live in RAM: a matrix smaller than --arena-mib is copied across an arena of
+ * that size and the calls cycle through the copies, so every call reads its weights from
+ * memory, not from the 32 MiB L3.  Each measurement is one pass over the arena (or one
+ * call on a bigger matrix), repeated --reps times with the variants interleaved; medians
+ * and the min..max spread are reported.  Shapes: k3-bench (hidden 2048, latent 1024,
+ * moe_intermediate 3072, vocab 163840) with its per-token counts, so the per-token
+ * compute of one decode token is the sum over its matrices; full K3 (hidden 7168, latent
+ * 3584, the 12288-wide KDA projections, lm_head 163840 × 7168).
+ * Built and driven by bench/kernels.sh.  Usage: kernels [--option value]... (--help). */
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#include <emmintrin.h>
+
+#include "engine/kernels.h"
+#include "engine/kernels_isa.h"
+#include "engine/mxfp4.h"
+
+/* ---- options ------------------------------------------------------------------------ */
+
+struct opts {
+    char variants[64], threads[32], sets[32], tokens[32], only[64], csv[512], json[512];
+    long reps, arena_mib, copy_mib, lm_head, thp, seed;
+};
+
+static struct opts o = {"all", "1,2", "bench,k3", "1", "", "", "", 5, 512, 256, 1, 1, 1};
+
+static const struct opt {
+    const char *name;
+    char *text; /* one of text or num */
+    long *num;
+    long min;
+    const char *help;
+} opt_table[] = {
+    {"--variants", o.variants, NULL, 0, "comma list of scalar, avx2, avx512, avx512vbmi; all = those this CPU has"},
+    {"--threads", o.threads, NULL, 0, "comma list of OpenMP thread counts"},
+    {"--sets", o.sets, NULL, 0, "shape sets: bench (k3-bench), k3 (full K3)"},
+    {"--tokens", o.tokens, NULL, 0, "comma list of tokens per call (T); 1 = decode"},
+    {"--only", o.only, NULL, 0, "only cases whose name contains this text (empty: all)"},
+    {"--reps", NULL, &o.reps, 1, "repetitions of every measurement"},
+    {"--arena-mib", NULL, &o.arena_mib, 64, "small matrices are copied across this much RAM"},
+    {"--copy-mib", NULL, &o.copy_mib, 64, "STREAM copy: size of each of its two arrays"},
+    {"--lm-head", NULL, &o.lm_head, 0, "1: include full K3's lm_head (2.35 GB) when RAM allows"},
+    {"--thp", NULL, &o.thp, 0, "1: weights on transparent huge pages (as the engine's read areas)"},
+    {"--seed", NULL, &o.seed, 0, "weight and activation generator seed"},
+    {"--csv", o.csv, NULL, 0, "write results to this CSV file (empty: none)"},
+    {"--json", o.json, NULL, 0, "write the planner's calibration (k3-uring plan --calibration) here"},
+};
+#define N_OPTS (sizeof opt_table / sizeof opt_table[0])
+
+static void usage(FILE *to)
+{
+    fprintf(to, "usage: kernels [options]\n");
+    for (size_t i = 0; i < N_OPTS; i++) {
+        const struct opt *p = &opt_table[i];
+        if (p->text)
+            fprintf(to, "  %-12s %s (default \"%s\")\n", p->name, p->help, p->text);
+        else
+            fprintf(to, "  %-12s %s (default %ld)\n", p->name, p->help, *p->num);
+    }
+}
+
+static int parse(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help")) {
+            usage(stdout);
+            exit(0);
+        }
+        size_t k = 0;
+        while (k < N_OPTS && strcmp(argv[i], opt_table[k].name))
+            k++;
+        if (k == N_OPTS || i + 1 == argc) {
+            fprintf(stderr, "kernels: bad option %s (--help lists them)\n", argv[i]);
+            return -1;
+        }
+        const char *v = argv[++i];
+        if (opt_table[k].text) {
+            size_t cap = opt_table[k].text == o.csv || opt_table[k].text == o.json ? sizeof o.csv
+                                                                                 : sizeof o.variants;
+            if (strlen(v) >= cap) {
+                fprintf(stderr, "kernels: %s: value too long\n", argv[i - 1]);
+                return -1;
+            }
+            strcpy(opt_table[k].text, v);
+        } else {
+            char *end;
+            *opt_table[k].num = strtol(v, &end, 10);
+            if (*end || *opt_table[k].num < opt_table[k].min) {
+                fprintf(stderr, "kernels: %s wants a number >= %ld, not %s\n", argv[i - 1],
+                        opt_table[k].min, v);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Splits a comma list of numbers. */
+static int parse_ints(const char *s, int *out, int cap)
+{
+    int n = 0;
+    while (*s && n < cap) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 1)
+            return -1;
+        out[n++] = (int)v;
+        s = *end == ',' ? end + 1 : end;
+    }
+    return n;
+}
+
+static int in_list(const char *list, const char *word)
+{
+    size_t n = strlen(word);
+    for (const char *p = list; (p = strstr(p, word)); p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == ',' || !p[n]))
+            return 1;
+    return 0;
+}
+
+/* ---- helpers ------------------------------------------------------------------------ */
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+struct stat3 {
+    double median, min, max;
+};
+
+static struct stat3 stats(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    double med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    return (struct stat3){med, v[0], v[n - 1]};
+}
+
+static void *big_alloc(size_t bytes)
+{
+    size_t align = 2u << 20, sz = (bytes + align - 1) / align * align;
+    void *p = aligned_alloc(align, sz);
+    if (!p) {
+        fprintf(stderr, "kernels: cannot allocate %zu bytes\n", bytes);
+        exit(1);
+    }
+    if (o.thp)
+        madvise(p, sz, MADV_HUGEPAGE);
+    return p;
+}
+
+static uint64_t mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* bf16 weights of moderate size (|w| in [2^-8, 2)), never subnormal, inf or NaN. */
+static void fill_bf16(uint16_t *w, size_t n, uint64_t seed)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = mix(seed + i);
+        w[i] = (uint16_t)(((r >> 8) & 1) << 15 | (uint16_t)(0x3b80 + (r & 0x3ff)));
+    }
+}
+
+/* MXFP4: random nibbles; scales 2^-12 .. 2^3 (codes 115..130), as real checkpoints have. */
+static void fill_mxfp4(uint8_t *p, size_t np, uint8_t *s, size_t ns, uint64_t seed)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < np; i++)
+        p[i] = (uint8_t)mix(seed + i);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < ns; i++)
+        s[i] = (uint8_t)(115 + mix(~seed + i) % 16);
+}
+
+static void fill_x(float *x, size_t n, uint64_t seed)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)((double)(mix(seed + i) >> 11) * 0x1p-53 * 2 - 1);
+}
+
+/* ---- memory bandwidth --------------------------------------------------------------- */
+
+/* STREAM copy, c = a: bytes counted as STREAM does (read + write, 16 per element). */
+static double stream_copy(double *a, double *c, size_t n)
+{
+    double t = now();
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        c[i] = a[i];
+    return 16.0 * n / (now() - t) / 1e9;
+}
+
+/* Sums the 64-bit words of [p, p + bytes) (bytes a multiple of 64) with SSE2, four chains:
+ * a read at the memory's pace, not the adds'. */
+static inline __m128i sum_bytes(const uint8_t *p, size_t bytes, __m128i s0)
+{
+    __m128i s1 = _mm_setzero_si128(), s2 = _mm_setzero_si128(), s3 = _mm_setzero_si128();
+    for (size_t i = 0; i < bytes; i += 64) {
+        s0 = _mm_add_epi64(s0, _mm_load_si128((const __m128i *)(p + i)));
+        s1 = _mm_add_epi64(s1, _mm_load_si128((const __m128i *)(p + i + 16)));
+        s2 = _mm_add_epi64(s2, _mm_load_si128((const __m128i *)(p + i + 32)));
+        s3 = _mm_add_epi64(s3, _mm_load_si128((const __m128i *)(p + i + 48)));
+    }
+    return _mm_add_epi64(_mm_add_epi64(s0, s1), _mm_add_epi64(s2, s3));
+}
+
+static volatile uint64_t read_sink;
+
+/* A read-only sweep over [p, p + bytes), split in contiguous halves as the kernels split
+ * rows: what a mat-vec does to its weights. */
+static double read_sweep(const uint8_t *p, size_t bytes)
+{
+    size_t lines = bytes / 64;
+    uint64_t total = 0;
+    double t = now();
+#pragma omp parallel reduction(+ : total)
+    {
+        int id = omp_get_thread_num(), n = omp_get_num_threads();
+        size_t a = lines * id / n, b = lines * (id + 1) / n;
+        __m128i s = sum_bytes(p + a * 64, (b - a) * 64, _mm_setzero_si128());
+        total += (uint64_t)_mm_cvtsi128_si64(s) + (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(s, s));
+    }
+    double gbps = 64.0 * lines / (now() - t) / 1e9;
+    read_sink = total;
+    return gbps;
+}
+
+struct membw {
+    struct stat3 copy, read;
+};
+
+static void measure_memory(int threads, struct membw *m)
+{
+    size_t n = (size_t)o.copy_mib << 17; /* doubles per array */
+    double *a = big_alloc(n * 8), *c = big_alloc(n * 8);
+    memset(a, 1, n * 8);
+    memset(c, 2, n * 8);
+    omp_set_num_threads(threads);
+    double cp[64], rd[64];
+    int reps = o.reps > 64 ? 64 : (int)o.reps;
+    stream_copy(a, c, n); /* warm: page faults, thread pool */
+    for (int r = 0; r < reps; r++) {
+        cp[r] = stream_copy(a, c, n);
+        rd[r] = read_sweep((const uint8_t *)a, n * 8);
+    }
+    m->copy = stats(cp, reps);
+    m->read = stats(rd, reps);
+    free(a);
+    free(c);
+}
+
+/* ---- cases -------------------------------------------------------------------------- */
+
+enum kind { BF16, MXFP4, MXFP4_SITU, MXFP4_UNFUSED, MXFP4_Q8 };
+static const char *const kind_name[] = {"bf16", "mxfp4", "mxfp4+situ fused", "mxfp4+situ unfused",
+                                        "mxfp4 int8-act"};
+
+struct bcase {
+    const char *set, *name;
+    enum kind kind;
+    int rows, cols;
+    int per_token; /* k3-bench: how many of these one decode token multiplies (0: not counted) */
+};
+
+/* k3-bench: 5 layers, KDA at 0..2 (P = 16 heads × 128 = 2048), MLA at 3, 4 (q_lora 512,
+ * kv_lora 512, 16 heads of 128 + 64 rope, v_head 128), layer 0 dense (8192), layers 1..4
+ * MoE (896 experts, top 16, 2 shared of 3072, latent 1024). */
+static const struct bcase cases[] = {
+    {"bench", "attn 2048x2048 (KDA q,k,v,g,o x3; MLA g,o x2)", BF16, 2048, 2048, 19},
+    {"bench", "KDA f_a", BF16, 128, 2048, 3},
+    {"bench", "KDA f_b", BF16, 2048, 128, 3},
+    {"bench", "KDA b_proj", BF16, 16, 2048, 3},
+    {"bench", "dense gate/up", BF16, 8192, 2048, 2},
+    {"bench", "dense down", BF16, 2048, 8192, 1},
+    {"bench", "MLA q_a", BF16, 512, 2048, 2},
+    {"bench", "MLA q_b", BF16, 3072, 512, 2},
+    {"bench", "MLA kv_a", BF16, 576, 2048, 2},
+    {"bench", "MLA kv_b (16 heads as one)", BF16, 4096, 512, 2},
+    {"bench", "router", BF16, 896, 2048, 4},
+    {"bench", "latent down", BF16, 1024, 2048, 4},
+    {"bench", "latent up", BF16, 2048, 1024, 4},
+    {"bench", "shared gate/up", BF16, 6144, 2048, 8},
+    {"bench", "shared down", BF16, 2048, 6144, 4},
+    {"bench", "expert w1/w3", MXFP4, 3072, 1024, 128},
+    {"bench", "expert w2", MXFP4, 1024, 3072, 64},
+    {"bench", "expert w1+w3+SiTU fused", MXFP4_SITU, 3072, 1024, 0},
+    {"bench", "expert w1+w3+SiTU unfused", MXFP4_UNFUSED, 3072, 1024, 0},
+    {"bench", "expert w1/w3 int8 activations (flag)", MXFP4_Q8, 3072, 1024, 0},
+    {"bench", "expert w2 int8 activations (flag)", MXFP4_Q8, 1024, 3072, 0},
+    {"bench", "lm_head", BF16, 163840, 2048, 1},
+    {"k3", "KDA q/k/v/g 12288x7168", BF16, 12288, 7168, 0},
+    {"k3", "KDA o_proj 7168x12288", BF16, 7168, 12288, 0},
+    {"k3", "shared gate/up", BF16, 6144, 7168, 0},
+    {"k3", "shared down", BF16, 7168, 6144, 0},
+    {"k3", "latent down", BF16, 3584, 7168, 0},
+    {"k3", "latent up", BF16, 7168, 3584, 0},
+    {"k3", "router", BF16, 896, 7168, 0},
+    {"k3", "expert w1/w3", MXFP4, 3072, 3584, 0},
+    {"k3", "expert w2", MXFP4, 3584, 3072, 0},
+    {"k3", "lm_head", BF16, 163840, 7168, 0},
+};
+#define N_CASES (int)(sizeof cases / sizeof cases[0])
+_Static_assert(sizeof cases / sizeof cases[0] <= 40, "case_read holds 40 cases");
+
+static size_t case_bytes(const struct bcase *c)
+{
+    size_t n = (size_t)c->rows * c->cols;
+    switch (c->kind) {
+    case BF16: return 2 * n;
+    case MXFP4:
+    case MXFP4_Q8: return n / 2 + n / 32;
+    default: return 2 * (n / 2 + n / 32);
+    }
+}
+
+/* One matrix copy inside the arena: where its parts start. */
+struct copy {
+    const uint8_t *a, *b, *c, *d; /* bf16: a; mxfp4: a packed, b scales; pairs: c, d the second */
+};
+
+static struct copy copy_at(const struct bcase *c, const uint8_t *base)
+{
+    size_t n = (size_t)c->rows * c->cols, np = n / 2, ns = n / 32;
+    if (c->kind == BF16)
+        return (struct copy){base, NULL, NULL, NULL};
+    if (c->kind == MXFP4_Q8)
+        return (struct copy){base, base + np, NULL, NULL};
+    return (struct copy){base, base + np, base + np + ns, base + 2 * np + ns};
+}
+
+static void run_call(const struct bcase *c, struct copy w, const float *X, float *Y, float *U, int T)
+{
+    switch (c->kind) {
+    case BF16:
+        k3_matmul_bf16((const uint16_t *)w.a, c->rows, c->cols, X, c->cols, Y, c->rows, T);
+        break;
+    case MXFP4:
+        k3_matmul_mxfp4(w.a, w.b, c->rows, c->cols, X, c->cols, Y, c->rows, T);
+        break;
+    case MXFP4_Q8: /* quantizes X itself, as the engine's flag would */
+        k3_matmul_mxfp4_q8(w.a, w.b, c->rows, c->cols, X, c->cols, Y, c->rows, T);
+        break;
+    case MXFP4_SITU:
+        k3_matmul_mxfp4_situ(w.a, w.b, w.c, w.d, c->rows, c->cols, X, c->cols, Y, c->rows, T,
+                             4.0f, 25.0f);
+        break;
+    case MXFP4_UNFUSED: /* what engine/forward.c run_expert does today */
+        k3_matmul_mxfp4(w.a, w.b, c->rows, c->cols, X, c->cols, Y, c->rows, T);
+        k3_matmul_mxfp4(w.c, w.d, c->rows, c->cols, X, c->cols, U, c->rows, T);
+        for (int i = 0; i < c->rows * T; i++)
+            Y[i] = k3_situ(Y[i], U[i], 4.0f, 25.0f);
+        break;
+    }
+}
+
+/* ---- main --------------------------------------------------------------------------- */
+
+struct result {
+    struct stat3 gbps;
+    double us; /* median time per call */
+};
+
+/* The same-time reference of a case: a read sweep over the same weight bytes, per thread
+ * count (medians over the reps, interleaved with the variants'). */
+static struct stat3 case_read[40][8];
+#define MAX_CASES 40
+
+static FILE *csv;
+
+static void csv_row(const char *section, const char *name, const char *kind, int rows, int cols,
+                    int T, const char *variant, int threads, double bytes, struct stat3 g, double us,
+                    double frac, double frac_read)
+{
+    if (csv)
+        fprintf(csv, "%s,\"%s\",%s,%d,%d,%d,%s,%d,%.0f,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f\n", section,
+                name, kind, rows, cols, T, variant, threads, bytes, g.median, g.min, g.max, us, frac,
+                frac_read);
+}
+
+int main(int argc, char **argv)
+{
+    if (parse(argc, argv))
+        return 2;
+    int threads[8], tokens[8];
+    int n_threads = parse_ints(o.threads, threads, 8), n_tokens = parse_ints(o.tokens, tokens, 8);
+    if (n_threads < 1 || n_tokens < 1) {
+        fprintf(stderr, "kernels: --threads and --tokens want comma lists of positive numbers\n");
+        return 2;
+    }
+    const struct k3_kernel_ops *vars[4];
+    int n_vars = 0;
+    const char *const all[] = {"avx512vbmi", "avx512", "avx2", "scalar"};
+    for (int i = 0; i < 4; i++) {
+        const struct k3_kernel_ops *k = k3_kernels_find(all[i]);
+        if (strcmp(o.variants, "all") && !in_list(o.variants, all[i]))
+            continue;
+        if (!k->supported()) {
+            printf("kernels: %s: this CPU lacks it, skipped\n", all[i]);
+            continue;
+        }
+        vars[n_vars++] = k;
+    }
+    if (!n_vars) {
+        fprintf(stderr, "kernels: no variant to run (--variants %s)\n", o.variants);
+        return 2;
+    }
+    long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double avail_gb = (double)pages * page / 1e9;
+
+    printf("kernels: every knob (--help for meanings):\n");
+    for (size_t i = 0; i < N_OPTS; i++) {
+        const struct opt *p = &opt_table[i];
+        if (p->text)
+            printf("  %-12s %s\n", p->name, p->text);
+        else
+            printf("  %-12s %ld\n", p->name, *p->num);
+    }
+    printf("kernels: auto variant %s; running", k3_kernels_name());
+    for (int i = 0; i < n_vars; i++)
+        printf(" %s", vars[i]->name);
+    printf("; OpenMP max threads %d; %.1f GB RAM available\n", omp_get_max_threads(), avail_gb);
+
+    if (o.csv[0] && !(csv = fopen(o.csv, "w"))) {
+        fprintf(stderr, "kernels: %s: %s\n", o.csv, strerror(errno));
+        return 1;
+    }
+    if (csv)
+        fprintf(csv, "section,name,kind,rows,cols,tokens,variant,threads,bytes,gbps_median,"
+                     "gbps_min,gbps_max,us_median,frac_of_copy,frac_of_read\n");
+
+    /* Memory bandwidth at every thread count. */
+    struct membw mem[8];
+    for (int ti = 0; ti < n_threads; ti++) {
+        measure_memory(threads[ti], &mem[ti]);
+        printf("memory, %d thread(s): STREAM copy %.1f GB/s [%.1f-%.1f], read %.1f GB/s [%.1f-%.1f]\n",
+               threads[ti], mem[ti].copy.median, mem[ti].copy.min, mem[ti].copy.max,
+               mem[ti].read.median, mem[ti].read.min, mem[ti].read.max);
+        csv_row("memory", "stream copy", "-", 0, 0, 0, "-", threads[ti], 32.0 * (o.copy_mib << 20),
+                mem[ti].copy, 0, 1, mem[ti].copy.median / mem[ti].read.median);
+        csv_row("memory", "read sweep", "-", 0, 0, 0, "-", threads[ti], 8.0 * (o.copy_mib << 20),
+                mem[ti].read, 0, mem[ti].read.median / mem[ti].copy.median, 1);
+    }
+
+    size_t arena_bytes = (size_t)o.arena_mib << 20;
+    uint8_t *arena = big_alloc(arena_bytes);
+    static struct result res[N_CASES][4][8][8]; /* case, variant, threads, tokens */
+    int max_T = 1;
+    for (int i = 0; i < n_tokens; i++)
+        max_T = tokens[i] > max_T ? tokens[i] : max_T;
+
+    printf("\n%-48s %-5s %-10s %2s %-10s %3s %10s %22s %9s %6s %6s\n", "case", "set", "kind", "T",
+           "variant", "thr", "MB/call", "GB/s median [min-max]", "us/call", "x copy", "x read");
+    for (int ci = 0; ci < N_CASES; ci++) {
+        const struct bcase *c = &cases[ci];
+        if (!in_list(o.sets, c->set) || (o.only[0] && !strstr(c->name, o.only)))
+            continue;
+        size_t bytes = case_bytes(c);
+        if (!strcmp(c->set, "k3") && !strcmp(c->name, "lm_head") &&
+            (!o.lm_head || bytes * 1.3 > avail_gb * 1e9)) {
+            printf("%-48s %-5s skipped (--lm-head %ld, %.1f GB available)\n", c->name, c->set,
+                   o.lm_head, avail_gb);
+            continue;
+        }
+        /* Copies across the arena, or the matrix alone when it is bigger. */
+        uint8_t *base = arena, *own = NULL;
+        size_t stride = (bytes + 4095) / 4096 * 4096, n_copies = arena_bytes / stride;
+        if (n_copies < 2) {
+            base = own = big_alloc(bytes);
+            n_copies = 1;
+        }
+        size_t n_sub = (size_t)c->rows * c->cols;
+        for (size_t k = 0; k < n_copies; k++) {
+            uint8_t *at = base + k * stride;
+            if (c->kind == BF16)
+                fill_bf16((uint16_t *)at, n_sub, (uint64_t)o.seed * 1000003 + k * n_sub);
+            else
+                for (int half = 0; half < (c->kind == MXFP4 || c->kind == MXFP4_Q8 ? 1 : 2); half++)
+                    fill_mxfp4(at + half * (n_sub / 2 + n_sub / 32), n_sub / 2,
+                               at + half * (n_sub / 2 + n_sub / 32) + n_sub / 2, n_sub / 32,
+                               (uint64_t)o.seed * 1000003 + (2 * k + half) * n_sub);
+        }
+        float *X = malloc(sizeof(float) * (size_t)max_T * c->cols);
+        float *Y = malloc(sizeof(float) * (size_t)max_T * c->rows);
+        float *U = malloc(sizeof(float) * (size_t)max_T * c->rows);
+        if (!X || !Y || !U) {
+            fprintf(stderr, "kernels: out of memory for activations\n");
+            return 1;
+        }
+        fill_x(X, (size_t)max_T * c->cols, (uint64_t)o.seed + 17);
+
+        for (int xi = 0; xi < n_tokens; xi++) {
+            int T = tokens[xi];
+            for (int ti = 0; ti < n_threads; ti++) {
+                omp_set_num_threads(threads[ti]);
+                int reps = o.reps > 64 ? 64 : (int)o.reps;
+                double g[4][64], rd[64];
+                /* A pass to warm the thread pool (and, with one copy, nothing else). */
+                for (int vi = 0; vi < n_vars; vi++) {
+                    k3_kernels_select(vars[vi]->name);
+                    run_call(c, copy_at(c, base), X, Y, U, T);
+                }
+                for (int r = 0; r < reps; r++) {
+                    rd[r] = read_sweep(base, n_copies * stride);
+                    for (int vi = 0; vi < n_vars; vi++) {
+                        k3_kernels_select(vars[vi]->name);
+                        double t0 = now();
+                        for (size_t k = 0; k < n_copies; k++)
+                            run_call(c, copy_at(c, base + k * stride), X, Y, U, T);
+                        double dt = now() - t0;
+                        g[vi][r] = (double)bytes * n_copies / dt / 1e9;
+                    }
+                }
+                struct stat3 rs3 = stats(rd, reps);
+                if (xi == 0)
+                    case_read[ci][ti] = rs3;
+                printf("%-48s %-5s %-10s %2s %-10s %3d %10.2f %8.2f [%5.2f-%5.2f] %9s %6.2f %6.2f\n",
+                       c->name, c->set, "read sweep", "-", "-", threads[ti], bytes / 1e6,
+                       rs3.median, rs3.min, rs3.max, "", rs3.median / mem[ti].copy.median, 1.0);
+                csv_row("matmul", c->name, "read sweep", c->rows, c->cols, T, "-", threads[ti],
+                        (double)bytes, rs3, 0, rs3.median / mem[ti].copy.median, 1);
+                for (int vi = 0; vi < n_vars; vi++) {
+                    struct result *rs = &res[ci][vi][ti][xi];
+                    rs->gbps = stats(g[vi], reps);
+                    rs->us = bytes / rs->gbps.median / 1e3;
+                    double frac = rs->gbps.median / mem[ti].copy.median;
+                    double frac_read = rs->gbps.median / rs3.median;
+                    printf("%-48s %-5s %-10.10s %2d %-10s %3d %10.2f %8.2f [%5.2f-%5.2f] %9.1f %6.2f %6.2f\n",
+                           c->name, c->set, kind_name[c->kind], T, vars[vi]->name, threads[ti],
+                           bytes / 1e6, rs->gbps.median, rs->gbps.min, rs->gbps.max, rs->us, frac,
+                           frac_read);
+                    csv_row("matmul", c->name, kind_name[c->kind], c->rows, c->cols, T,
+                            vars[vi]->name, threads[ti], (double)bytes, rs->gbps, rs->us, frac,
+                            frac_read);
+                }
+            }
+        }
+        fflush(stdout);
+        free(X), free(Y), free(U), free(own);
+    }
+
+    /* k3-bench: the mat-muls of one decode token (T = 1), from the medians above. */
+    int t1 = -1;
+    for (int i = 0; i < n_tokens; i++)
+        if (tokens[i] == 1)
+            t1 = i;
+    if (in_list(o.sets, "bench") && t1 >= 0 && !o.only[0]) {
+        printf("\nk3-bench, one decode token: the mat-muls' compute (weights in RAM; the reads "
+               "from drives not included)\n");
+        printf("%-10s %3s %12s %12s %12s %10s %10s\n", "variant", "thr", "trunk ms", "experts ms",
+               "total ms", "MB/token", "GB/s");
+        for (int vi = 0; vi < n_vars; vi++)
+            for (int ti = 0; ti < n_threads; ti++) {
+                double trunk = 0, experts = 0, tb = 0, eb = 0;
+                for (int ci = 0; ci < N_CASES; ci++) {
+                    const struct bcase *c = &cases[ci];
+                    if (strcmp(c->set, "bench") || !c->per_token)
+                        continue;
+                    double us = res[ci][vi][ti][t1].us * c->per_token;
+                    double b = (double)case_bytes(c) * c->per_token;
+                    if (c->kind == BF16)
+                        trunk += us, tb += b;
+                    else
+                        experts += us, eb += b;
+                }
+                struct stat3 g = {(tb + eb) / (trunk + experts) / 1e3, 0, 0};
+                printf("%-10s %3d %12.2f %12.2f %12.2f %10.1f %10.2f\n", vars[vi]->name,
+                       threads[ti], trunk / 1e3, experts / 1e3, (trunk + experts) / 1e3,
+                       (tb + eb) / 1e6, g.median);
+                csv_row("per_token", "k3-bench decode: trunk", "bf16", 0, 0, 1, vars[vi]->name,
+                        threads[ti], tb, (struct stat3){tb / trunk / 1e3, 0, 0}, trunk, 0, 0);
+                csv_row("per_token", "k3-bench decode: routed experts", "mxfp4", 0, 0, 1,
+                        vars[vi]->name, threads[ti], eb, (struct stat3){eb / experts / 1e3, 0, 0},
+                        experts, 0, 0);
+                csv_row("per_token", "k3-bench decode: all mat-muls", "-", 0, 0, 1, vars[vi]->name,
+                        threads[ti], tb + eb, g, trunk + experts, 0, 0);
+            }
+
+        /* The planner's rates: weight bytes one core turns into results per second, weights
+         * in RAM, over k3-bench's per-token mix (MXFP4: the experts; bf16: the trunk). */
+        printf("\nplanner rates (k3-bench decode mix, T = 1, weights in RAM; per core = rate / "
+               "threads):\n");
+        double cal[4][8][2]; /* variant, threads, {mxfp4, bf16} GB/s per core */
+        for (int vi = 0; vi < n_vars; vi++)
+            for (int ti = 0; ti < n_threads; ti++) {
+                double us[2] = {0, 0}, b[2] = {0, 0};
+                for (int ci = 0; ci < N_CASES; ci++) {
+                    const struct bcase *c = &cases[ci];
+                    if (strcmp(c->set, "bench") || !c->per_token || (c->kind != MXFP4 && c->kind != BF16))
+                        continue;
+                    int k = c->kind == BF16;
+                    us[k] += res[ci][vi][ti][t1].us * c->per_token;
+                    b[k] += (double)case_bytes(c) * c->per_token;
+                }
+                for (int k = 0; k < 2; k++) {
+                    double rate = b[k] / us[k] / 1e3;
+                    cal[vi][ti][k] = rate / threads[ti];
+                    printf("  %-10s %d thread(s): %-5s %6.2f GB/s = %6.2f GB/s per core = %.2f x "
+                           "STREAM copy\n",
+                           vars[vi]->name, threads[ti], k ? "bf16" : "MXFP4", rate, cal[vi][ti][k],
+                           rate / mem[ti].copy.median);
+                    csv_row("planner", k ? "bf16 GB/s per core" : "mxfp4 GB/s per core",
+                            k ? "bf16" : "mxfp4", 0, 0, 1, vars[vi]->name, threads[ti], b[k],
+                            (struct stat3){cal[vi][ti][k], 0, 0}, us[k], rate / mem[ti].copy.median, 0);
+                }
+            }
+        /* The issue's goals, for the best variant: MXFP4 mat-vec at the most threads against
+         * the memory (STREAM copy at the start; a read sweep of the same expert weights
+         * interleaved with the kernel), and the scaling from one thread to the most. */
+        int one_t = -1, most = n_threads - 1;
+        for (int ti = 0; ti < n_threads; ti++)
+            if (threads[ti] == 1)
+                one_t = ti;
+        if (one_t >= 0 && most != one_t) {
+            double us1 = 0, usn = 0, b = 0, read_us = 0;
+            for (int ci = 0; ci < N_CASES; ci++) {
+                const struct bcase *c = &cases[ci];
+                if (strcmp(c->set, "bench") || c->kind != MXFP4 || !c->per_token)
+                    continue;
+                us1 += res[ci][0][one_t][t1].us * c->per_token;
+                usn += res[ci][0][most][t1].us * c->per_token;
+                b += (double)case_bytes(c) * c->per_token;
+                read_us += (double)case_bytes(c) * c->per_token / case_read[ci][most].median / 1e3;
+            }
+            double rate = b / usn / 1e3, read = b / read_us / 1e3;
+            printf("\ngoals (%s, k3-bench experts, T = 1, weights in RAM):\n", vars[0]->name);
+            printf("  MXFP4 mat-vec at %d threads: %.2f GB/s = %.2f x STREAM copy (%.2f GB/s; goal "
+                   ">= 0.8) = %.2f x a read sweep of the same weights (%.2f GB/s)\n",
+                   threads[most], rate, rate / mem[most].copy.median, mem[most].copy.median,
+                   rate / read, read);
+            printf("  scaling 1 -> %d threads: %.2fx (goal >= 1.8)\n", threads[most], us1 / usn);
+            double q1 = 0, qn = 0, qb = 0;
+            for (int ci = 0; ci < N_CASES; ci++) {
+                const struct bcase *c = &cases[ci];
+                if (strcmp(c->set, "bench") || c->kind != MXFP4_Q8 || !res[ci][0][most][t1].us)
+                    continue;
+                int w = c->rows == 3072 ? 2 : 1; /* w1 and w3 per w2, as the per-token mix */
+                q1 += res[ci][0][one_t][t1].us * w;
+                qn += res[ci][0][most][t1].us * w;
+                qb += (double)case_bytes(c) * w;
+            }
+            if (qb > 0)
+                printf("  with int8 activations (K3_MXFP4_ACT=q8, off by default): %.2f GB/s at %d "
+                       "threads = %.2f x STREAM copy; scaling %.2fx\n",
+                       qb / qn / 1e3, threads[most], qb / qn / 1e3 / mem[most].copy.median, q1 / qn);
+        }
+
+        /* The calibration: the first (best) variant, one thread (one core alone; the plan
+         * caps cores × rate by the memory bandwidth itself). */
+        int one = -1;
+        for (int ti = 0; ti < n_threads; ti++)
+            if (threads[ti] == 1)
+                one = ti;
+        if (o.json[0] && one >= 0) {
+            FILE *f = fopen(o.json, "w");
+            if (!f) {
+                fprintf(stderr, "kernels: %s: %s\n", o.json, strerror(errno));
+                return 1;
+            }
+            fprintf(f, "{\n  \"source\": \"bench/kernels.sh: k3-bench decode mix, T = 1, one thread, "
+                       "weights in RAM, medians of %ld reps\",\n", o.reps);
+            fprintf(f, "  \"variant\": \"%s\",\n", vars[0]->name);
+            fprintf(f, "  \"mxfp4_gbps_per_core\": %.3f,\n  \"bf16_gbps_per_core\": %.3f,\n",
+                    cal[0][one][0], cal[0][one][1]);
+            for (int ti = 0; ti < n_threads; ti++)
+                fprintf(f, "  \"threads_%d\": {\"mxfp4_gbps\": %.3f, \"bf16_gbps\": %.3f, "
+                           "\"stream_copy_gbps\": %.3f, \"read_gbps\": %.3f},\n",
+                        threads[ti], cal[0][ti][0] * threads[ti], cal[0][ti][1] * threads[ti],
+                        mem[ti].copy.median, mem[ti].read.median);
+            fprintf(f, "  \"cores_measured\": %d\n}\n", threads[n_threads - 1]);
+            if (fclose(f)) {
+                fprintf(stderr, "kernels: %s: %s\n", o.json, strerror(errno));
+                return 1;
+            }
+            printf("kernels: calibration for k3-uring plan --calibration: %s\n", o.json);
+        }
+    }
+    /* The memory again: the machine is shared, its bandwidth drifts. */
+    for (int ti = 0; ti < n_threads; ti++) {
+        struct membw end;
+        measure_memory(threads[ti], &end);
+        printf("memory at the end, %d thread(s): STREAM copy %.1f GB/s [%.1f-%.1f], read %.1f GB/s "
+               "[%.1f-%.1f]\n",
+               threads[ti], end.copy.median, end.copy.min, end.copy.max, end.read.median,
+               end.read.min, end.read.max);
+        csv_row("memory_end", "stream copy", "-", 0, 0, 0, "-", threads[ti],
+                32.0 * (o.copy_mib << 20), end.copy, 0, 1, end.copy.median / end.read.median);
+        csv_row("memory_end", "read sweep", "-", 0, 0, 0, "-", threads[ti],
+                8.0 * (o.copy_mib << 20), end.read, 0, end.read.median / end.copy.median, 1);
+    }
+    if (csv && fclose(csv)) {
+        fprintf(stderr, "kernels: %s: %s\n", o.csv, strerror(errno));
+        return 1;
+    }
+    free(arena);
+    return 0;
+}

@@ -1,0 +1,33 @@
+#!/bin/bash
+# Kernel throughput: GB/s of weights the bf16 and MXFP4 mat-vec kernels consume, per
+# variant (scalar, avx2, avx512) at 1 and 2 threads, for k3-bench and full-K3 shapes,
+# beside this machine's memory bandwidth measured in the same run (STREAM copy and a read
+# sweep); k3-bench's per-token compute and the planner's MXFP4 rate per core.
+# usage: bench/kernels.sh [kernels options...]   (bench/kernels.sh --help lists them with
+#        their defaults; e.g. --variants avx512 --tokens 1,8 --reps 9 --sets bench)
+# Writes bench/results/kernels-<date>.csv (every measurement) and kernels-<date>.json (the
+# per-core rates `k3-uring plan --calibration` reads), and prints the tables.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin="$root/build/rel/bench/kernels"
+stamp=$(date -u +%Y%m%d-%H%M%S)
+out="$root/bench/results/kernels-$stamp.csv"
+cal="$root/bench/results/kernels-$stamp.json"
+mkdir -p "$(dirname "$bin")" "$root/bench/results"
+
+# Only the kernels: the bench builds even while the rest of the engine is mid-change.
+# The flags are the engine's (Makefile CFLAGS_BASE): -ffp-contract=off is part of the
+# determinism contract.
+cc -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter \
+   -ffp-contract=off -fno-math-errno -fopenmp -I"$root" \
+   "$root/bench/kernels.c" "$root"/engine/kernels.c "$root"/engine/kernels_avx2.c \
+   "$root"/engine/kernels_avx512.c "$root"/engine/mxfp4.c "$root"/engine/mxfp4_avx2.c \
+   "$root"/engine/mxfp4_avx512.c -lm -o "$bin"
+
+for a in "$@"; do [[ $a == --help ]] && exec "$bin" --help; done
+echo "kernels.sh: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs," \
+     "L3 $(lscpu | sed -n 's/^L3 cache: *//p'); kernel $(uname -r); $(cc --version | head -1)"
+echo "kernels.sh: $(git -C "$root" log -1 --format='commit %h %s' 2>/dev/null || echo 'no git')"
+"$bin" --csv "$out" --json "$cal" "$@"
+echo "kernels.sh: wrote $out"
+[[ -f $cal ]] && echo "kernels.sh: wrote $cal (k3-uring plan --calibration $cal)"
