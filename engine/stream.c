@@ -679,7 +679,7 @@ static int32_t inject(void *ctx, const struct k3io_fault_at *at, int32_t res)
 
 /* The most records one begin() may ask for: a layer's experts (prefetched ones fill the
  * other slots). */
-static int c_top_k(const struct k3_stream *s)
+static int batch_capacity(const struct k3_stream *s)
 {
     return s->in.inflight_records ? s->m->cfg.top_k : 0;
 }
@@ -864,7 +864,7 @@ int k3_stream_open(struct k3_stream **out, struct k3_model *m, const struct k3_s
         return rc;
     }
     s->store.ops = &stream_ops;
-    s->store.capacity = c_top_k(s);
+    s->store.capacity = batch_capacity(s);
     s->trunk = (struct k3_trunk_source){.segment = trunk_segment, .embed = trunk_embed, .ctx = s};
     *out = s;
     return 0;
