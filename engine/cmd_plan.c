@@ -72,10 +72,11 @@ static int budget_input(const struct k3_config *c, int n_drives, int ctx, int th
 }
 
 /* Compute rates per core, GB/s of weights consumed, measured by bench/kernels.sh on this
- * project's machine (AMD EPYC, AVX-512, 2 cores; see bench/results/); --calibration
- * FILE overrides them with another machine's. */
-#define DEFAULT_MXFP4_GBPS_PER_CORE 1.0
-#define DEFAULT_BF16_GBPS_PER_CORE 2.0
+ * project's machine (AMD EPYC Zen 4, AVX-512 VBMI, one thread, weights in RAM:
+ * bench/results/kernels-20261130-055547.json); --calibration FILE overrides them with
+ * another machine's. */
+#define DEFAULT_MXFP4_GBPS_PER_CORE 9.86
+#define DEFAULT_BF16_GBPS_PER_CORE 28.5
 
 struct box {
     int drives;

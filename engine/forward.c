@@ -26,7 +26,7 @@ struct k3_session_scratch {
     float *mo, *mg;  /* [C][mla_heads * v_head] attention output and gate */
     float *mla_tmp;  /* [threads][max_ctx + 2 * kv_lora] */
     int threads;
-    float *fg, *fu;  /* [C][max(dense, shared, expert) width] MLP gate and up */
+    float *fg;       /* [C][max(dense, shared, expert) width] SiTU(gate, up) of an MLP */
     float *rlogit;   /* [C][E] router logits */
     float *rkey;     /* [E] router selection keys */
     int *sel;        /* [C][k] selected experts, selection order */
@@ -90,7 +90,6 @@ static void layout_scratch(struct k3_session_scratch *s, struct bump *b, const s
     s->mg = take(b, C * mla_out * f);
     s->mla_tmp = take(b, (size_t)s->threads * ((size_t)max_ctx + 2 * (size_t)c->kv_lora) * f);
     s->fg = take(b, C * ffn * f);
-    s->fu = take(b, C * ffn * f);
     s->rlogit = take(b, C * E * f);
     s->rkey = take(b, E * f);
     s->sel = take(b, C * K * sizeof(int));
@@ -256,15 +255,13 @@ static void mla_chunk(struct k3_session *ss, int l, int T)
 
 /* ---- feed-forward ------------------------------------------------------------------ */
 
-/* out[T][H] = SiTU MLP(in[T][H]) of width I. */
+/* out[T][H] = SiTU MLP(in[T][H]) of width I; act [T][I] scratch. */
 static void mlp(const struct k3_config *c, const struct k3_mlp_weights *w, int I,
-                const float *in, float *out, float *g, float *u, int T)
+                const float *in, float *out, float *act, int T)
 {
     int H = c->hidden;
-    k3_matmul_bf16(w->gate, I, H, in, H, g, I, T);
-    k3_matmul_bf16(w->up, I, H, in, H, u, I, T);
-    k3_situ_vec(g, g, u, T * I, c);
-    k3_matmul_bf16(w->down, H, I, g, I, out, H, T);
+    k3_matmul_bf16_situ(w->gate, w->up, I, H, in, H, act, I, T, c->situ_beta, c->situ_linear_beta);
+    k3_matmul_bf16(w->down, H, I, act, I, out, H, T);
 }
 
 /* One expert on the tokens that chose it: y = W2·SiTU(W1 z, W3 z). */
@@ -276,11 +273,9 @@ static void run_expert(struct k3_session *ss, const uint8_t *rec, int n_users, c
     int Hl = c->latent, I = c->moe_inter, K = c->top_k;
     for (int u = 0; u < n_users; u++)
         memcpy(s->zt + (size_t)u * Hl, s->z + (size_t)(users[u] / K) * Hl, sizeof(float) * Hl);
-    k3_matmul_mxfp4(rec + r->off[K3_W1_PACKED], rec + r->off[K3_W1_SCALE], I, Hl, s->zt, Hl,
-                    s->fg, I, n_users);
-    k3_matmul_mxfp4(rec + r->off[K3_W3_PACKED], rec + r->off[K3_W3_SCALE], I, Hl, s->zt, Hl,
-                    s->fu, I, n_users);
-    k3_situ_vec(s->fg, s->fg, s->fu, n_users * I, c);
+    k3_matmul_mxfp4_situ(rec + r->off[K3_W1_PACKED], rec + r->off[K3_W1_SCALE],
+                         rec + r->off[K3_W3_PACKED], rec + r->off[K3_W3_SCALE], I, Hl, s->zt, Hl,
+                         s->fg, I, n_users, c->situ_beta, c->situ_linear_beta);
     k3_matmul_mxfp4(rec + r->off[K3_W2_PACKED], rec + r->off[K3_W2_SCALE], Hl, I, s->fg, I,
                     s->yt, Hl, n_users);
     for (int u = 0; u < n_users; u++)
@@ -356,7 +351,7 @@ static int moe_chunk(struct k3_session *ss, int l, int T, struct k3_err *err)
     k3_trace_begin(ss->trace, "shared + latent", NULL);
     k3_matmul_bf16(w->latent_down, Hl, H, s->hn, H, s->z, Hl, T);
     /* Shared experts see the full-width input; their output adds unweighted. */
-    mlp(c, &w->shared, k3_shared_inter(c), s->hn, s->a, s->fg, s->fu, T);
+    mlp(c, &w->shared, k3_shared_inter(c), s->hn, s->a, s->fg, T);
     k3_trace_end(ss->trace);
     for (int b0 = 0; b0 < n_batch; b0 += store->capacity) {
         int nb = n_batch - b0 < store->capacity ? n_batch - b0 : store->capacity;
@@ -483,7 +478,7 @@ static int forward_chunk(struct k3_session *ss, const int32_t *tokens, int T, fl
                 return -1;
             if (ss->predict == K3_PREDICT_MOE_INPUT_NEXT && predict(ss, l + 1, s->a, true, T, err))
                 return -1;
-            mlp(c, &w->dense, c->dense_inter, s->hn, s->o, s->fg, s->fu, T);
+            mlp(c, &w->dense, c->dense_inter, s->hn, s->o, s->fg, T);
         }
         k3_trace_end(ss->trace);
         for (size_t i = 0; i < (size_t)T * H; i++)
