@@ -18,8 +18,7 @@ static bool avx2_supported(void)
     return __builtin_cpu_supports("avx2");
 }
 
-#pragma GCC push_options
-#pragma GCC target("avx2")
+K3_TARGET_BEGIN("avx2")
 
 /* The tree of k3_lane_reduce on lanes lo = 0..7, hi = 8..15. */
 static inline float reduce16(__m256 lo, __m256 hi)
@@ -159,7 +158,7 @@ static void rows_bf16_avx2(const uint16_t *W, int nrows, int cols, const float *
     }
 }
 
-#pragma GCC pop_options
+K3_TARGET_END
 
 const struct k3_kernel_ops k3_kernels_avx2 = {
     .name = "avx2",

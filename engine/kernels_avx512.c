@@ -23,8 +23,7 @@ static bool avx512vbmi_supported(void)
            __builtin_cpu_supports("avx512vnni");
 }
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl")
+K3_TARGET_BEGIN("avx512f,avx512bw,avx512vl")
 
 /* The tree of k3_lane_reduce, in registers: (l, l+8), (l, l+4), (l, l+2), (l, l+1). */
 static inline float reduce16(__m512 acc)
@@ -132,7 +131,7 @@ static void rows_bf16_avx512(const uint16_t *W, int nrows, int cols, const float
     }
 }
 
-#pragma GCC pop_options
+K3_TARGET_END
 
 const struct k3_kernel_ops k3_kernels_avx512 = {
     .name = "avx512",

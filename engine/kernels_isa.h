@@ -112,4 +112,16 @@ k3_rows_mxfp4_q8_fn k3_rows_mxfp4_q8_avx512vnni; /* needs AVX512_VNNI (avx512vbm
 void k3_rows_parallel(int rows, long row_bytes, long work, void *arg,
                       void (*fn)(void *arg, int r0, int nrows));
 
+/* The functions between K3_TARGET_BEGIN("avx2") and K3_TARGET_END compile for that ISA
+ * while the rest of the build stays baseline x86-64: GCC's target pragma, or clang's
+ * attribute push (clang ignores GCC's), so the fuzzing build (clang) compiles them too. */
+#define K3_PRAGMA(x) _Pragma(#x)
+#if defined(__clang__)
+#define K3_TARGET_BEGIN(isa) K3_PRAGMA(clang attribute push(__attribute__((target(isa))), apply_to = function))
+#define K3_TARGET_END K3_PRAGMA(clang attribute pop)
+#else
+#define K3_TARGET_BEGIN(isa) K3_PRAGMA(GCC push_options) K3_PRAGMA(GCC target(isa))
+#define K3_TARGET_END K3_PRAGMA(GCC pop_options)
+#endif
+
 #endif

@@ -16,8 +16,7 @@
 
 _Static_assert(K3_TOKEN_BLOCK == 4, "k3_rows_mxfp4_avx2 handles remainders of 1 to 3 tokens");
 
-#pragma GCC push_options
-#pragma GCC target("avx2")
+K3_TARGET_BEGIN("avx2")
 
 static inline float reduce16(__m256 lo, __m256 hi)
 {
@@ -147,4 +146,4 @@ void k3_rows_mxfp4_avx2(const uint8_t *packed, const uint8_t *scales, int nrows,
     }
 }
 
-#pragma GCC pop_options
+K3_TARGET_END

@@ -24,8 +24,7 @@
 
 _Static_assert(K3_TOKEN_BLOCK == 4, "the row kernels handle remainders of 1 to 3 tokens");
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl")
+K3_TARGET_BEGIN("avx512f,avx512bw,avx512vl")
 
 static inline float reduce16(__m512 acc)
 {
@@ -130,10 +129,9 @@ static inline void decode_unpack(const uint8_t *p, __m512 table, __m512 *v0, __m
 ROW_MXFP4_TOKENS(row_unpack, decode_unpack)
 MXFP4_ENTRY_POINTS(k3_dot_mxfp4_avx512, k3_rows_mxfp4_avx512, row_unpack)
 
-#pragma GCC pop_options
+K3_TARGET_END
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vbmi")
+K3_TARGET_BEGIN("avx512f,avx512bw,avx512vl,avx512vbmi")
 
 /* The 32 values of one group, VBMI: element k of 16 is bits 4k..4k+3 of a little-endian
  * qword; vpermps reads only the low 4 bits of the byte multishift puts in dword k. */
@@ -150,7 +148,7 @@ static inline void decode_multishift(const uint8_t *p, __m512 table, __m512 *v0,
 ROW_MXFP4_TOKENS(row_multishift, decode_multishift)
 MXFP4_ENTRY_POINTS(k3_dot_mxfp4_avx512vbmi, k3_rows_mxfp4_avx512vbmi, row_multishift)
 
-#pragma GCC pop_options
+K3_TARGET_END
 
 /* ---- int8 activations, VNNI ------------------------------------------------------------
  * Per pair of groups (32 packed bytes): each 16-byte half is copied to two 128-bit lanes,
@@ -159,8 +157,7 @@ MXFP4_ENTRY_POINTS(k3_dot_mxfp4_avx512vbmi, k3_rows_mxfp4_avx512vbmi, row_multis
  * (unsigned); vpdpbusd adds four u8·s8 products per int32 lane to the bias, which takes
  * the +12 back.  Exact integers, so the same bytes as the scalar reference. */
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni")
+K3_TARGET_BEGIN("avx512f,avx512bw,avx512vl,avx512vnni")
 
 static inline __attribute__((always_inline)) void
 row_q8_tokens(const uint8_t *p, const uint8_t *s, int groups, const struct k3_q8 *xq, int t0,
@@ -233,4 +230,4 @@ void k3_rows_mxfp4_q8_avx512vnni(const uint8_t *packed, const uint8_t *scales, i
     }
 }
 
-#pragma GCC pop_options
+K3_TARGET_END
