@@ -12,6 +12,10 @@
 
 #include "engine/tokenizer_internal.h"
 
+/* The most tokens a vocabulary sized from its own files may have (as config.json bounds
+ * vocab_size). */
+#define K3_TOK_MAX_VOCAB (1 << 24)
+
 /* ============================================================ patterns ====== */
 
 /* K3's pat_str exactly as tokenization_kimi.py ships it (k3-model.md §5). */
@@ -617,11 +621,9 @@ static int load_ranks(struct k3_tokenizer *tok, const char *path, const uint8_t 
         while (t < le && (data[t] == ' ' || data[t] == '\t'))
             t++;
         if (q == p || t == q || t == le) {
-            k3_errf(err, "%s:%u: expected \"<base64> <rank>\", got \"%.40s\"", path, line,
-                    (const char *)data + p);
-            char *nl = strchr(err->msg, '\n');
-            if (nl)
-                *nl = 0;
+            /* the line itself, at most 40 bytes: the text need not be NUL-terminated */
+            k3_errf(err, "%s:%u: expected \"<base64> <rank>\", got \"%.*s\"", path, line,
+                    (int)(le - p > 40 ? 40 : le - p), (const char *)data + p);
             goto out;
         }
         long dl = b64_decode(data + p, q - p, bytes + nb);
@@ -658,6 +660,11 @@ static int load_ranks(struct k3_tokenizer *tok, const char *path, const uint8_t 
         goto out;
     }
     tok->vocab_size = vocab_size > 0 ? vocab_size : max_rank + 1 > min_ids ? max_rank + 1 : min_ids;
+    if (tok->vocab_size > K3_TOK_MAX_VOCAB) { /* sized from the files: bound what they may ask */
+        k3_errf(err, "%s: ids up to %d: more than %d tokens", path, tok->vocab_size - 1,
+                K3_TOK_MAX_VOCAB);
+        goto out;
+    }
     if (k3_bm_init(&tok->map, tok->vocab_size, nr)) {
         k3_errf(err, "%s: out of memory", path);
         goto out;

@@ -22,7 +22,8 @@ corpus() { # harness files...
 # a shard header's JSON, behind 8 bytes that give the data size the fuzzer checks against
 shard=$(ls "$m"/*.safetensors | head -1)
 len=$(od -An -t u8 -N 8 "$shard" | tr -d ' ')
-{ head -c 8 /dev/zero; tail -c +9 "$shard" | head -c "$len"; } >"$work/header.seed"
+{ head -c 8 /dev/zero
+  dd if="$shard" iflag=skip_bytes,count_bytes skip=8 count="$len" bs=64K status=none; } >"$work/header.seed"
 corpus fuzz_safetensors "$work/header.seed" "$m/model.safetensors.index.json"
 corpus fuzz_config "$m/config.json"
 corpus fuzz_manifest "$seeds/pack/a/k3-uring.manifest"
