@@ -33,8 +33,8 @@ for r in $(seq 1 "$rounds"); do
   fio=$("$root/bench/fio.sh" --drives "$striped" --bs 1M --iodepth 64 --file k3-uring.data --name $name 2>/dev/null)
   read -r st sg < <(iob "$striped")
   read -r wt wg < <(iob "$whole")
-  echo "$r,$(echo "$fio / 1e9" | bc -l),$st,$sg,$wt,$wg" >>"$out"
+  echo "$r,$(echo "$fio / 1000000000" | bc -l),$st,$sg,$wt,$wg" >>"$out"
   printf 'round %d: fio %.3f GB/s; striped %.3f s/token (%.3f GB/s); whole records %.3f s/token (%.3f GB/s): striped %.2fx faster\n' \
-    "$r" "$(echo "$fio / 1e9" | bc -l)" "$st" "$sg" "$wt" "$wg" "$(echo "$wt / $st" | bc -l)"
+    "$r" "$(echo "$fio / 1000000000" | bc -l)" "$st" "$sg" "$wt" "$wg" "$(echo "$wt / $st" | bc -l)"
 done
 echo "layout.sh: wrote $out" >&2

@@ -12,7 +12,8 @@
 #   3. the planner's projection for each box against what was measured, and full K3;
 #   4. bench/results/bench-<date>.{json,md} and PNG plots (gnuplot).
 # Knobs (environment, defaults): CKPT=/work/data/k3-bench (made with synth if missing),
-#   DRIVE_COUNTS="1 2 4 8", MBPS=100, ROUNDS=3, TOKENS=6.
+#   DRIVE_COUNTS="1 2 4 8", MBPS=100, ROUNDS=3, TOKENS=6, CALIBRATION (a kernels JSON to
+#   reuse instead of running the kernels bench).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 k3=$root/k3-uring
@@ -25,15 +26,20 @@ stamp=$(date -u +%Y%m%d-%H%M%S)
 res="$root/bench/results"
 work="$res/tmp/bench-$stamp"
 mkdir -p "$work"
-echo "bench: every knob: CKPT=$ckpt DRIVE_COUNTS=\"$counts\" MBPS=$mbps ROUNDS=$rounds TOKENS=$tokens" >&2
+echo "bench: every knob: CKPT=$ckpt DRIVE_COUNTS=\"$counts\" MBPS=$mbps ROUNDS=$rounds TOKENS=$tokens CALIBRATION=${CALIBRATION:-}" >&2
 echo "bench: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs, $(git -C "$root" log -1 --format='commit %h')" >&2
 
-# 1. kernels → calibration (the MXFP4 and bf16 per-core rates, one thread, weights in RAM)
-"$root/bench/kernels.sh" --sets bench --reps 5 >"$work/kernels.txt" 2>&1 ||
-  { cat "$work/kernels.txt" >&2; exit 1; }
-cal=$(sed -n 's/^kernels.sh: wrote \(.*\.json\) .*/\1/p' "$work/kernels.txt")
-[[ -f "$cal" ]] || { echo "bench: the kernels bench wrote no calibration" >&2; exit 1; }
-cp "$cal" "$res/calibration.json"
+# 1. kernels → calibration (the MXFP4 and bf16 per-core rates, one thread, weights in RAM);
+#    CALIBRATION=FILE reuses one measured earlier (the kernels bench takes minutes)
+if [[ -n "${CALIBRATION:-}" ]]; then
+  cal=$CALIBRATION
+else
+  "$root/bench/kernels.sh" --sets bench --reps 5 >"$work/kernels.txt" 2>&1 ||
+    { cat "$work/kernels.txt" >&2; exit 1; }
+  cal=$(sed -n 's/^kernels.sh: wrote \(.*\.json\) .*/\1/p' "$work/kernels.txt")
+fi
+[[ -f "$cal" ]] || { echo "bench: no calibration ($cal)" >&2; exit 1; }
+[[ "$cal" -ef "$res/calibration.json" ]] || cp "$cal" "$res/calibration.json"
 mx=$(sed -n 's/.*"mxfp4_gbps_per_core": *\([0-9.]*\).*/\1/p' "$cal" | head -1)
 bf=$(sed -n 's/.*"bf16_gbps_per_core": *\([0-9.]*\).*/\1/p' "$cal" | head -1)
 echo "bench: calibration: MXFP4 $mx GB/s per core, bf16 $bf GB/s per core ($cal)" >&2
@@ -72,7 +78,7 @@ for n in $counts; do
     read -r p_t p_st _ _ < <(engine --predict off)
     read -r q_t q_st _ q_hit < <(engine --predict on)
     read -r f_t f_st f_mb _ < <(engine --predict on --ram floor)
-    proj=$("$k3" plan --config k3-bench --drives "$n" --drive-gbps "$(echo "$fio / $n / 1e9" | bc -l)" \
+    proj=$("$k3" plan --config k3-bench --drives "$n" --drive-gbps "$(echo "$fio / $n / 1000000000" | bc -l)" \
       --cores "$(nproc)" --ram trunk --ctx 16 --calibration "$res/calibration.json" |
       sed -n 's/^  pipelined *\([0-9.]*\) s\/token.*/\1/p')
     row="{\"drives\":$n,\"round\":$r,\"emulated\":$emulated,\"mbps\":$mbps,\"fio_Bps\":$fio,\"mb_per_token\":$mb,"
@@ -80,7 +86,7 @@ for n in $counts; do
     row+="\"predict_s\":$q_t,\"predict_stall_s\":$q_st,\"predict_ready_pct\":$q_hit,"
     row+="\"floor_s\":$f_t,\"floor_mb_per_token\":$f_mb,\"plan_s\":$proj}"
     rows+=("$row")
-    echo "bench: $n drives, round $r: fio $(echo "$fio / 1e6" | bc) MB/s; sync $s_t, pipeline $p_t, predict $q_t s/token (floor budget $f_t); plan $proj" >&2
+    echo "bench: $n drives, round $r: fio $(echo "$fio / 1000000" | bc) MB/s; sync $s_t, pipeline $p_t, predict $q_t s/token (floor budget $f_t); plan $proj" >&2
   done
   if [[ $n == "$(echo "$counts" | awk '{print $NF}')" ]]; then # trace one token on the largest box
     cmd=("$k3" --drives "$list" --ids 5,17,300,1200 -n 2 --ignore-eos --print-ids --no-cache --trace "$res/trace-$stamp.json")
