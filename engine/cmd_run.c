@@ -433,10 +433,12 @@ static uint64_t decode_predicted(const struct runner *r, const struct k3_layer_s
 static int generate(const struct run_opts *o, struct k3_err *err)
 {
     struct runner r = {.o = o};
+    /* before setup, so that Ctrl-C while the model opens still ends with a closed trace
+       and the statistics (of no tokens) rather than a killed process */
+    signal(SIGINT, on_interrupt);
     int rc = setup(&r, err);
     const struct k3_config *c = &r.m.cfg;
     struct snapshot start = snap(&r), a = start, b;
-    signal(SIGINT, on_interrupt);
     for (int done = 0; !rc && !interrupted && done < r.n_prompt; done += K3_CHUNK) {
         int T = r.n_prompt - done < K3_CHUNK ? r.n_prompt - done : K3_CHUNK;
         k3_trace_begin(r.trace, "prompt chunk", NULL);

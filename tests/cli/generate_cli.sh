@@ -31,12 +31,16 @@ d2=$(tiny_copy no-tokenizer)
 rm "$d2/tiktoken.model"
 expect_error 1 "no-tokenizer/tiktoken.model: No such file" "$K3" -m "$d2" -p x -n 1 -q
 
-# Ctrl-C: the token in progress finishes, statistics are printed, exit 130, the trace is
-# still a complete file.
+# Ctrl-C once tokens are streaming: the token in progress finishes, statistics are
+# printed, exit 130, the trace is still a complete file.
 mkdir -p "$d/a" "$d/b"
 "$K3" pack --checkpoint "$m" --drives "$d/a,$d/b" -q 2>/dev/null || fail "pack"
-timeout -s INT --preserve-status 1.5 "$K3" --drives "$d/a,$d/b" --ids 5 -n 3000 -c 4096 \
-  --ignore-eos --print-ids --trace "$d/trace.json" >/dev/null 2>"$d/int.log"
+"$K3" --drives "$d/a,$d/b" --ids 5 -n 3000 -c 4096 \
+  --ignore-eos --print-ids --trace "$d/trace.json" >"$d/int.out" 2>"$d/int.log" &
+pid=$!
+for _ in $(seq 600); do [[ $(tr -cd , <"$d/int.out" | wc -c) -ge 3 ]] && break; sleep 0.05; done
+kill -INT $pid
+wait $pid
 rc=$?
 [[ $rc -eq 130 ]] || fail "Ctrl-C: exit $rc, want 130 ($(cat "$d/int.log"))"
 grep -q "generated [0-9]* tokens" "$d/int.log" || fail "Ctrl-C: no statistics: $(cat "$d/int.log")"
