@@ -21,7 +21,8 @@
 enum owner { OWN_SEGMENT = 1, OWN_SLOT = 2, OWN_RECORD = 3, OWN_EMBED = 4 };
 
 #define FROM_REPLICA 0x80u
-#define TRIES_MASK 0x7fu
+#define SPECULATIVE 0x40u /* a prefetch: read in the background, may be dropped unstarted */
+#define TRIES_MASK 0x3fu
 /* Reads of a piece that fail (-EIO, short) are tried this often at the same place before
  * its replica is read (or the error stands). */
 #define SAME_PLACE_TRIES 3
@@ -56,6 +57,8 @@ struct buffer {
     bool replica_round; /* bad pieces were re-read from replicas: another failure stands */
     int pins;           /* record slots: in the current batch */
     int predicted;      /* record slots: prefetched for this layer, not yet asked for (-1) */
+    bool abandoned;     /* record slots: a missed prediction's unstarted reads were dropped;
+                         * empty once the started ones land */
     uint64_t last_use;  /* record slots: for LRU eviction */
 };
 
@@ -91,6 +94,7 @@ struct k3_stream {
     struct k3_layer_stats *layer_stats; /* [n_layers + 1] */
     int cur_layer;                /* the layer computing now (n_layers: the output) */
     int inflight;                 /* pieces in flight */
+    uint32_t *dropped;            /* [record_stride / K3_PACK_ALIGN + 1] pieces k3io_drop took back */
     double last_tick;             /* when busy time was last accounted */
     struct k3_faults *faults;     /* NULL unless injecting */
     int *drive_failures;          /* [n_drives] failed reads in a row */
@@ -159,7 +163,8 @@ static int submit_pieces(struct k3_stream *s, uint64_t o, uint32_t first, uint32
         };
         s->stats.reads++;
         if (q == 64 || j + 1 == first + n) {
-            int e = k3io_submit(s->r, reqs, q);
+            int e = how & SPECULATIVE ? k3io_submit_background(s->r, reqs, q)
+                                      : k3io_submit(s->r, reqs, q);
             if (e)
                 return k3_errf(err, "submitting reads of object %llu: %s", (unsigned long long)o,
                                strerror(-e));
@@ -232,7 +237,7 @@ static void landed(struct k3_stream *s, const struct k3io_done *d)
         fprintf(stderr, "k3-uring: note: drive %s: %d reads failed in a row; reading its pieces "
                         "from their replicas\n", s->p->drives[drive].path, DRIVE_LOST_AFTER);
     }
-    if (d->res < 0 || (uint32_t)d->res < bytes) {
+    if ((d->res < 0 || (uint32_t)d->res < bytes) && !b->abandoned) {
         uint32_t tries = (how & TRIES_MASK) + 1, again = UINT32_MAX;
         if (s->drive_lost[drive] && !(how & FROM_REPLICA))
             tries = SAME_PLACE_TRIES;
@@ -251,8 +256,13 @@ static void landed(struct k3_stream *s, const struct k3io_done *d)
         }
         fail(s, k, how, x, d->res < 0 ? strerror(-d->res) : "short read (data file truncated?)");
     }
-    if (--b->pending == 0)
-        b->landed = true;
+    if (--b->pending == 0) {
+        if (b->abandoned)
+            *b = (struct buffer){.base = b->base, .kind = b->kind, .index = b->index, .object = -1,
+                                 .predicted = -1};
+        else
+            b->landed = true;
+    }
 }
 
 /* Checks the pieces of every landed, unchecked buffer in bufs, in parallel batches
@@ -478,7 +488,7 @@ static struct k3_stream *of_store(struct k3_expert_store *st)
 static int slot_holding(const struct k3_stream *s, uint64_t o)
 {
     for (int i = 0; i < s->n_records; i++)
-        if (s->records[i].object == (int64_t)o)
+        if (s->records[i].object == (int64_t)o && !s->records[i].abandoned)
             return i;
     return -1;
 }
@@ -509,6 +519,71 @@ static void start_record(struct k3_stream *s, struct buffer *b, uint64_t o)
     b->submitted = k3_trace_now(s->o.trace);
     b->predicted = -1;
     b->replica_round = false;
+    b->abandoned = false;
+}
+
+struct drop_match {
+    struct k3_stream *s;
+    uint32_t slot, n;
+};
+
+static bool drop_slot_piece(void *ctx, uint64_t tag)
+{
+    struct drop_match *dm = ctx;
+    if (tag_owner(tag) != OWN_RECORD || tag_index(tag) != dm->slot)
+        return false;
+    dm->s->dropped[dm->n++] = tag_piece(tag);
+    return true;
+}
+
+/* Takes back a prefetched record's reads that have not started: s->dropped[0..n) are
+ * their pieces, which no longer count as pending or in flight. */
+static uint32_t drop_unstarted(struct k3_stream *s, int slot)
+{
+    struct drop_match dm = {.s = s, .slot = (uint32_t)slot};
+    k3io_drop(s->r, drop_slot_piece, &dm);
+    s->records[slot].pending -= dm.n;
+    s->inflight -= (int)dm.n;
+    return dm.n;
+}
+
+/* A prediction that was asked for: what of it still waits behind the foreground is read
+ * now, as the other records of the batch are. */
+static int promote(struct k3_stream *s, int slot, struct k3_err *err)
+{
+    struct buffer *b = &s->records[slot];
+    uint32_t n = drop_unstarted(s, slot);
+    const struct k3_pack_object *x = &s->p->objects[b->object];
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t j = s->dropped[i];
+        b->pending++;
+        if (submit_pieces(s, (uint64_t)b->object, j, 1,
+                          b->base + (uint64_t)(j - b->first_piece) * x->piece_bytes,
+                          OWN_RECORD, (uint32_t)slot, 0, err))
+            return -1;
+    }
+    return 0;
+}
+
+/* A prediction nobody asked for: its unstarted reads are dropped; the bytes already read
+ * or landing are the waste.  The slot is free at once, or once those land. */
+static void abandon(struct k3_stream *s, int slot, struct k3_layer_stats *ls)
+{
+    struct buffer *b = &s->records[slot];
+    const struct k3_pack_object *x = &s->p->objects[b->object];
+    uint32_t n = b->landed ? 0 : drop_unstarted(s, slot);
+    uint64_t dropped = 0;
+    for (uint32_t i = 0; i < n; i++)
+        dropped += s->p->pieces[x->first_piece + s->dropped[i]].bytes;
+    ls->wasted_bytes += x->bytes - dropped;
+    b->predicted = -1;
+    if (b->landed || !n)
+        return;
+    if (b->pending == 0)
+        *b = (struct buffer){.base = b->base, .kind = b->kind, .index = b->index, .object = -1,
+                             .predicted = -1};
+    else
+        b->abandoned = true;
 }
 
 static int experts_begin(struct k3_expert_store *st, int layer, const int *experts, int n,
@@ -536,10 +611,13 @@ static int experts_begin(struct k3_expert_store *st, int layer, const int *exper
         int slot = slot_holding(s, o);
         if (slot >= 0) {
             struct buffer *b = &s->records[slot];
-            if (b->predicted == layer)
+            if (b->predicted == layer) {
                 ls->predicted_used++;
-            else
+                if (!b->landed && promote(s, slot, err))
+                    return -1;
+            } else {
                 s->stats.records_hit++; /* in memory from an earlier token: a read avoided */
+            }
             b->predicted = -1;
         } else {
             /* Every slot may be busy landing prefetched records: wait for one. */
@@ -560,10 +638,8 @@ static int experts_begin(struct k3_expert_store *st, int layer, const int *exper
     }
     /* Prefetched for this layer and not asked for: the prediction missed. */
     for (int i = 0; i < s->n_records; i++)
-        if (s->records[i].predicted == layer) {
-            ls->wasted_bytes += s->m->record.bytes;
-            s->records[i].predicted = -1;
-        }
+        if (s->records[i].predicted == layer)
+            abandon(s, i, ls);
     return 0;
 }
 
@@ -584,7 +660,7 @@ static int experts_prefetch(struct k3_expert_store *st, int layer, const int *ex
         b->last_use = ++s->use_clock;
         s->layer_stats[layer].predicted++;
         s->stats.records_read++;
-        if (submit_pieces(s, o, 0, b->count, b->base, OWN_RECORD, (uint32_t)slot, 0, err))
+        if (submit_pieces(s, o, 0, b->count, b->base, OWN_RECORD, (uint32_t)slot, SPECULATIVE, err))
             return -1;
     }
     return 0;
@@ -750,8 +826,9 @@ static int layout_area(struct k3_stream *s, struct k3_err *err)
     s->batch_slot = calloc((size_t)s->in.inflight_records + 1, sizeof *s->batch_slot);
     s->batch_done = calloc((size_t)s->in.inflight_records + 1, sizeof *s->batch_done);
     s->layer_stats = calloc((size_t)s->m->cfg.n_layers + 1, sizeof *s->layer_stats);
+    s->dropped = calloc(s->record_stride / K3_PACK_ALIGN + 1, sizeof *s->dropped);
     if (!s->area || !s->resident || !s->records || !s->batch_slot || !s->batch_done ||
-        !s->layer_stats)
+        !s->layer_stats || !s->dropped)
         return k3_errf(err, "out of memory for the read area (%.2f GiB)", total / 1073741824.0);
     uint8_t *at = s->area;
     for (int i = 0; i < s->n_segments; i++) {
@@ -891,6 +968,7 @@ void k3_stream_close(struct k3_stream *s)
     free(s->batch_slot);
     free(s->batch_done);
     free(s->layer_stats);
+    free(s->dropped);
     free(s->segment_bytes);
     free(s);
 }

@@ -16,6 +16,7 @@
 #ifndef K3IO_READER_H
 #define K3IO_READER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,6 +37,9 @@ struct k3io_config {
     uint32_t max_io_bytes;   /* chunk size cap, a multiple of 4096 (default 1 MiB, at most
                               * 1 GiB); chunks also never cross a 1 GiB boundary of area */
     int pread_threads;       /* workers of the pread backend (default 8) */
+    unsigned background_depth; /* background chunks in flight at most (default 4 per file,
+                              * at most queue_depth): what a foreground request can find
+                              * ahead of it on the drives */
 };
 
 struct k3io_req {
@@ -81,6 +85,15 @@ void k3io_reader_destroy(struct k3io_reader *r);
  * cannot start reads (e.g. -EEXIST: io_uring used from a thread other than the
  * creator's), the requests staying queued. */
 int k3io_submit(struct k3io_reader *r, const struct k3io_req *reqs, int n);
+
+/* As k3io_submit, for reads that may turn out unneeded (a prefetch): they start only when
+ * no foreground request waits, at most background_depth chunks of them at a time, and
+ * until they start k3io_drop can take them back. */
+int k3io_submit_background(struct k3io_reader *r, const struct k3io_req *reqs, int n);
+
+/* Takes back the background requests not yet started for which drop(ctx, tag) is true:
+ * they will not be read and k3io_wait never returns them.  Returns how many. */
+int k3io_drop(struct k3io_reader *r, bool (*drop)(void *ctx, uint64_t tag), void *ctx);
 
 /* Waits until at least min requests have completed (0: only what has), then returns up
  * to max of them in out; returns how many.  min is capped at max and at the requests

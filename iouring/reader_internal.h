@@ -31,6 +31,7 @@ struct k3io_request {             /* one caller request, from k3io_submit to k3i
     uint32_t inflight;            /* chunks started and not finished */
     int32_t error;                /* the first chunk's -errno, 0 if none */
     bool carved;                  /* left the pending FIFO: no more chunks will be cut */
+    bool background;              /* k3io_submit_background's: waits for the foreground */
     struct k3io_request *next;    /* pending, done or free list */
 };
 
@@ -87,6 +88,9 @@ struct k3io_reader {
     unsigned inflight;            /* chunks started and not finished */
 
     struct k3io_request *pending, *pending_tail; /* waiting to be carved, FIFO */
+    struct k3io_request *background, *background_tail; /* carved when pending is empty */
+    unsigned background_depth;    /* background chunks in flight at most */
+    unsigned background_inflight;
     struct k3io_request *done, *done_tail;       /* finished, not yet returned, FIFO */
     int n_done;
     struct k3io_request *free_requests;
