@@ -105,7 +105,7 @@ test: deps
 
 test-asan: deps
 	$(Q)$(MAKE) --no-print-directory asan
-	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh build/asan
+	@K3_TEST_TIMEOUT=$${K3_TEST_TIMEOUT:-900} ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh build/asan
 
 # The main job on the built-in synthetic model: synthesize k3-tiny once, then generate.
 DEMO_MODEL := build/demo/k3-tiny
