@@ -35,7 +35,7 @@ struct run_opts {
     const char *prompt_file, *system, *think_text, *numa_text;
     int32_t *ids; /* --ids, parsed while validating options */
     int n_ids;
-    int n_predict, threads, top_k, ctx, prefetch_k;
+    int n_predict, threads, top_k, ctx, prefetch_k, prefetch_depth;
     float temp, top_p;
     uint64_t seed, ram;
     enum k3io_backend io;
@@ -248,6 +248,7 @@ static int open_read_path(struct runner *r, struct k3_err *err)
         .cache = !o->no_cache,
         .sync = o->sync,
         .prefetch_k = o->predict != K3_PREDICT_OFF ? o->prefetch_k : 0,
+        .prefetch_depth = o->prefetch_depth,
         .trace = r->trace,
         .place = &r->place,
         .faults = getenv("K3_FAULTS"),
@@ -549,7 +550,7 @@ static int generate(const struct run_opts *o, struct k3_err *err)
 int cmd_run(int argc, char **argv)
 {
     struct run_opts o = {.n_predict = 16, .top_p = 1.0f, .seed = 1, .prefetch_k = 24,
-                         .predict_text = "on", .predict_from_text = "moe-input-next",
+                         .prefetch_depth = 2, .predict_text = "on", .predict_from_text = "moe-input-next",
                          .think_text = "on", .numa_text = "auto"};
     const struct k3_opt opts[] = {
         {"model", 'm', K3_OPT_STRING, &o.model, "DIR", "checkpoint folder as shipped", 0, 0},
@@ -578,6 +579,8 @@ int cmd_run(int argc, char **argv)
         {"predict", 0, K3_OPT_STRING, &o.predict_text, "on|off",
          "prefetch the next layer's likely experts (packed drives; default on)", 0, 0},
         {"prefetch-k", 0, K3_OPT_INT, &o.prefetch_k, "K", "experts prefetched per layer", 1, 4096},
+        {"prefetch-depth", 0, K3_OPT_INT, &o.prefetch_depth, "N",
+         "prefetch reads in flight per drive, started only while no demand read waits", 1, 1024},
         {"predict-from", 0, K3_OPT_STRING, &o.predict_from_text, "moe-input|moe-input-next|layer-output",
          "the hidden state the next layer's router is applied to", 0, 0},
         {"trace", 0, K3_OPT_STRING, &o.trace_path, "FILE", "write a Chrome/Perfetto trace of reads and compute", 0, 0},

@@ -925,6 +925,7 @@ int k3_stream_open(struct k3_stream **out, struct k3_model *m, const struct k3_s
             .area_bytes = s->area_bytes,
             .queue_depth = 64,
             .max_io_bytes = 1u << 20,
+            .background_depth = (unsigned)(o->prefetch_depth * s->p->n_drives),
         };
         int e = k3io_reader_create(&s->r, &rc_cfg, note, note_len);
         if (e)

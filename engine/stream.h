@@ -39,6 +39,7 @@ struct k3_stream_opts {
     bool cache;                /* expert cache in the spare budget */
     bool sync;                 /* one read at a time, waited for: the no-overlap baseline */
     int prefetch_k;            /* records a layer may prefetch for the next (0: none) */
+    int prefetch_depth;        /* prefetch chunks in flight per drive (0: the reader's default) */
     struct k3_trace *trace;    /* NULL: none */
     const struct k3_placement *place; /* NUMA plan for the buffers, or NULL */
     const char *faults;        /* fault injection spec (faults.h), or NULL */

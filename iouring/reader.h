@@ -37,7 +37,7 @@ struct k3io_config {
     uint32_t max_io_bytes;   /* chunk size cap, a multiple of 4096 (default 1 MiB, at most
                               * 1 GiB); chunks also never cross a 1 GiB boundary of area */
     int pread_threads;       /* workers of the pread backend (default 8) */
-    unsigned background_depth; /* background chunks in flight at most (default 4 per file,
+    unsigned background_depth; /* background chunks in flight at most (default 2 per file,
                               * at most queue_depth): what a foreground request can find
                               * ahead of it on the drives */
 };

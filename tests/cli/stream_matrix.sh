@@ -33,14 +33,15 @@ echo "48 configurations compared with the checkpoint run"
 
 # Prediction changes what is read ahead, never the bytes computed.
 for pred in "--predict off" "--prefetch-k 16" "--prefetch-k 20" "--prefetch-k 32" \
-            "--predict-from moe-input" "--predict-from layer-output" "--prefetch-k 32 --ram floor"; do
+            "--predict-from moe-input" "--predict-from layer-output" "--prefetch-k 32 --ram floor" \
+            "--prefetch-depth 1" "--prefetch-depth 64"; do
   # shellcheck disable=SC2086
   "$K3" run --drives "$d/n3/d1,$d/n3/d2,$d/n3/d3" "${args[@]}" -q --no-cache $pred \
     --logits-out "$d/got.f32" >"$d/got.ids" 2>"$d/err" || { fail "$pred: $(cat "$d/err")"; continue; }
   cmp -s "$d/want.f32" "$d/got.f32" || fail "$pred: logits differ"
   cmp -s "$d/want.ids" "$d/got.ids" || fail "$pred: tokens differ"
 done
-echo "prediction off and on (k' 16, 20, 24, 32; three hidden states) compared"
+echo "prediction off and on (k' 16, 20, 24, 32; three hidden states; prefetch depth 1, 2, 64) compared"
 
 sysctl=/proc/sys/kernel/io_uring_disabled
 if [[ $(id -u) -eq 0 && -w $sysctl ]]; then
