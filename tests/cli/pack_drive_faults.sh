@@ -6,7 +6,14 @@ source "$(dirname "$0")/lib.sh"
 [[ $(id -u) -eq 0 ]] || { echo "skip: needs root to mount test filesystems" >&2; exit 77; }
 d="$K3_TEST_TMP/pack-faults"
 mnt="$d/mnt"
-cleanup() { for x in ro small ramfs; do umount "$mnt/$x" 2>/dev/null; done; }
+# A ring's files are released by the kernel's deferred ring teardown, just after the run
+# exits: until then the mount is busy, so umount is retried, then done lazily.
+unmount() {
+  mountpoint -q "$1" || return 0
+  for _ in $(seq 50); do umount "$1" 2>/dev/null && return 0; sleep 0.1; done
+  umount -l "$1"
+}
+cleanup() { for x in ro small ramfs; do unmount "$mnt/$x"; done; }
 trap cleanup EXIT
 cleanup
 rm -rf "$d" && mkdir -p "$mnt/ro" "$mnt/small" "$mnt/ramfs" "$d/ok1" "$d/ok2"

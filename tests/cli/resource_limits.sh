@@ -8,10 +8,13 @@ source "$(dirname "$0")/lib.sh"
 command -v setpriv >/dev/null && command -v strace >/dev/null ||
   { echo "skip: needs setpriv and strace" >&2; exit 77; }
 m=$(tiny_model)
-d="$K3_TEST_TMP/resource-limits"
-rm -rf "$d" && mkdir -p "$d/a" "$d/b" && chmod 755 "$d"
+# The unprivileged run needs every folder on its way traversable, which a checkout under a
+# private folder (mktemp -d) is not: drives and binary go to a folder of their own.
+d=$(mktemp -d /var/tmp/k3-resource-limits.XXXXXX) || fail "mktemp"
+trap 'rm -rf "$d"' EXIT
+chmod 755 "$d" && mkdir -p "$d/a" "$d/b" && cp "$K3" "$d/k3-uring" && K3=$d/k3-uring
 "$K3" pack --checkpoint "$m" --drives "$d/a,$d/b" -q 2>/dev/null || fail "pack"
-chmod -R a+rX "$d" "$m"
+chmod -R a+rX "$d"
 ids=5,17,300,1200
 "$K3" run --drives "$d/a,$d/b" --ids $ids -n 6 --ignore-eos -q --print-ids --logits-out "$d/want.f32" >/dev/null ||
   fail "unlimited run"
