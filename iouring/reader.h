@@ -4,7 +4,8 @@
  * does them) or, where io_uring is unavailable or not wanted, a pool of pread threads
  * behind the same interface; splitting requests into chunks of at most max_io_bytes;
  * resubmitting short reads, -EAGAIN and -EINTR (bounded); completing a request only when
- * every one of its chunks has; counters.
+ * every one of its chunks has; two priorities (foreground, and background reads that wait
+ * for it and may be dropped before they start); counters.
  * Does not own: what is read or why (the caller's offsets and tags), checksums, memory
  * budgets, NUMA placement.  Knows nothing of models.
  *
