@@ -1,6 +1,5 @@
 # shellcheck shell=bash disable=SC2154
-# Shell helpers shared by bench/emulate.sh, bench/fio.sh and bench/fio-scaling.sh
-# (sourced, not run). Each script sets `prog` to its own name before sourcing, so every
+# Shell helpers shared by the bench/ scripts (sourced, not run). Each script sets `prog` to its own name before sourcing, so every
 # message says which script spoke.
 
 # die MESSAGE: one line on stderr, exit 1.
@@ -43,6 +42,25 @@ check_uint() {
 drop_caches() {
   sync
   if [[ $(id -u) -eq 0 ]]; then echo 3 >/proc/sys/vm/drop_caches; fi
+}
+
+# decode_stats: the engine's closing statistics line (its stderr on stdin) as
+# "S_PER_TOKEN STALL_S_PER_TOKEN MB_PER_TOKEN READY_PCT"; nothing if there is none.
+decode_stats() {
+  tail -1 | sed -n 's/.*, \([0-9.]*\) s\/token; \([0-9.]*\) MB read per token.*stall \([0-9.]*\) s\/token, \([0-9.]*\)%.*/\1 \3 \2 \4/p'
+}
+
+# packed_box K3 CHECKPOINT NAME DRIVES MBPS: an emulated box (emulate.sh) of DRIVES drives
+# read-throttled to MBPS, torn down when the script exits, with CHECKPOINT packed on it;
+# sets box_drives to its drive list.
+packed_box() {
+  local k3=$1 ckpt=$2 name=$3 drives=$4 mbps=$5 here size
+  here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+  size=$(( $(du -sb "$ckpt" | cut -f1) / drives / 1000000000 + 3 ))G
+  box_drives=$("$here/emulate.sh" up --drives "$drives" --size "$size" --mbps "$mbps" --name "$name" | tail -1)
+  # shellcheck disable=SC2064
+  trap "'$here/emulate.sh' down --name '$name' >/dev/null 2>&1 || true" EXIT
+  "$k3" pack --checkpoint "$ckpt" --drives "$box_drives" -q
 }
 
 # median: numbers on stdin, one a line; prints their median (mean of the middle two

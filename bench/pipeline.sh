@@ -19,27 +19,26 @@ rounds=${4:-3}
 tokens=${5:-10}
 k3=$(realpath "${K3:-./k3-uring}")
 root=$(cd "$(dirname "$0")/.." && pwd)
+prog=pipeline.sh
+source "$root/bench/lib.sh"
 name=pipeline
 out="$root/bench/results/pipeline-$(date -u +%Y%m%d-%H%M%S).json"
 echo "pipeline.sh: checkpoint $ckpt, $drives drives at $mbps MB/s, $rounds rounds of $tokens tokens" >&2
 
-size=$(( $(du -sb "$ckpt" | cut -f1) / drives / 1000000000 + 3 ))G
-list=$("$root/bench/emulate.sh" up --drives "$drives" --size "$size" --mbps "$mbps" --name $name | tail -1)
-trap '"$root/bench/emulate.sh" down --name $name >/dev/null 2>&1 || true' EXIT
-"$k3" pack --checkpoint "$ckpt" --drives "$list" -q
+packed_box "$k3" "$ckpt" $name "$drives" "$mbps"
+list=$box_drives
 
-run() { # mode args... → "s_per_token stall_per_token mb_per_token"
-  sync; echo 3 >/proc/sys/vm/drop_caches
+run() { # args... → decode_stats
+  drop_caches
   "$root/bench/emulate.sh" exec --name $name -- "$k3" --drives "$list" --ids 5,17,300,1200 \
-    -n "$tokens" --ignore-eos --print-ids --no-cache "$@" 2>&1 >/dev/null | tail -1 |
-    sed -n 's/.*, \([0-9.]*\) s\/token; \([0-9.]*\) MB read per token.*stall \([0-9.]*\) s\/token.*/\1 \3 \2/p'
+    -n "$tokens" --ignore-eos --print-ids --no-cache "$@" 2>&1 >/dev/null | decode_stats
 }
 rows=()
 for r in $(seq 1 "$rounds"); do
   fio=$("$root/bench/fio.sh" --drives "$list" --bs 1M --iodepth 64 --file k3-uring.data --name $name)
-  read -r s_t s_st mb < <(run --sync --predict off)
-  read -r p_t p_st _ < <(run --predict off)
-  read -r q_t q_st _ < <(run --predict on)
+  read -r s_t s_st mb _ < <(run --sync --predict off)
+  read -r p_t p_st _ _ < <(run --predict off)
+  read -r q_t q_st _ _ < <(run --predict on)
   floor=$(echo "$mb * 1000000 / $fio" | bc -l)
   compute=$(echo "$s_t - $s_st" | bc -l)
   bound=$(echo "if ($floor > $compute) $floor else $compute" | bc -l)

@@ -13,20 +13,20 @@ rounds=${4:-3}
 depths=${5:-1 2 4}
 k3=$(realpath "${K3:-./k3-uring}")
 root=$(cd "$(dirname "$0")/.." && pwd)
+prog=prefetch-depth.sh
+source "$root/bench/lib.sh"
 name=prefetch-depth
 echo "prefetch-depth.sh: checkpoint $ckpt, $drives drives at $mbps MB/s, $rounds rounds, depths $depths" >&2
 
-size=$(( $(du -sb "$ckpt" | cut -f1) / drives / 1000000000 + 3 ))G
-list=$("$root/bench/emulate.sh" up --drives "$drives" --size "$size" --mbps "$mbps" --name $name | tail -1)
-trap '"$root/bench/emulate.sh" down --name $name >/dev/null 2>&1 || true' EXIT
-"$k3" pack --checkpoint "$ckpt" --drives "$list" -q
+packed_box "$k3" "$ckpt" $name "$drives" "$mbps"
+list=$box_drives
 
 run() { # label args...
-  local label=$1; shift
-  sync; echo 3 >/proc/sys/vm/drop_caches
-  "$root/bench/emulate.sh" exec --name $name -- "$k3" --drives "$list" --ids 5,17,300,1200 -n 6 \
-    --ignore-eos --print-ids --no-cache "$@" 2>&1 >/dev/null | tail -1 |
-    sed -n "s/.*, \([0-9.]*\) s\/token; \([0-9.]*\) MB read per token.*stall \([0-9.]*\) s\/token.*/$label: \1 s\/token, \2 MB\/token, stall \3 s/p"
+  local label=$1 t st mb; shift
+  drop_caches
+  read -r t st mb _ < <("$root/bench/emulate.sh" exec --name $name -- "$k3" --drives "$list" \
+    --ids 5,17,300,1200 -n 6 --ignore-eos --print-ids --no-cache "$@" 2>&1 >/dev/null | decode_stats)
+  echo "$label: $t s/token, $mb MB/token, stall $st s"
 }
 for r in $(seq 1 "$rounds"); do
   echo "round $r"

@@ -16,6 +16,8 @@
 #   reuse instead of running the kernels bench).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+prog=bench
+source "$root/bench/lib.sh"
 k3=$root/k3-uring
 ckpt=${CKPT:-/work/data/k3-bench}
 counts=${DRIVE_COUNTS:-1 2 4 8}
@@ -52,11 +54,10 @@ down() { "$root/bench/emulate.sh" down --name $name >/dev/null 2>&1 || true; }
 trap down EXIT INT TERM
 # run MODE ARGS...: one engine run inside the box; prints "s/token stall MB/token ready%"
 engine() {
-  sync; [[ $(id -u) -eq 0 ]] && echo 3 >/proc/sys/vm/drop_caches
+  drop_caches
   local cmd=("$k3" --drives "$list" --ids 5,17,300,1200 -n "$tokens" --ignore-eos --print-ids --no-cache "$@")
   if ((emulated)); then cmd=("$root/bench/emulate.sh" exec --name $name -- "${cmd[@]}"); fi
-  "${cmd[@]}" 2>&1 >/dev/null | tail -1 |
-    sed -n 's/.*, \([0-9.]*\) s\/token; \([0-9.]*\) MB read per token.*stall \([0-9.]*\) s\/token, \([0-9.]*\)%.*/\1 \3 \2 \4/p'
+  "${cmd[@]}" 2>&1 >/dev/null | decode_stats
 }
 rows=()
 for n in $counts; do
