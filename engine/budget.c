@@ -10,7 +10,7 @@ static uint64_t fixed_part(const struct k3_budget_input *in, struct k3_budget *b
 {
     b->runtime = K3_RUNTIME_BYTES;
     b->state = k3_session_state_bytes(in->cfg, in->ctx);
-    b->scratch = k3_session_scratch_bytes(in->cfg, in->ctx, in->threads);
+    b->scratch = k3_session_scratch_bytes(in->cfg, in->ctx, in->threads, in->teams);
     b->vectors = in->vector_bytes;
     b->manifest = in->manifest_bytes;
     b->logits = in->logits_bytes;

@@ -29,6 +29,7 @@ struct k3_budget_input {
     const struct k3_config *cfg;
     int ctx;                      /* positions the session holds */
     int threads;
+    int teams;                    /* compute teams (0 counts as 1) */
     int n_segments;               /* trunk segments: 0 embedding, 1..L layers, L+1 output */
     const uint64_t *segment_bytes;/* [n_segments], as read (rounded to pieces) */
     uint64_t vector_bytes;        /* every segment's small tensors, as f32 */

@@ -38,9 +38,8 @@ static int one_token(struct k3_stream *s, const struct k3_model *m, struct k3_rn
         if (store->ops->begin(store, l, ex, c->top_k, err))
             return -1;
         for (int i = 0; i < c->top_k; i++) {
-            int idx;
-            const uint8_t *rec;
-            if (store->ops->next(store, &idx, &rec, err))
+            struct k3_landed got;
+            if (store->ops->next(store, true, &got, err))
                 return -1;
         }
     }

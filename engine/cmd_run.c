@@ -296,7 +296,7 @@ static int setup(struct runner *r, struct k3_err *err)
         k3_trace_open(&r->trace, o->trace_path, r->m.packed ? r->m.packed->n_drives : 0, err))
         return -1;
     if (prepare_prompt(r, err) || open_read_path(r, err) ||
-        k3_session_init(&r->ss, &r->m, r->store, r->ctx, err) ||
+        k3_session_init_placed(&r->ss, &r->m, r->store, r->ctx, r->place.plan, err) ||
         k3_sampler_init(&r->sampler, c->vocab, o->temp, o->top_k, o->top_p, o->seed, err))
         return -1;
     if (r->stream)

@@ -10,6 +10,7 @@
 #ifndef K3_EXPERTS_H
 #define K3_EXPERTS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "engine/err.h"
@@ -24,13 +25,22 @@ struct k3_expert_stats {
     double read_seconds;       /* time spent waiting for reads */
 };
 
+/* A record next() hands back. */
+struct k3_landed {
+    int index;             /* its position in the begin() list */
+    const uint8_t *record;
+    int team;              /* the compute team whose node holds its buffer (numa/plan.h
+                            * rule 6); 0 when the store has no placement */
+};
+
 struct k3_expert_store_ops {
     const char *name;
     /* Starts reading experts[0..n) of layer; n <= capacity. */
     int (*begin)(struct k3_expert_store *s, int layer, const int *experts, int n,
                  struct k3_err *err);
-    /* The next landed record: *index is its position in the begin() list. */
-    int (*next)(struct k3_expert_store *s, int *index, const uint8_t **record,
+    /* The next landed record of the batch.  wait false: returns 1 at once when none is
+     * ready yet (0 when one is, -1 on error). */
+    int (*next)(struct k3_expert_store *s, bool wait, struct k3_landed *out,
                 struct k3_err *err);
     /* Optional: starts reading records a later begin() of layer will probably ask for
      * (router prediction); never blocks, and may read fewer when buffers are short. */

@@ -106,9 +106,11 @@ static int ckpt_begin(struct k3_expert_store *base, int layer, const int *expert
     return 0;
 }
 
-static int ckpt_next(struct k3_expert_store *base, int *index, const uint8_t **record,
+/* Reads the next record now: always ready, so wait does not matter. */
+static int ckpt_next(struct k3_expert_store *base, bool wait, struct k3_landed *out,
                      struct k3_err *err)
 {
+    (void)wait;
     struct ckpt_store *s = (struct ckpt_store *)base;
     const struct k3_model *m = s->m;
     const struct k3_record_layout *r = &m->record;
@@ -125,8 +127,7 @@ static int ckpt_next(struct k3_expert_store *base, int *index, const uint8_t **r
         base->stats.nan_scale_groups += k3_mxfp4_count_nan_scales(buf + r->off[p], r->len[p]);
     base->stats.records++;
     base->stats.bytes += r->bytes;
-    *index = i;
-    *record = buf;
+    *out = (struct k3_landed){.index = i, .record = buf};
     return 0;
 }
 

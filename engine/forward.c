@@ -8,6 +8,23 @@
 #include "engine/kernels.h"
 #include "engine/layers.h"
 #include "engine/mxfp4.h"
+#include "numa/teams.h"
+
+/* A routed expert whose record has landed, for its team to compute. */
+struct expert_job {
+    int expert;
+    const uint8_t *record;
+    double began, ended;  /* trace times of its computation */
+};
+
+/* What one compute team uses for routed experts (numa/teams.h), C = K3_CHUNK tokens. */
+struct team_scratch {
+    float *zt;            /* [C][H_l] one expert's gathered inputs */
+    float *fg;            /* [C][moe_inter] SiTU(W1 z, W3 z) */
+    float *yt;            /* [C][H_l] its outputs */
+    struct expert_job *jobs; /* [C * k] this round's experts, in the order they landed */
+    int n_jobs;
+};
 
 /* Scratch for one chunk of up to K3_CHUNK tokens (C below); shapes per buffer. */
 struct k3_session_scratch {
@@ -26,14 +43,14 @@ struct k3_session_scratch {
     float *mo, *mg;  /* [C][mla_heads * v_head] attention output and gate */
     float *mla_tmp;  /* [threads][max_ctx + 2 * kv_lora] */
     int threads;
+    int n_teams;
+    struct team_scratch *team; /* [n_teams] */
     float *fg;       /* [C][max(dense, shared, expert) width] SiTU(gate, up) of an MLP */
     float *rlogit;   /* [C][E] router logits */
     float *rkey;     /* [E] router selection keys */
     int *sel;        /* [C][k] selected experts, selection order */
     float *selw;     /* [C][k] their weights */
     float *z;        /* [C][H_l] latent inputs */
-    float *zt;       /* [C][H_l] one expert's gathered inputs */
-    float *yt;       /* [C][H_l] one expert's outputs */
     float *y;        /* [C][k][H_l] expert output per (token, slot) */
     int *user_off;   /* [E + 1] CSR offsets of (token, slot) users per expert */
     int *users;      /* [C * k] token * k + slot */
@@ -95,8 +112,14 @@ static void layout_scratch(struct k3_session_scratch *s, struct bump *b, const s
     s->sel = take(b, C * K * sizeof(int));
     s->selw = take(b, C * K * f);
     s->z = take(b, C * Hl * f);
-    s->zt = take(b, C * Hl * f);
-    s->yt = take(b, C * Hl * f);
+    s->team = take(b, (size_t)s->n_teams * sizeof *s->team);
+    for (int i = 0; i < s->n_teams; i++) {
+        struct team_scratch sizing, *ts = b->base ? &s->team[i] : &sizing;
+        ts->zt = take(b, C * Hl * f);
+        ts->fg = take(b, C * (size_t)c->moe_inter * f);
+        ts->yt = take(b, C * Hl * f);
+        ts->jobs = take(b, C * K * sizeof *ts->jobs);
+    }
     s->y = take(b, C * K * Hl * f);
     s->user_off = take(b, (E + 1) * sizeof(int));
     s->users = take(b, C * K * sizeof(int));
@@ -107,9 +130,9 @@ static void layout_scratch(struct k3_session_scratch *s, struct bump *b, const s
     s->pred_w = take(b, E * f);
 }
 
-uint64_t k3_session_scratch_bytes(const struct k3_config *c, int max_ctx, int threads)
+uint64_t k3_session_scratch_bytes(const struct k3_config *c, int max_ctx, int threads, int teams)
 {
-    struct k3_session_scratch s = {.threads = threads};
+    struct k3_session_scratch s = {.threads = threads, .n_teams = teams > 0 ? teams : 1};
     struct bump b = {0};
     layout_scratch(&s, &b, c, max_ctx);
     return b.used;
@@ -128,6 +151,13 @@ uint64_t k3_session_state_bytes(const struct k3_config *c, int max_ctx)
 int k3_session_init(struct k3_session *ss, const struct k3_model *m,
                     struct k3_expert_store *experts, int max_ctx, struct k3_err *err)
 {
+    return k3_session_init_placed(ss, m, experts, max_ctx, NULL, err);
+}
+
+int k3_session_init_placed(struct k3_session *ss, const struct k3_model *m,
+                           struct k3_expert_store *experts, int max_ctx,
+                           const struct k3numa_plan *plan, struct k3_err *err)
+{
     memset(ss, 0, sizeof *ss);
     const struct k3_config *c = &m->cfg;
     ss->m = m;
@@ -137,9 +167,11 @@ int k3_session_init(struct k3_session *ss, const struct k3_model *m,
     ss->kda_state = calloc((size_t)c->n_layers, sizeof(float *));
     ss->conv_ring = calloc((size_t)c->n_layers, sizeof(float *));
     ss->mla_cache = calloc((size_t)c->n_layers, sizeof(float *));
-    if (!ss->s || !ss->kda_state || !ss->conv_ring || !ss->mla_cache)
+    if (!ss->s || !ss->kda_state || !ss->conv_ring || !ss->mla_cache ||
+        k3numa_teams_create(&ss->teams, plan))
         goto oom;
     ss->s->threads = omp_get_max_threads();
+    ss->s->n_teams = k3numa_teams_count(ss->teams);
     struct bump b = {0};
     layout_scratch(ss->s, &b, c, max_ctx); /* sizing pass */
     b.base = ss->s->block = aligned_alloc(64, b.used);
@@ -185,6 +217,7 @@ void k3_session_free(struct k3_session *ss)
     if (ss->s)
         free(ss->s->block);
     free(ss->s);
+    k3numa_teams_destroy(ss->teams);
     memset(ss, 0, sizeof *ss);
 }
 
@@ -264,22 +297,81 @@ static void mlp(const struct k3_config *c, const struct k3_mlp_weights *w, int I
     k3_matmul_bf16(w->down, H, I, act, I, out, H, T);
 }
 
-/* One expert on the tokens that chose it: y = W2·SiTU(W1 z, W3 z). */
-static void run_expert(struct k3_session *ss, const uint8_t *rec, int n_users, const int *users)
+/* One expert on the tokens that chose it, y = W2·SiTU(W1 z, W3 z), by every thread of a
+ * team: the first gathers the inputs and scatters the outputs, the mat-vecs split their
+ * rows over the team and return once it is done (numa/teams.h). */
+static void run_expert(struct k3_session *ss, struct team_scratch *ts, bool first,
+                       const uint8_t *rec, int n_users, const int *users)
 {
     const struct k3_config *c = &ss->m->cfg;
     const struct k3_record_layout *r = &ss->m->record;
     struct k3_session_scratch *s = ss->s;
     int Hl = c->latent, I = c->moe_inter, K = c->top_k;
-    for (int u = 0; u < n_users; u++)
-        memcpy(s->zt + (size_t)u * Hl, s->z + (size_t)(users[u] / K) * Hl, sizeof(float) * Hl);
+    if (first)
+        for (int u = 0; u < n_users; u++)
+            memcpy(ts->zt + (size_t)u * Hl, s->z + (size_t)(users[u] / K) * Hl, sizeof(float) * Hl);
+    k3numa_team_barrier();
     k3_matmul_mxfp4_situ(rec + r->off[K3_W1_PACKED], rec + r->off[K3_W1_SCALE],
-                         rec + r->off[K3_W3_PACKED], rec + r->off[K3_W3_SCALE], I, Hl, s->zt, Hl,
-                         s->fg, I, n_users, c->situ_beta, c->situ_linear_beta);
-    k3_matmul_mxfp4(rec + r->off[K3_W2_PACKED], rec + r->off[K3_W2_SCALE], Hl, I, s->fg, I,
-                    s->yt, Hl, n_users);
-    for (int u = 0; u < n_users; u++)
-        memcpy(s->y + (size_t)users[u] * Hl, s->yt + (size_t)u * Hl, sizeof(float) * Hl);
+                         rec + r->off[K3_W3_PACKED], rec + r->off[K3_W3_SCALE], I, Hl, ts->zt, Hl,
+                         ts->fg, I, n_users, c->situ_beta, c->situ_linear_beta);
+    k3_matmul_mxfp4(rec + r->off[K3_W2_PACKED], rec + r->off[K3_W2_SCALE], Hl, I, ts->fg, I,
+                    ts->yt, Hl, n_users);
+    if (first)
+        for (int u = 0; u < n_users; u++)
+            memcpy(s->y + (size_t)users[u] * Hl, ts->yt + (size_t)u * Hl, sizeof(float) * Hl);
+}
+
+/* A team's share of one round: the experts whose records landed in its node's buffers. */
+static void team_experts(void *arg, int team)
+{
+    struct k3_session *ss = arg;
+    struct k3_session_scratch *s = ss->s;
+    struct team_scratch *ts = &s->team[team];
+    int member = 0, n_members = 1;
+    k3numa_team_self(&member, &n_members);
+    for (int j = 0; j < ts->n_jobs; j++) {
+        struct expert_job *job = &ts->jobs[j];
+        int e = job->expert;
+        if (member == 0)
+            job->began = k3_trace_now(ss->trace);
+        run_expert(ss, ts, member == 0, job->record, s->user_off[e + 1] - s->user_off[e],
+                   s->users + s->user_off[e]);
+        if (member == 0)
+            job->ended = k3_trace_now(ss->trace);
+    }
+}
+
+/* Computes the records of the batch as they land: whatever has landed goes to the teams
+ * whose nodes hold it, all teams computing at once, until the batch is done. */
+static int routed_experts(struct k3_session *ss, int l, const int *batch, int nb,
+                          struct k3_err *err)
+{
+    struct k3_session_scratch *s = ss->s;
+    struct k3_expert_store *store = ss->experts;
+    for (int done = 0; done < nb;) {
+        for (int i = 0; i < s->n_teams; i++)
+            s->team[i].n_jobs = 0;
+        struct k3_landed got;
+        int rc = store->ops->next(store, true, &got, err);
+        for (; rc == 0; rc = store->ops->next(store, false, &got, err)) {
+            struct team_scratch *ts = &s->team[got.team % s->n_teams];
+            ts->jobs[ts->n_jobs++] = (struct expert_job){batch[got.index], got.record, 0, 0};
+            if (++done == nb)
+                break;
+        }
+        if (rc < 0)
+            return -1;
+        k3numa_teams_run(ss->teams, team_experts, ss);
+        for (int i = 0; ss->trace && i < s->n_teams; i++)
+            for (int j = 0; j < s->team[i].n_jobs; j++) {
+                const struct expert_job *job = &s->team[i].jobs[j];
+                char args[64];
+                snprintf(args, sizeof args, "\"layer\": %d, \"expert\": %d", l, job->expert);
+                k3_trace_team_span(ss->trace, i, k3numa_teams_node(ss->teams, i), "expert", args,
+                                   job->began, job->ended);
+            }
+    }
+    return 0;
 }
 
 /* Router prediction: layer next's router applied to h (normalized with next's gain when
@@ -355,22 +447,9 @@ static int moe_chunk(struct k3_session *ss, int l, int T, struct k3_err *err)
     k3_trace_end(ss->trace);
     for (int b0 = 0; b0 < n_batch; b0 += store->capacity) {
         int nb = n_batch - b0 < store->capacity ? n_batch - b0 : store->capacity;
-        if (b0 && store->ops->begin(store, l, s->batch + b0, nb, err))
+        if ((b0 && store->ops->begin(store, l, s->batch + b0, nb, err)) ||
+            routed_experts(ss, l, s->batch + b0, nb, err))
             return -1;
-        for (int got = 0; got < nb; got++) {
-            int idx;
-            const uint8_t *rec;
-            if (store->ops->next(store, &idx, &rec, err))
-                return -1;
-            int e = s->batch[b0 + idx];
-            if (ss->trace) {
-                char args[64];
-                snprintf(args, sizeof args, "\"layer\": %d, \"expert\": %d", l, e);
-                k3_trace_begin(ss->trace, "expert", args);
-            }
-            run_expert(ss, rec, s->user_off[e + 1] - s->user_off[e], s->users + s->user_off[e]);
-            k3_trace_end(ss->trace);
-        }
     }
 
     /* Combine in selection order, never arrival order; normalize once, project up. */

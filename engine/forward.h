@@ -26,6 +26,8 @@
 typedef void (*k3_layer_hook)(void *ctx, int pos, int layer, const float *x, int H);
 
 struct k3_session_scratch;
+struct k3numa_plan;
+struct k3numa_teams;
 
 /* Where the trunk comes from when it is not all resident (stream.h): segment() makes a
  * segment's matrices available and bound before it is used; embed() writes the f32
@@ -58,12 +60,19 @@ struct k3_session {
     int predict_k;           /* experts prefetched per layer */
     struct k3_trace *trace;  /* NULL: none */
     struct k3_session_scratch *s;
+    struct k3numa_teams *teams; /* who computes routed experts (numa/teams.h) */
     k3_layer_hook hook;
     void *hook_ctx;
 };
 
 int k3_session_init(struct k3_session *ss, const struct k3_model *m,
                     struct k3_expert_store *experts, int max_ctx, struct k3_err *err);
+/* As k3_session_init, with a compute team per team of plan (numa/plan.h; NULL: one team
+ * of every OpenMP thread).  Each routed expert is computed by the team that
+ * k3_landed.team names, all teams at once; the output bytes do not depend on the plan. */
+int k3_session_init_placed(struct k3_session *ss, const struct k3_model *m,
+                           struct k3_expert_store *experts, int max_ctx,
+                           const struct k3numa_plan *plan, struct k3_err *err);
 void k3_session_free(struct k3_session *ss);
 
 /* Runs n tokens at positions pos..pos+n-1.  logits: NULL, or [n][vocab] when
@@ -71,8 +80,9 @@ void k3_session_free(struct k3_session *ss);
 int k3_forward(struct k3_session *ss, const int32_t *tokens, int n, float *logits,
                bool all_logits, struct k3_err *err);
 
-/* Bytes of scratch a session allocates (activations of one chunk, attention rows). */
-uint64_t k3_session_scratch_bytes(const struct k3_config *c, int max_ctx, int threads);
+/* Bytes of scratch a session allocates (activations of one chunk, attention rows, each
+ * team's expert buffers). */
+uint64_t k3_session_scratch_bytes(const struct k3_config *c, int max_ctx, int threads, int teams);
 
 /* Bytes of state a session of max_ctx positions keeps (KDA + conv + MLA cache). */
 uint64_t k3_session_state_bytes(const struct k3_config *c, int max_ctx);

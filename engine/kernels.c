@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "engine/kernels_isa.h"
+#include "numa/teams.h"
 
 /* ---- scalar references -------------------------------------------------------------- */
 
@@ -112,24 +113,35 @@ int k3_kernels_select(const char *name)
 /* Below this many multiply-adds a mat-mul stays on the calling thread. */
 #define K3_PARALLEL_MIN_WORK 32768
 
-/* Each thread takes one contiguous range of rows (the weights stream through each core in
- * order, which the prefetchers like; measured faster than dynamic chunks of 16 to 256 KiB
- * on an idle machine, bench/kernels.c).  Which thread computes a row never changes its
- * bytes. */
+/* Each thread takes one contiguous range of rows, as numa/plan.h rule 7 cuts them (the
+ * stream places resident trunk rows on the node of the team computing them by that rule).
+ * The weights stream through each core in order, which the prefetchers like: measured
+ * faster than dynamic chunks of 16 to 256 KiB on an idle machine, bench/kernels.c.  Which
+ * thread computes a row never changes its bytes. */
 void k3_rows_parallel(int rows, long row_bytes, long work, void *arg,
                       void (*fn)(void *arg, int r0, int nrows))
 {
     (void)row_bytes;
     if (rows <= 0)
         return;
+    int member, n_members;
+    if (k3numa_team_self(&member, &n_members)) {
+        /* Inside a team's work: its threads split the rows; all return together. */
+        int r0, r1;
+        k3numa_split_rows(rows, 1, member, n_members, &r0, &r1);
+        if (r1 > r0)
+            fn(arg, r0, r1 - r0);
+        k3numa_team_barrier();
+        return;
+    }
     if (work <= K3_PARALLEL_MIN_WORK || omp_in_parallel() || omp_get_max_threads() == 1) {
         fn(arg, 0, rows);
         return;
     }
 #pragma omp parallel
     {
-        int id = omp_get_thread_num(), n = omp_get_num_threads();
-        int r0 = (int)((long)rows * id / n), r1 = (int)((long)rows * (id + 1) / n);
+        int r0, r1;
+        k3numa_split_rows(rows, 1, omp_get_thread_num(), omp_get_num_threads(), &r0, &r1);
         if (r1 > r0)
             fn(arg, r0, r1 - r0);
     }

@@ -108,7 +108,9 @@ k3_rows_mxfp4_q8_fn k3_rows_mxfp4_q8_avx512vnni; /* needs AVX512_VNNI (avx512vbm
 /* Splits rows over the OpenMP threads (each row is one thread's, so the result is the same
  * at any thread count) and calls fn(arg, first row, row count) once per thread; on the
  * calling thread alone when work (multiply-adds) is small or inside a parallel region.
- * row_bytes (weight bytes per row) is a hint for the split. */
+ * Inside a team's work (numa/teams.h) it splits over that team's threads instead, each
+ * calling it, and returns once the whole team is done.  row_bytes (weight bytes per row)
+ * is a hint for the split. */
 void k3_rows_parallel(int rows, long row_bytes, long work, void *arg,
                       void (*fn)(void *arg, int r0, int nrows));
 

@@ -88,6 +88,8 @@ struct k3_stream {
     int layer, batch_n, delivered;
     const int *batch;
     int *batch_slot;              /* [capacity] slot of each batch entry */
+    int n_teams;                  /* compute teams: record slot i is on team i mod n_teams */
+    int *team_load;               /* [n_teams] slots a begin() or prefetch() took per team */
     bool *batch_done;             /* [capacity] handed out by next() */
     struct k3_trunk_source trunk;
     struct k3_stream_stats stats;
@@ -494,13 +496,14 @@ static int slot_holding(const struct k3_stream *s, uint64_t o)
 }
 
 /* A slot to read into: empty first, else the least recently used one that is neither
- * in the current batch nor still landing; -1 if there is none. */
-static int free_slot(const struct k3_stream *s)
+ * in the current batch nor still landing; -1 if there is none.  team >= 0: only that
+ * team's slots. */
+static int free_slot_of(const struct k3_stream *s, int team)
 {
     int victim = -1;
     for (int i = 0; i < s->n_records; i++) {
         const struct buffer *b = &s->records[i];
-        if (b->pins || (b->object >= 0 && !b->landed))
+        if (b->pins || (b->object >= 0 && !b->landed) || (team >= 0 && i % s->n_teams != team))
             continue;
         const struct buffer *v = victim >= 0 ? &s->records[victim] : NULL;
         if (!v || (b->object < 0 && v->object >= 0) ||
@@ -508,6 +511,28 @@ static int free_slot(const struct k3_stream *s)
             victim = i;
     }
     return victim;
+}
+
+/* A free slot on the team that has taken the fewest since team_load was cleared, so
+ * that each team gets its share of a layer's experts; any team's when that one has none. */
+static int free_slot(struct k3_stream *s)
+{
+    int team = 0;
+    for (int i = 1; i < s->n_teams; i++)
+        if (s->team_load[i] < s->team_load[team])
+            team = i;
+    int slot = free_slot_of(s, s->n_teams > 1 ? team : -1);
+    if (slot < 0 && s->n_teams > 1)
+        slot = free_slot_of(s, -1);
+    if (slot >= 0)
+        s->team_load[slot % s->n_teams]++;
+    return slot;
+}
+
+static void clear_team_load(struct k3_stream *s)
+{
+    for (int i = 0; i < s->n_teams; i++)
+        s->team_load[i] = 0;
 }
 
 static void start_record(struct k3_stream *s, struct buffer *b, uint64_t o)
@@ -606,11 +631,13 @@ static int experts_begin(struct k3_expert_store *st, int layer, const int *exper
     s->batch_n = n;
     s->delivered = 0;
     ls->records += (uint64_t)n;
+    clear_team_load(s);
     for (int i = 0; i < n; i++) {
         uint64_t o = k3_model_record_object(s->m, layer, experts[i]);
         int slot = slot_holding(s, o);
         if (slot >= 0) {
             struct buffer *b = &s->records[slot];
+            s->team_load[slot % s->n_teams]++;
             if (b->predicted == layer) {
                 ls->predicted_used++;
                 if (!b->landed && promote(s, slot, err))
@@ -647,6 +674,7 @@ static int experts_prefetch(struct k3_expert_store *st, int layer, const int *ex
                             struct k3_err *err)
 {
     struct k3_stream *s = of_store(st);
+    clear_team_load(s);
     for (int i = 0; i < n; i++) {
         uint64_t o = k3_model_record_object(s->m, layer, experts[i]);
         if (slot_holding(s, o) >= 0)
@@ -666,14 +694,14 @@ static int experts_prefetch(struct k3_expert_store *st, int layer, const int *ex
     return 0;
 }
 
-static int experts_next(struct k3_expert_store *st, int *index, const uint8_t **record,
+static int experts_next(struct k3_expert_store *st, bool wait, struct k3_landed *out,
                         struct k3_err *err)
 {
     struct k3_stream *s = of_store(st);
     double stall0 = s->stats.stall_seconds;
     if (s->delivered >= s->batch_n)
         return k3_errf(err, "expert store: next() past the end of the batch");
-    for (;;) {
+    for (bool reaped = false;; reaped = true) {
         /* Check every record of the batch that has landed, together. */
         struct buffer *landed_now[K3_MAX_TOPK];
         int n_landed = 0;
@@ -691,14 +719,22 @@ static int experts_next(struct k3_expert_store *st, int *index, const uint8_t **
                 continue;
             s->batch_done[i] = true;
             s->delivered++;
-            *index = i;
-            *record = b->base;
+            *out = (struct k3_landed){.index = i, .record = b->base,
+                                      .team = s->batch_slot[i] % s->n_teams};
             const struct k3_record_layout *r = &s->m->record;
             for (int p = K3_W1_SCALE; p < K3_EXPERT_PARTS; p += 2)
                 st->stats.nan_scale_groups += k3_mxfp4_count_nan_scales(b->base + r->off[p], r->len[p]);
             st->stats.records++;
             st->stats.read_seconds += s->stats.stall_seconds - stall0;
             return 0;
+        }
+        if (!wait) {
+            /* Take in what has completed, once, without blocking. */
+            if (reaped)
+                return 1;
+            if (pump(s, 0, err))
+                return -1;
+            continue;
         }
         if (s->o.sync) {
             /* The baseline: read the next record now, wait for it, then compute. */
@@ -787,6 +823,7 @@ static int plan_budget(struct k3_stream *s, struct k3_err *err)
         .cfg = c,
         .ctx = s->o.ctx,
         .threads = s->o.threads,
+        .teams = s->n_teams,
         .n_segments = s->n_segments,
         .segment_bytes = s->segment_bytes,
         .vector_bytes = vectors,
@@ -827,8 +864,9 @@ static int layout_area(struct k3_stream *s, struct k3_err *err)
     s->batch_done = calloc((size_t)s->in.inflight_records + 1, sizeof *s->batch_done);
     s->layer_stats = calloc((size_t)s->m->cfg.n_layers + 1, sizeof *s->layer_stats);
     s->dropped = calloc(s->record_stride / K3_PACK_ALIGN + 1, sizeof *s->dropped);
+    s->team_load = calloc((size_t)s->n_teams, sizeof *s->team_load);
     if (!s->area || !s->resident || !s->records || !s->batch_slot || !s->batch_done ||
-        !s->layer_stats || !s->dropped)
+        !s->layer_stats || !s->dropped || !s->team_load)
         return k3_errf(err, "out of memory for the read area (%.2f GiB)", total / 1073741824.0);
     uint8_t *at = s->area;
     for (int i = 0; i < s->n_segments; i++) {
@@ -852,26 +890,53 @@ static int layout_area(struct k3_stream *s, struct k3_err *err)
     return 0;
 }
 
-/* NUMA: record slots go round-robin to the teams' nodes, stream slots and resident
- * segments to the node of team 0 and beyond in turn (one area is registered with the
- * ring; its parts are bound per node).  A refused binding leaves memory where it is. */
+/* NUMA (numa/plan.h rules 6 and 7): record slot i goes to the node of team i mod n_teams,
+ * the team that computes what lands there.  A trunk mat-vec gives team k the rows its
+ * threads take (kernels_isa.h: thread t of T computes rows [R·t/T, R·(t+1)/T)), so in a
+ * resident segment each matrix's rows go to the node of the team that computes them, the
+ * rest of the segment interleaved over the teams' nodes.  The two stream slots hold a
+ * different layer's layout each time: interleaved.  One area is registered with the ring;
+ * its parts are bound per node.  A refused binding leaves memory where it is. */
+static void place_rows(struct k3_stream *s, uint8_t *base, int seg)
+{
+    const struct k3_placement *pl = s->o.place;
+    const struct k3numa_plan *p = pl->plan;
+    const struct k3_ckpt_plan *cp = &s->m->plan;
+    for (int i = 0; i < cp->n_specs; i++) {
+        const struct k3_tensor_spec *t = &cp->specs[i];
+        if (t->kind != K3_T_MATRIX || t->ndim != 2 || cp->layout.segment[i] != seg)
+            continue;
+        uint64_t row_bytes = (uint64_t)t->shape[1] * (uint64_t)k3_dtype_size(cp->dtypes[i]);
+        for (int k = 0; k < p->n_teams; k++) {
+            int r0, r1;
+            k3numa_plan_team_rows(p, (int)t->shape[0], 1, k, &r0, &r1);
+            k3numa_range_bind(pl->topo, base + cp->layout.offset[i] + (uint64_t)r0 * row_bytes,
+                              (uint64_t)(r1 - r0) * row_bytes, p->teams[k].node);
+        }
+    }
+}
+
 static void place_buffers(struct k3_stream *s)
 {
     const struct k3_placement *pl = s->o.place;
     if (!pl || !pl->plan->bind || pl->plan->n_teams < 2)
         return;
     const struct k3numa_plan *p = pl->plan;
-    int k = 0;
-    for (int i = 0; i < s->n_records; i++, k++)
+    int nodes[64], n_nodes = 0;
+    for (int k = 0; k < p->n_teams && n_nodes < 64; k++)
+        nodes[n_nodes++] = p->teams[k].node;
+    for (int i = 0; i < s->n_records; i++)
         k3numa_range_bind(pl->topo, s->records[i].base, s->record_stride,
-                          p->teams[k % p->n_teams].node);
-    for (int i = 0; i < 2; i++, k++)
-        k3numa_range_bind(pl->topo, s->slots[i].base, s->budget.stream_slot_bytes,
-                          p->teams[k % p->n_teams].node);
+                          p->teams[i % p->n_teams].node);
+    for (int i = 0; i < 2; i++)
+        k3numa_range_interleave(pl->topo, s->slots[i].base, s->budget.stream_slot_bytes, nodes,
+                                n_nodes);
     for (int i = 0; i < s->n_segments; i++)
-        if (s->resident[i].base)
-            k3numa_range_bind(pl->topo, s->resident[i].base, s->segment_bytes[i],
-                              p->teams[k++ % p->n_teams].node);
+        if (s->resident[i].base) {
+            k3numa_range_interleave(pl->topo, s->resident[i].base, s->segment_bytes[i], nodes,
+                                    n_nodes);
+            place_rows(s, s->resident[i].base, i);
+        }
 }
 
 static int load_resident(struct k3_stream *s, struct k3_err *err)
@@ -902,6 +967,7 @@ int k3_stream_open(struct k3_stream **out, struct k3_model *m, const struct k3_s
     s->p = m->packed;
     s->o = *o;
     s->bound_slot = -1;
+    s->n_teams = o->place ? o->place->plan->n_teams : 1;
     int rc = plan_budget(s, err);
     if (!rc)
         rc = layout_area(s, err);
@@ -967,6 +1033,7 @@ void k3_stream_close(struct k3_stream *s)
     free(s->resident);
     free(s->records);
     free(s->batch_slot);
+    free(s->team_load);
     free(s->batch_done);
     free(s->layer_stats);
     free(s->dropped);

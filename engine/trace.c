@@ -9,6 +9,8 @@
 
 #define PID 1
 #define TID_COMPUTE 1
+#define TID_TEAM0 10
+#define MAX_TEAM_TRACKS 64
 #define TID_DRIVE0 100
 
 struct k3_trace {
@@ -16,6 +18,7 @@ struct k3_trace {
     double t0;
     uint64_t next_id;
     int depth;
+    uint64_t named_teams;  /* bit i: team i's track has its name */
     int write_error;
 };
 
@@ -65,7 +68,7 @@ int k3_trace_open(struct k3_trace **out, const char *path, int n_drives, struct 
     for (int d = 0; d < n_drives; d++) {
         char name[32];
         snprintf(name, sizeof name, "drive %d reads", d);
-        thread_name(t, TID_DRIVE0 + d, name, 1 + d);
+        thread_name(t, TID_DRIVE0 + d, name, 1 + MAX_TEAM_TRACKS + d);
     }
     *out = t;
     return 0;
@@ -100,6 +103,26 @@ void k3_trace_end(struct k3_trace *t)
         return;
     t->depth--;
     emit(t, "{\"ph\":\"E\",\"pid\":%d,\"tid\":%d,\"ts\":%.1f}", PID, TID_COMPUTE, k3_trace_now(t));
+}
+
+void k3_trace_team_span(struct k3_trace *t, int team, int node, const char *name,
+                        const char *args, double begin, double end)
+{
+    if (!t)
+        return;
+    int track = team < MAX_TEAM_TRACKS ? team : MAX_TEAM_TRACKS - 1;
+    if (!(t->named_teams >> track & 1)) {
+        char label[48];
+        if (node >= 0)
+            snprintf(label, sizeof label, "team %d (node %d)", track, node);
+        else
+            snprintf(label, sizeof label, "team %d", track);
+        thread_name(t, TID_TEAM0 + track, label, 1 + track);
+        t->named_teams |= 1ull << track;
+    }
+    emit(t, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.1f,\"dur\":%.1f,\"name\":\"%s\","
+            "\"args\":{%s}}",
+         PID, TID_TEAM0 + track, begin, end - begin, name, args ? args : "");
 }
 
 void k3_trace_read(struct k3_trace *t, int drive, double submitted, double landed, uint32_t bytes,

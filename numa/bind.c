@@ -178,6 +178,30 @@ int k3numa_range_bind(const struct k3numa_topo *t, void *p, size_t len, int node
     return rc;
 }
 
+int k3numa_range_interleave(const struct k3numa_topo *t, void *p, size_t len, const int *nodes,
+                            int n)
+{
+    if (n <= 0 || !len)
+        return 0;
+    if (n == 1)
+        return k3numa_range_bind(t, p, len, nodes[0]);
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+    if (!set)
+        return -ENOMEM;
+    for (int i = 0; i < n; i++)
+        if (nodes[i] >= 0)
+            hwloc_bitmap_set(set, (unsigned)nodes[i]);
+    uintptr_t a = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, b = ((uintptr_t)p + len) & ~(uintptr_t)4095;
+    int rc = 0;
+    if (!hwloc_bitmap_iszero(set) && b > a &&
+        hwloc_set_area_membind(k3numa_topo_hwloc(t), (void *)a, b - a, set,
+                               HWLOC_MEMBIND_INTERLEAVE,
+                               HWLOC_MEMBIND_MIGRATE | HWLOC_MEMBIND_BYNODESET) < 0)
+        rc = errno ? -errno : -ENOSYS;
+    hwloc_bitmap_free(set);
+    return rc;
+}
+
 /* ------------------------------------------------------------------ OpenMP */
 
 int k3numa_omp_enter(const struct k3numa_topo *t, const struct k3numa_plan *p)

@@ -74,6 +74,12 @@ int k3numa_area_nodes(const struct k3numa_topo *t, const void *p, size_t len, in
  * a no-op.  -errno when the kernel refuses. */
 int k3numa_range_bind(const struct k3numa_topo *t, void *p, size_t len, int node);
 
+/* As k3numa_range_bind, with the pages spread round-robin over nodes[0..n) (OS indexes;
+ * -1 entries skipped): for memory every team reads in turn, e.g. a trunk stream slot
+ * whose layout changes from layer to layer. */
+int k3numa_range_interleave(const struct k3numa_topo *t, void *p, size_t len, const int *nodes,
+                            int n);
+
 /* Pins OpenMP thread t to plan->thread_cpu[t] for every t: one parallel region of
  * plan->n_threads threads, each pinning itself; also turns dynamic teams off and makes
  * plan->n_threads the default team size.  Call once at start-up from the thread that

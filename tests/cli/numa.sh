@@ -20,11 +20,17 @@ for extra in "--numa off" "--numa off -t 1" "-t 1" "-t 2"; do
   "$K3" run "${args[@]}" -q $extra --logits-out "$d/got.f32" >/dev/null 2>"$d/err" || fail "$extra: $(cat "$d/err")"
   cmp -s "$d/want.f32" "$d/got.f32" || fail "$extra: logits differ"
 done
-for topo in "pack:2 [numa] core:2 pu:1" "pack:2 numa:2 core:1 pu:2" "[numa] core:3 pu:1"; do
-  K3_TOPOLOGY="synthetic:$topo" "$K3" run "${args[@]}" -q -v --logits-out "$d/got.f32" >/dev/null \
-    2>"$d/err" || { fail "$topo: $(cat "$d/err")"; continue; }
-  cmp -s "$d/want.f32" "$d/got.f32" || fail "synthetic $topo: logits differ"
-  echo "synthetic $topo: $(grep -c 'node ' "$d/err") nodes, identical"
+# Each node's team computes the experts whose buffers are on its node, all teams at once
+# (up to 8 teams here, more threads than this machine has cores).
+for case in "pack:2 [numa] core:2 pu:1" "pack:2 numa:2 core:1 pu:2" "[numa] core:3 pu:1" \
+            "pack:2 [numa] core:3 pu:1|-t 5" "pack:2 numa:4 core:1 pu:1|-t 8"; do
+  topo=${case%%|*} extra=""
+  [[ $case == *"|"* ]] && extra=${case#*|}
+  # shellcheck disable=SC2086
+  K3_TOPOLOGY="synthetic:$topo" "$K3" run "${args[@]}" -q -v $extra --logits-out "$d/got.f32" \
+    >/dev/null 2>"$d/err" || { fail "$topo: $(cat "$d/err")"; continue; }
+  cmp -s "$d/want.f32" "$d/got.f32" || fail "synthetic $topo $extra: logits differ"
+  echo "synthetic $topo $extra: $(grep -Ec 'node [0-9]+: [0-9]+ thread' "$d/err") nodes with a team, identical"
 done
 expect_error 1 "unset OMP_PROC_BIND" env OMP_PROC_BIND=true "$K3" run "${args[@]}" -q
 expect_error 2 "--numa: \"maybe\" is not auto or off" "$K3" run "${args[@]}" --numa maybe

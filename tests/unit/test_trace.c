@@ -1,21 +1,27 @@
 /* --trace: the file is valid trace-event JSON whose compute spans nest (token > layer >
- * attention / MoE > expert), whose reads sit on their drive's track with every begin
- * matched by an end, and whose order is causal: no expert computes before every read of
+ * attention / MoE), whose reads sit on their drive's track with every begin matched by an
+ * end, whose routed experts sit on the track of the team that computed them (two teams
+ * here, on a synthetic two-node topology), one at a time per team and inside their
+ * layer's MoE span, and whose order is causal: no expert computes before every read of
  * its record that started earlier has landed. */
 #include <jansson.h>
 #include <omp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "engine/forward.h"
 #include "engine/model.h"
 #include "engine/pack.h"
+#include "engine/placement.h"
 #include "engine/stream.h"
 #include "engine/trace.h"
 #include "tests/util.h"
 
 #define N_DRIVES 2
+#define N_TEAMS 2
+#define TID_TEAM0 10
 
 static void make_trace(const char *path)
 {
@@ -33,12 +39,18 @@ static void make_trace(const char *path)
     REQUIRE(k3_model_open_packed(&m, drives, N_DRIVES, &e) == 0, "%s", e.msg);
     struct k3_trace *t;
     REQUIRE(k3_trace_open(&t, path, N_DRIVES, &e) == 0, "%s", e.msg);
+    /* Two single-core nodes: two teams of one thread (binding is a no-op there). */
+    setenv("K3_TOPOLOGY", "synthetic:pack:2 [numa] core:1 pu:1", 1);
+    struct k3_placement pl;
+    REQUIRE(k3_placement_init(&pl, drives, N_DRIVES, 0, false, &e) == 0, "%s", e.msg);
+    REQUIRE(pl.plan->n_teams == N_TEAMS, "%d teams planned", pl.plan->n_teams);
     struct k3_stream_opts so = {.ram = K3_RAM_FLOOR, .ctx = 16, .threads = omp_get_max_threads(),
-                                .prefetch_k = 24, .trace = t};
+                                .prefetch_k = 24, .trace = t, .place = &pl};
     struct k3_stream *s;
     REQUIRE(k3_stream_open(&s, &m, &so, NULL, 0, &e) == 0, "%s", e.msg);
     struct k3_session ss;
-    REQUIRE(k3_session_init(&ss, &m, k3_stream_experts(s), 16, &e) == 0, "%s", e.msg);
+    REQUIRE(k3_session_init_placed(&ss, &m, k3_stream_experts(s), 16, pl.plan, &e) == 0, "%s",
+            e.msg);
     ss.trunk = k3_stream_trunk(s);
     ss.trace = t;
     ss.predict = K3_PREDICT_MOE_INPUT_NEXT;
@@ -58,11 +70,18 @@ static void make_trace(const char *path)
     k3_session_free(&ss);
     k3_stream_close(s);
     k3_model_close(&m);
+    k3_placement_free(&pl);
 }
 
 /* Reads of one record: begin and end times, by name ("layer 3 expert 17"). */
 struct read {
     char name[48];
+    double begin, end;
+};
+
+/* A layer's MoE span on the compute track. */
+struct moe {
+    int layer;
     double begin, end;
 };
 
@@ -110,49 +129,83 @@ int main(void)
         CHECK(reads[r].end >= 0, "read %d (%s) never ends", r, reads[r].name);
     CHECK(n_reads > 100 && counters > 100, "%d reads, %d counter events", n_reads, counters);
 
-    /* Pass 2: compute spans nest, and each expert starts after its record's reads. */
+    /* Pass 2: compute spans nest; where each layer's MoE ran. */
     const char *stack[64];
     double stack_ts[64];
-    int depth = 0, experts = 0, layers_in_tokens = 0;
+    int stack_layer[64];
+    static struct moe moes[4096];
+    int depth = 0, n_moes = 0, layers_in_tokens = 0;
     json_array_foreach(events, i, ev) {
         const char *ph = json_string_value(json_object_get(ev, "ph"));
         double ts = json_number_value(json_object_get(ev, "ts"));
         if (!strcmp(ph, "B")) {
             const char *name = json_string_value(json_object_get(ev, "name"));
             REQUIRE(depth < 64, "spans nest deeper than 64");
+            CHECK((int)json_integer_value(json_object_get(ev, "tid")) == 1,
+                  "%s on track %d, not the compute track", name,
+                  (int)json_integer_value(json_object_get(ev, "tid")));
             if (!strcmp(name, "layer") && depth > 0 && !strcmp(stack[depth - 1], "token"))
                 layers_in_tokens++;
-            if (!strcmp(name, "expert")) {
-                CHECK(depth >= 2 && !strcmp(stack[depth - 1], "MoE") &&
-                          !strcmp(stack[depth - 2], "layer"),
-                      "an expert span outside layer > MoE");
-                json_t *args = json_object_get(ev, "args");
-                char rec[48];
-                snprintf(rec, sizeof rec, "layer %d expert %d",
-                         (int)json_integer_value(json_object_get(args, "layer")),
-                         (int)json_integer_value(json_object_get(args, "expert")));
-                int seen = 0;
-                for (int r = 1; r <= n_reads; r++)
-                    if (!strcmp(reads[r].name, rec) && reads[r].begin <= ts) {
-                        seen++;
-                        CHECK(reads[r].end <= ts, "%s computed at %.1f before its read landed at %.1f",
-                              rec, ts, reads[r].end);
-                    }
-                CHECK(seen > 0, "%s computed at %.1f with no read before", rec, ts);
-                experts++;
-            }
+            stack_layer[depth] = depth ? stack_layer[depth - 1] : -1;
+            if (!strcmp(name, "layer"))
+                stack_layer[depth] = (int)json_integer_value(
+                    json_object_get(json_object_get(ev, "args"), "layer"));
             stack_ts[depth] = ts;
             stack[depth++] = name;
         } else if (!strcmp(ph, "E")) {
             REQUIRE(depth > 0, "an end without a begin at %.1f", ts);
             depth--;
             CHECK(ts >= stack_ts[depth], "%s ends before it begins", stack[depth]);
+            if (!strcmp(stack[depth], "MoE") && n_moes < 4096)
+                moes[n_moes++] = (struct moe){stack_layer[depth], stack_ts[depth], ts};
         }
     }
     CHECK(depth == 0, "%d spans left open", depth);
-    CHECK(experts > 100, "only %d expert spans", experts);
     CHECK(layers_in_tokens == 4 * 13, "%d layer spans inside the 4 tokens, want 52", layers_in_tokens);
-    printf("%d reads, %d expert spans, %d counters: nested and causal\n", n_reads, experts, counters);
+
+    /* Pass 3: experts, on their team's track, one at a time per team, inside their
+     * layer's MoE span, and each after its record's reads. */
+    int experts = 0, per_team[N_TEAMS] = {0};
+    double team_free[N_TEAMS] = {0};
+    json_array_foreach(events, i, ev) {
+        const char *ph = json_string_value(json_object_get(ev, "ph"));
+        if (strcmp(ph, "X"))
+            continue;
+        const char *name = json_string_value(json_object_get(ev, "name"));
+        int team = (int)json_integer_value(json_object_get(ev, "tid")) - TID_TEAM0;
+        double ts = json_number_value(json_object_get(ev, "ts"));
+        double end = ts + json_number_value(json_object_get(ev, "dur"));
+        REQUIRE(!strcmp(name, "expert"), "a complete span \"%s\" that is not an expert", name);
+        REQUIRE(team >= 0 && team < N_TEAMS, "an expert on track %d, not a team's", team + TID_TEAM0);
+        json_t *args = json_object_get(ev, "args");
+        int layer = (int)json_integer_value(json_object_get(args, "layer"));
+        char rec[48];
+        snprintf(rec, sizeof rec, "layer %d expert %d", layer,
+                 (int)json_integer_value(json_object_get(args, "expert")));
+        /* Written after each round, so in order per team; timestamps are rounded to 0.1. */
+        CHECK(ts + 0.11 >= team_free[team], "team %d starts %s at %.1f before its last ended at %.1f",
+              team, rec, ts, team_free[team]);
+        team_free[team] = end;
+        int inside = 0;
+        for (int k = 0; k < n_moes; k++)
+            inside |= moes[k].layer == layer && moes[k].begin <= ts + 0.11 && end <= moes[k].end + 0.11;
+        CHECK(inside, "%s (%.1f-%.1f) outside every MoE span of its layer", rec, ts, end);
+        int seen = 0;
+        for (int r = 1; r <= n_reads; r++)
+            if (!strcmp(reads[r].name, rec) && reads[r].begin <= ts) {
+                seen++;
+                CHECK(reads[r].end <= ts, "%s computed at %.1f before its read landed at %.1f", rec,
+                      ts, reads[r].end);
+            }
+        CHECK(seen > 0, "%s computed at %.1f with no read before", rec, ts);
+        per_team[team]++;
+        experts++;
+    }
+    CHECK(experts > 100, "only %d expert spans", experts);
+    for (int k = 0; k < N_TEAMS; k++)
+        CHECK(per_team[k] > experts / 4, "team %d computed %d of %d experts", k, per_team[k], experts);
+    printf("%d reads, %d expert spans (teams: %d, %d), %d counters: nested and causal\n", n_reads,
+           experts, per_team[0], per_team[1], counters);
     json_decref(root);
     return check_result();
 }
