@@ -79,7 +79,7 @@ for n in $counts; do
     read -r p_t p_st _ _ < <(engine --predict off)
     read -r q_t q_st _ q_hit < <(engine --predict on)
     read -r f_t f_st f_mb _ < <(engine --predict on --ram floor)
-    proj=$("$k3" plan --config k3-bench --drives "$n" --drive-gbps "$(echo "$fio / $n / 1000000000" | bc -l)" \
+    proj=$("$k3" plan --config "$ckpt/config.json" --drives "$n" --drive-gbps "$(echo "$fio / $n / 1000000000" | bc -l)" \
       --cores "$(nproc)" --ram trunk --ctx 16 --calibration "$res/calibration.json" |
       sed -n 's/^  pipelined *\([0-9.]*\) s\/token.*/\1/p')
     row="{\"drives\":$n,\"round\":$r,\"emulated\":$emulated,\"mbps\":$mbps,\"fio_Bps\":$fio,\"mb_per_token\":$mb,"

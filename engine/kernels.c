@@ -37,6 +37,13 @@ void k3_rows_bf16_scalar(const uint16_t *W, int nrows, int cols, const float *X,
                 k3_dot_bf16_scalar(W + (size_t)r * cols, X + (size_t)t * ldx, cols);
 }
 
+void k3_situ_scalar(float *y, const float *g, const float *u, int n, float beta_gate,
+                    float beta_up)
+{
+    for (int i = 0; i < n; i++)
+        y[i] = k3_situ(g[i], u[i], beta_gate, beta_up);
+}
+
 static bool scalar_supported(void) { return true; }
 
 const struct k3_kernel_ops k3_kernels_scalar = {
@@ -48,6 +55,7 @@ const struct k3_kernel_ops k3_kernels_scalar = {
     .rows_bf16 = k3_rows_bf16_scalar,
     .rows_mxfp4 = k3_rows_mxfp4_scalar,
     .rows_mxfp4_q8 = k3_rows_mxfp4_q8_scalar,
+    .situ = k3_situ_scalar,
 };
 
 /* ---- choice of variant -------------------------------------------------------------- */
@@ -153,6 +161,11 @@ float k3_dot_bf16(const uint16_t *w, const float *x, int n) { return k3_kernels(
 
 float k3_dot_f32(const float *a, const float *b, int n) { return k3_kernels()->dot_f32(a, b, n); }
 
+void k3_situ_n(float *y, const float *g, const float *u, int n, float beta_gate, float beta_up)
+{
+    k3_kernels()->situ(y, g, u, n, beta_gate, beta_up);
+}
+
 struct bf16_job {
     k3_rows_bf16_fn *rows;
     const uint16_t *W, *U; /* U: the up rows of a fused SiTU, else NULL */
@@ -193,9 +206,8 @@ static void bf16_situ_chunk(void *arg, int r0, int nrows)
             j->rows(j->W + (size_t)b * j->cols, nb, j->cols, X, j->ldx, g, SITU_ROWS, nt);
             j->rows(j->U + (size_t)b * j->cols, nb, j->cols, X, j->ldx, u, SITU_ROWS, nt);
             for (int t = 0; t < nt; t++)
-                for (int i = 0; i < nb; i++)
-                    j->Y[(size_t)(t0 + t) * j->ldy + b + i] =
-                        k3_situ(g[t * SITU_ROWS + i], u[t * SITU_ROWS + i], j->beta_gate, j->beta_up);
+                k3_situ_n(j->Y + (size_t)(t0 + t) * j->ldy + b, g + t * SITU_ROWS,
+                          u + t * SITU_ROWS, nb, j->beta_gate, j->beta_up);
         }
     }
 }

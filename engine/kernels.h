@@ -77,10 +77,84 @@ float k3_rms_inv(const float *x, int n, float eps);
 static inline float k3_sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
 static inline float k3_silu(float z) { return z * k3_sigmoid(z); }
 
+/* ---- the activation of every expert row, defined op by op -------------------------------
+ *
+ * libm's expf and tanhf cost ~37 ns per SiTU, a sixth of an expert's w1/w3 pass, and
+ * have no SIMD twin that returns the same bytes.  These are Cephes' single-precision
+ * polynomials written as a fixed sequence of IEEE +, -, ×, / and bit operations, so the
+ * SIMD variants (situ in kernels_isa.h), doing the same lane by lane, give the same
+ * bytes.  Both stay within 2 ulp of expf / tanhf where the results are normal floats
+ * (tests/unit/test_kernels_scalar.c); NaN stays NaN. */
+
+static inline uint32_t k3_f32_bits(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    return b;
+}
+
+static inline float k3_bits_f32(uint32_t b)
+{
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
+
+#define K3_EXP_HI 88.0f            /* e^88 < FLT_MAX, and 2^127 the largest scale needed */
+#define K3_EXP_LO -87.3f           /* e^-87.3 is still a normal float */
+#define K3_ROUND_MAGIC 12582912.0f /* 1.5 · 2^23: adding it rounds to an integer, kept in
+                                    * the low mantissa bits */
+
+/* e^x for x clamped to [K3_EXP_LO, K3_EXP_HI]: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6
+ * polynomial, times 2^n built in the exponent bits. */
+static inline float k3_exp(float x)
+{
+    if (x > K3_EXP_HI)
+        x = K3_EXP_HI;
+    if (x < K3_EXP_LO)
+        x = K3_EXP_LO;
+    float t = x * 1.44269504088896341f + K3_ROUND_MAGIC;
+    float n = t - K3_ROUND_MAGIC;
+    float r = x - n * 0.693359375f; /* ln 2 in two parts: the first exact in a few bits */
+    r = r - n * -2.12194440e-4f;
+    float z = r * r;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * z + r + 1.0f;
+    /* n + 127 into the exponent field (n's bits sit in t; unsigned, so a NaN's wrap) */
+    float scale = k3_bits_f32((k3_f32_bits(t) - k3_f32_bits(K3_ROUND_MAGIC) + 127u) << 23);
+    return p * scale;
+}
+
+/* tanh: an odd polynomial below |x| = 0.625, else 1 - 2/(e^2|x| + 1) with x's sign. */
+static inline float k3_tanh(float x)
+{
+    float a = k3_bits_f32(k3_f32_bits(x) & 0x7fffffffu);
+    if (a > 0.625f) {
+        float big = 1.0f - 2.0f / (k3_exp(a + a) + 1.0f);
+        return k3_bits_f32(k3_f32_bits(big) | (k3_f32_bits(x) & 0x80000000u));
+    }
+    float z = x * x;
+    float p = -5.70498872745e-3f;
+    p = p * z + 2.06390887954e-2f;
+    p = p * z - 5.37397155531e-2f;
+    p = p * z + 1.33314422036e-1f;
+    p = p * z - 3.33332819422e-1f;
+    return p * z * x + x;
+}
+
 /* SiTU-GLU activation: β₁·tanh(g/β₁)·σ(g) · β₂·tanh(u/β₂); σ sees the uncapped g. */
 static inline float k3_situ(float g, float u, float beta_gate, float beta_up)
 {
-    return beta_gate * tanhf(g / beta_gate) * k3_sigmoid(g) * (beta_up * tanhf(u / beta_up));
+    float sigma = 1.0f / (1.0f + k3_exp(0.0f - g)); /* not -g: a NaN g keeps its sign */
+    return beta_gate * k3_tanh(g / beta_gate) * sigma * (beta_up * k3_tanh(u / beta_up));
 }
+
+/* y[i] = k3_situ(g[i], u[i], beta_gate, beta_up) for i < n, in the variant's SIMD width. */
+void k3_situ_n(float *y, const float *g, const float *u, int n, float beta_gate, float beta_up);
 
 #endif

@@ -158,6 +158,70 @@ static void rows_bf16_avx2(const uint16_t *W, int nrows, int cols, const float *
     }
 }
 
+/* ---- SiTU: kernels.h's k3_exp, k3_tanh and k3_situ, op for op, 8 lanes ----------- */
+
+static inline __m256 ps(float v) { return _mm256_set1_ps(v); }
+
+static inline __m256 mul_add(__m256 p, __m256 r, float c)
+{
+    return _mm256_add_ps(_mm256_mul_ps(p, r), ps(c));
+}
+
+static inline __m256 exp8(__m256 x)
+{
+    x = _mm256_blendv_ps(x, ps(K3_EXP_HI), _mm256_cmp_ps(x, ps(K3_EXP_HI), _CMP_GT_OQ));
+    x = _mm256_blendv_ps(x, ps(K3_EXP_LO), _mm256_cmp_ps(x, ps(K3_EXP_LO), _CMP_LT_OQ));
+    __m256 t = _mm256_add_ps(_mm256_mul_ps(x, ps(1.44269504088896341f)), ps(K3_ROUND_MAGIC));
+    __m256 n = _mm256_sub_ps(t, ps(K3_ROUND_MAGIC));
+    __m256 r = _mm256_sub_ps(x, _mm256_mul_ps(n, ps(0.693359375f)));
+    r = _mm256_sub_ps(r, _mm256_mul_ps(n, ps(-2.12194440e-4f)));
+    __m256 z = _mm256_mul_ps(r, r);
+    __m256 p = ps(1.9875691500e-4f);
+    p = mul_add(p, r, 1.3981999507e-3f);
+    p = mul_add(p, r, 8.3334519073e-3f);
+    p = mul_add(p, r, 4.1665795894e-2f);
+    p = mul_add(p, r, 1.6666665459e-1f);
+    p = mul_add(p, r, 5.0000001201e-1f);
+    p = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(p, z), r), ps(1.0f));
+    __m256i e = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32((int)k3_f32_bits(K3_ROUND_MAGIC)));
+    e = _mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+static inline __m256 tanh8(__m256 x)
+{
+    __m256i xi = _mm256_castps_si256(x);
+    __m256 a = _mm256_castsi256_ps(_mm256_and_si256(xi, _mm256_set1_epi32(0x7fffffff)));
+    __m256 big = _mm256_sub_ps(ps(1.0f), _mm256_div_ps(ps(2.0f), _mm256_add_ps(exp8(_mm256_add_ps(a, a)), ps(1.0f))));
+    big = _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(big),
+                                              _mm256_and_si256(xi, _mm256_set1_epi32(INT32_MIN))));
+    __m256 z = _mm256_mul_ps(x, x);
+    __m256 p = ps(-5.70498872745e-3f);
+    p = mul_add(p, z, 2.06390887954e-2f);
+    p = mul_add(p, z, -5.37397155531e-2f);
+    p = mul_add(p, z, 1.33314422036e-1f);
+    p = mul_add(p, z, -3.33332819422e-1f);
+    __m256 small = _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(p, z), x), x);
+    return _mm256_blendv_ps(small, big, _mm256_cmp_ps(a, ps(0.625f), _CMP_GT_OQ));
+}
+
+static void situ_avx2(float *y, const float *g, const float *u, int n, float beta_gate,
+                      float beta_up)
+{
+    __m256 bg = ps(beta_gate), bu = ps(beta_up);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 gv = _mm256_loadu_ps(g + i), uv = _mm256_loadu_ps(u + i);
+        __m256 neg_g = _mm256_sub_ps(_mm256_setzero_ps(), gv);
+        __m256 sigma = _mm256_div_ps(ps(1.0f), _mm256_add_ps(ps(1.0f), exp8(neg_g)));
+        __m256 gate = _mm256_mul_ps(_mm256_mul_ps(bg, tanh8(_mm256_div_ps(gv, bg))), sigma);
+        __m256 up = _mm256_mul_ps(bu, tanh8(_mm256_div_ps(uv, bu)));
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(gate, up));
+    }
+    for (; i < n; i++)
+        y[i] = k3_situ(g[i], u[i], beta_gate, beta_up);
+}
+
 K3_TARGET_END
 
 const struct k3_kernel_ops k3_kernels_avx2 = {
@@ -169,4 +233,5 @@ const struct k3_kernel_ops k3_kernels_avx2 = {
     .rows_bf16 = rows_bf16_avx2,
     .rows_mxfp4 = k3_rows_mxfp4_avx2,
     .rows_mxfp4_q8 = k3_rows_mxfp4_q8_scalar,
+    .situ = situ_avx2,
 };

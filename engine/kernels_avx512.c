@@ -131,6 +131,70 @@ static void rows_bf16_avx512(const uint16_t *W, int nrows, int cols, const float
     }
 }
 
+/* ---- SiTU: kernels.h's k3_exp, k3_tanh and k3_situ, op for op, 16 lanes ---------- */
+
+static inline __m512 ps(float v) { return _mm512_set1_ps(v); }
+
+static inline __m512 mul_add(__m512 p, __m512 r, float c)
+{
+    return _mm512_add_ps(_mm512_mul_ps(p, r), ps(c));
+}
+
+static inline __m512 exp16(__m512 x)
+{
+    x = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, ps(K3_EXP_HI), _CMP_GT_OQ), x, ps(K3_EXP_HI));
+    x = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, ps(K3_EXP_LO), _CMP_LT_OQ), x, ps(K3_EXP_LO));
+    __m512 t = _mm512_add_ps(_mm512_mul_ps(x, ps(1.44269504088896341f)), ps(K3_ROUND_MAGIC));
+    __m512 n = _mm512_sub_ps(t, ps(K3_ROUND_MAGIC));
+    __m512 r = _mm512_sub_ps(x, _mm512_mul_ps(n, ps(0.693359375f)));
+    r = _mm512_sub_ps(r, _mm512_mul_ps(n, ps(-2.12194440e-4f)));
+    __m512 z = _mm512_mul_ps(r, r);
+    __m512 p = ps(1.9875691500e-4f);
+    p = mul_add(p, r, 1.3981999507e-3f);
+    p = mul_add(p, r, 8.3334519073e-3f);
+    p = mul_add(p, r, 4.1665795894e-2f);
+    p = mul_add(p, r, 1.6666665459e-1f);
+    p = mul_add(p, r, 5.0000001201e-1f);
+    p = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(p, z), r), ps(1.0f));
+    __m512i e = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_set1_epi32((int)k3_f32_bits(K3_ROUND_MAGIC)));
+    e = _mm512_slli_epi32(_mm512_add_epi32(e, _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+static inline __m512 tanh16(__m512 x)
+{
+    __m512i xi = _mm512_castps_si512(x);
+    __m512 a = _mm512_castsi512_ps(_mm512_and_si512(xi, _mm512_set1_epi32(0x7fffffff)));
+    __m512 big = _mm512_sub_ps(ps(1.0f), _mm512_div_ps(ps(2.0f), _mm512_add_ps(exp16(_mm512_add_ps(a, a)), ps(1.0f))));
+    big = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(big),
+                                              _mm512_and_si512(xi, _mm512_set1_epi32(INT32_MIN))));
+    __m512 z = _mm512_mul_ps(x, x);
+    __m512 p = ps(-5.70498872745e-3f);
+    p = mul_add(p, z, 2.06390887954e-2f);
+    p = mul_add(p, z, -5.37397155531e-2f);
+    p = mul_add(p, z, 1.33314422036e-1f);
+    p = mul_add(p, z, -3.33332819422e-1f);
+    __m512 small = _mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(p, z), x), x);
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, ps(0.625f), _CMP_GT_OQ), small, big);
+}
+
+static void situ_avx512(float *y, const float *g, const float *u, int n, float beta_gate,
+                        float beta_up)
+{
+    __m512 bg = ps(beta_gate), bu = ps(beta_up);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 gv = _mm512_loadu_ps(g + i), uv = _mm512_loadu_ps(u + i);
+        __m512 neg_g = _mm512_sub_ps(_mm512_setzero_ps(), gv);
+        __m512 sigma = _mm512_div_ps(ps(1.0f), _mm512_add_ps(ps(1.0f), exp16(neg_g)));
+        __m512 gate = _mm512_mul_ps(_mm512_mul_ps(bg, tanh16(_mm512_div_ps(gv, bg))), sigma);
+        __m512 up = _mm512_mul_ps(bu, tanh16(_mm512_div_ps(uv, bu)));
+        _mm512_storeu_ps(y + i, _mm512_mul_ps(gate, up));
+    }
+    for (; i < n; i++)
+        y[i] = k3_situ(g[i], u[i], beta_gate, beta_up);
+}
+
 K3_TARGET_END
 
 const struct k3_kernel_ops k3_kernels_avx512 = {
@@ -142,6 +206,7 @@ const struct k3_kernel_ops k3_kernels_avx512 = {
     .rows_bf16 = rows_bf16_avx512,
     .rows_mxfp4 = k3_rows_mxfp4_avx512,
     .rows_mxfp4_q8 = k3_rows_mxfp4_q8_scalar,
+    .situ = situ_avx512,
 };
 
 /* The same bf16 kernels; MXFP4 with the VBMI nibble decode and the int8 path with VNNI
@@ -155,4 +220,5 @@ const struct k3_kernel_ops k3_kernels_avx512vbmi = {
     .rows_bf16 = rows_bf16_avx512,
     .rows_mxfp4 = k3_rows_mxfp4_avx512vbmi,
     .rows_mxfp4_q8 = k3_rows_mxfp4_q8_avx512vnni,
+    .situ = situ_avx512,
 };

@@ -26,6 +26,10 @@ struct k3_q8;
 typedef void k3_rows_mxfp4_q8_fn(const uint8_t *packed, const uint8_t *scales, int nrows,
                                  const struct k3_q8 *xq, float *Y, int ldy);
 
+/* y[i] = k3_situ(g[i], u[i], beta_gate, beta_up) for i < n (kernels.h). */
+typedef void k3_situ_fn(float *y, const float *g, const float *u, int n, float beta_gate,
+                        float beta_up);
+
 /* SIMD mat-muls decode a weight row block once for up to this many tokens, and the bf16
  * ones advance up to this many rows together. */
 #define K3_TOKEN_BLOCK 4
@@ -74,6 +78,7 @@ struct k3_kernel_ops {
     k3_rows_bf16_fn *rows_bf16;
     k3_rows_mxfp4_fn *rows_mxfp4;
     k3_rows_mxfp4_q8_fn *rows_mxfp4_q8; /* the optional int8-activation path */
+    k3_situ_fn *situ;                   /* k3_situ_n */
 };
 
 /* Best first; the scalar reference last (always supported). */
@@ -93,6 +98,7 @@ float k3_dot_f32_scalar(const float *a, const float *b, int n);
 float k3_dot_mxfp4_scalar(const uint8_t *packed, const uint8_t *scales, const float *x, int n);
 k3_rows_bf16_fn k3_rows_bf16_scalar;
 k3_rows_mxfp4_fn k3_rows_mxfp4_scalar;
+k3_situ_fn k3_situ_scalar;
 k3_rows_mxfp4_q8_fn k3_rows_mxfp4_q8_scalar;
 
 /* AVX2 (kernels_avx2.c, mxfp4_avx2.c) and AVX-512 (kernels_avx512.c, mxfp4_avx512.c):

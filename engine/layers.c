@@ -107,8 +107,7 @@ void k3_route_k(const struct k3_config *c, const float *logits, const float *bia
 
 void k3_situ_vec(float *y, const float *g, const float *u, int n, const struct k3_config *c)
 {
-    for (int i = 0; i < n; i++)
-        y[i] = k3_situ(g[i], u[i], c->situ_beta, c->situ_linear_beta);
+    k3_situ_n(y, g, u, n, c->situ_beta, c->situ_linear_beta);
 }
 
 float k3_kda_gate(float u, float a_log_head, float lower_bound)

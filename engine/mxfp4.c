@@ -157,9 +157,8 @@ static void mxfp4_situ_chunk(void *arg, int r0, int nrows)
                 j->rows(j->p3 + b * prow, j->s3 + b * srow, nb, j->cols, X, j->ldx, u, SITU_ROWS, nt);
             }
             for (int t = 0; t < nt; t++)
-                for (int i = 0; i < nb; i++)
-                    j->Y[(size_t)(t0 + t) * j->ldy + b + i] =
-                        k3_situ(g[t * SITU_ROWS + i], u[t * SITU_ROWS + i], j->beta_gate, j->beta_up);
+                k3_situ_n(j->Y + (size_t)(t0 + t) * j->ldy + b, g + t * SITU_ROWS,
+                          u + t * SITU_ROWS, nb, j->beta_gate, j->beta_up);
         }
     }
 }

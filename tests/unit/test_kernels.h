@@ -282,6 +282,52 @@ static void test_matmuls(const struct k3_kernel_ops *k, uint64_t seed)
 }
 
 /* Selects variant name and runs every comparison; 77 when the CPU lacks it. */
+/* Inputs for SiTU: a sweep through both polynomial/exp branch points, the clamps of the
+ * exponential, zeros, subnormals, infinities and NaNs of both signs, then random ones. */
+static int situ_inputs(float *g, float *u, int max, struct k3_rng *r)
+{
+    static const float specials[] = {0.0f, -0.0f, 0.625f, -0.625f, 0.62500006f, 1e-40f, -1e-40f,
+                                     44.0f, -44.0f, 88.0f, -88.0f, 1e30f, -1e30f};
+    int n = 0;
+    for (size_t i = 0; i < sizeof specials / sizeof specials[0]; i++)
+        for (size_t j = 0; j < sizeof specials / sizeof specials[0]; j++, n++)
+            g[n] = specials[i], u[n] = specials[j];
+    g[n] = INFINITY, u[n++] = -INFINITY;
+    g[n] = -INFINITY, u[n++] = INFINITY;
+    g[n] = NAN, u[n++] = 1.0f;
+    g[n] = -NAN, u[n++] = -NAN;
+    g[n] = 2.0f, u[n++] = -NAN;
+    for (float v = -30.0f; v <= 30.0f && n < max; v += 0.01171875f, n++)
+        g[n] = v, u[n] = -1.5f * v;
+    while (n < max) {
+        g[n] = (float)(4.0 * k3_rng_normal(r));
+        u[n++] = (float)(8.0 * k3_rng_normal(r));
+    }
+    return n;
+}
+
+/* The variant's SiTU gives the scalar reference's bytes, at every length (tails). */
+static void test_situ(const struct k3_kernel_ops *k, uint64_t seed)
+{
+    enum { N = 8192 };
+    static float g[N], u[N], want[N], got[N];
+    struct k3_rng r;
+    k3_rng_seed(&r, seed);
+    int n = situ_inputs(g, u, N, &r);
+    for (int len = 0; len <= 40; len++) {
+        k3_situ_scalar(want, g, u, len, 4.0f, 25.0f);
+        k->situ(got, g, u, len, 4.0f, 25.0f);
+        long d = first_diff(want, got, (size_t)len);
+        CHECK(d < 0, "%s situ, length %d: [%ld] %a vs %a", k->name, len, d, want[d], got[d]);
+    }
+    k3_situ_scalar(want, g, u, n, 4.0f, 25.0f);
+    k->situ(got, g, u, n, 4.0f, 25.0f);
+    long d = first_diff(want, got, (size_t)n);
+    CHECK(d < 0, "%s situ(%a, %a): %a, scalar %a", k->name, d >= 0 ? g[d] : 0, d >= 0 ? u[d] : 0,
+          d >= 0 ? got[d] : 0, d >= 0 ? want[d] : 0);
+    printf("%s: SiTU bytewise equal to the scalar reference on %d inputs\n", k->name, n);
+}
+
 static inline int run_variant_tests(const char *name)
 {
     const struct k3_kernel_ops *k = k3_kernels_find(name);
@@ -293,6 +339,7 @@ static inline int run_variant_tests(const char *name)
     REQUIRE(!strcmp(k3_kernels_name(), name), "running %s, not %s", k3_kernels_name(), name);
     test_dots(k, 1);
     test_matmuls(k, 2);
+    test_situ(k, 5);
     return check_result();
 }
 

@@ -5,7 +5,8 @@
  * product of n terms rounds each product once and each lane adds m = ceil(n/16) of them,
  * then 4 tree levels, so |got − exact| ≤ (m + 5)·u·Σ|w_i·x_i|.  An MXFP4 dot product of
  * G = n/32 groups rounds the product, the pair sum t and (for subnormal results only) the
- * scaled t, then G lane adds and 4 tree levels: |got − exact| ≤ (G + 7)·u·Σ|v_i·x_i|. */
+ * scaled t, then G lane adds and 4 tree levels: |got − exact| ≤ (G + 7)·u·Σ|v_i·x_i|.
+ * k3_exp and k3_tanh (kernels.h) stay within 2 ulp of libm's expf and tanhf. */
 #include "tests/unit/test_kernels.h"
 
 static void test_selection(void)
@@ -85,6 +86,43 @@ static void test_mxfp4_against_double(void)
     free(p), free(s), free(x);
 }
 
+/* ulps between two floats of the same sign (0 when equal). */
+static double ulps(float a, float b)
+{
+    double step = fabs(nextafterf(b, INFINITY) - b);
+    return fabs((double)a - (double)b) / step;
+}
+
+/* k3_exp and k3_tanh against libm where the result is a normal float, and SiTU against
+ * the same formula in double. */
+static void test_activation_accuracy(void)
+{
+    double worst_exp = 0, worst_tanh = 0, worst_situ = 0;
+    for (float x = -87.0f; x <= 88.0f; x += 0.0009765625f) {
+        worst_exp = fmax(worst_exp, ulps(k3_exp(x), expf(x)));
+        if (fabsf(x) < 10.0f)
+            worst_tanh = fmax(worst_tanh, ulps(k3_tanh(x), tanhf(x)));
+    }
+    for (float x = 1e-30f; x < 0.7f; x *= 1.001f) {
+        worst_tanh = fmax(worst_tanh, ulps(k3_tanh(x), tanhf(x)));
+        worst_tanh = fmax(worst_tanh, ulps(k3_tanh(-x), tanhf(-x)));
+    }
+    CHECK(worst_exp <= 2.0, "k3_exp is %.2f ulp from expf", worst_exp);
+    CHECK(worst_tanh <= 2.0, "k3_tanh is %.2f ulp from tanhf", worst_tanh);
+    CHECK(k3_tanh(30.0f) == 1.0f && k3_tanh(-30.0f) == -1.0f && isnan(k3_tanh(NAN)),
+          "tanh(±30), tanh(NaN)");
+    CHECK(k3_exp(100.0f) == k3_exp(K3_EXP_HI) && isnan(k3_exp(NAN)), "exp's clamp, exp(NaN)");
+    for (float g = -20.0f; g <= 20.0f; g += 0.0078125f) {
+        float u = 0.75f * g - 1.0f;
+        double want = 4.0 * tanh(g / 4.0) / (1.0 + exp(-(double)g)) * (25.0 * tanh(u / 25.0));
+        double scale = fmax(fabs(want), 1e-3);
+        worst_situ = fmax(worst_situ, fabs(k3_situ(g, u, 4.0f, 25.0f) - want) / scale);
+    }
+    CHECK(worst_situ < 4e-6, "SiTU relative error %.2e", worst_situ);
+    printf("k3_exp within %.2f ulp of expf, k3_tanh within %.2f ulp of tanhf, SiTU within %.1e "
+           "of double\n", worst_exp, worst_tanh, worst_situ);
+}
+
 int main(void)
 {
     setenv("K3_KERNELS", "scalar", 1);
@@ -94,5 +132,6 @@ int main(void)
     /* The scalar variant through the public entries: itself, and 1 vs 2 threads. */
     test_dots(&k3_kernels_scalar, 3);
     test_matmuls(&k3_kernels_scalar, 4);
+    test_activation_accuracy();
     return check_result();
 }
