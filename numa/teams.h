@@ -30,7 +30,9 @@ int k3numa_teams_node(const struct k3numa_teams *t, int team);
 
 /* Calls fn(arg, team) on every thread of every team, concurrently, and returns when all
  * have returned.  Inside fn, k3numa_team_self tells a thread its place and
- * k3numa_team_barrier waits for its team.  When OpenMP gives fewer threads than planned,
+ * k3numa_team_barrier waits for its team; every thread of a team must make the same
+ * sequence of barrier and kernel calls (a kernel called by one member alone waits for the
+ * others forever).  When OpenMP gives fewer threads than planned,
  * or when called inside a parallel region, each team's work runs on the calling thread
  * alone, one team after the other (same results: nothing depends on the split). */
 void k3numa_teams_run(struct k3numa_teams *t, void (*fn)(void *arg, int team), void *arg);
