@@ -143,6 +143,27 @@ static void real_memory(struct k3numa_topo *t)
           "unbound area: rc %d bound %d", rc, a.bound);
     if (rc == 0)
         k3numa_area_free(t, &a);
+
+    /* Parts of one area placed separately, as the stream places its read area: the first
+     * half interleaved over the nodes (here the same node twice), the second bound. */
+    int node = l->nodes[0].os_index, twice[2] = {node, node};
+    rc = k3numa_area_alloc(t, &a, 4 * MiB, -1);
+    REQUIRE(rc == 0, "4 MiB unbound: %d", rc);
+    CHECK(k3numa_range_interleave(t, a.p, 2 * MiB, twice, 2) == 0, "interleave the first half");
+    CHECK(k3numa_range_bind(t, (char *)a.p + 2 * MiB, 2 * MiB, node) == 0, "bind the second half");
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+    hwloc_membind_policy_t pol;
+    rc = hwloc_get_area_membind(k3numa_topo_hwloc(t), a.p, 2 * MiB, set, &pol,
+                                HWLOC_MEMBIND_BYNODESET);
+    CHECK(rc == 0 && pol == HWLOC_MEMBIND_INTERLEAVE && hwloc_bitmap_isset(set, (unsigned)node),
+          "first half: rc %d policy %d", rc, (int)pol);
+    hwloc_bitmap_free(set);
+    CHECK(bound_to(t, (char *)a.p + 2 * MiB, 2 * MiB, node), "second half not bound");
+    memset(a.p, 1, a.len);
+    int nodes[8];
+    int nn = k3numa_area_nodes(t, a.p, a.len, nodes, 8);
+    CHECK(nn == 1 && nodes[0] == node, "split area on %d nodes, first %d", nn, nn > 0 ? nodes[0] : -1);
+    k3numa_area_free(t, &a);
     CHECK(k3numa_area_alloc(t, &a, 4096, 4096) == -EINVAL, "node 4096 is not here");
 }
 
