@@ -39,8 +39,9 @@ for r in $(seq 1 "$rounds"); do
   read -r s_t s_st mb _ < <(run --sync --predict off)
   read -r p_t p_st _ _ < <(run --predict off)
   read -r q_t q_st _ _ < <(run --predict on)
-  floor=$(echo "$mb * 1000000 / $fio" | bc -l)
-  compute=$(echo "$s_t - $s_st" | bc -l)
+  # printf, not bc's own output: bc prints .797 for 0.797, which is not JSON
+  floor=$(printf '%.6f' "$(echo "$mb * 1000000 / $fio" | bc -l)")
+  compute=$(printf '%.6f' "$(echo "$s_t - $s_st" | bc -l)")
   bound=$(echo "if ($floor > $compute) $floor else $compute" | bc -l)
   printf 'round %d: fio %.0f MB/s, %.0f MB/token: I/O floor %.3f s, compute %.3f s; sync %.3f s; pipeline %.3f s (%.2fx bound, %.2fx sync); predict %.3f s (%.2fx bound, %.2fx sync, stall %.3f s)\n' \
     "$r" "$(echo "$fio / 1000000" | bc -l)" "$mb" "$floor" "$compute" "$s_t" "$p_t" \
