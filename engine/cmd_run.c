@@ -24,6 +24,7 @@
 #include "engine/options.h"
 #include "engine/packed.h"
 #include "engine/placement.h"
+#include "numa/teams.h"
 #include "engine/sampler.h"
 #include "engine/stream.h"
 #include "engine/trace.h"
@@ -537,6 +538,16 @@ static int generate(const struct run_opts *o, struct k3_err *err)
                     (unsigned long long)fc.eagain, (unsigned long long)fc.delays,
                     (unsigned long long)fc.corrupt, (unsigned long long)fc.lost,
                     (unsigned long long)st.retries, (unsigned long long)st.replica_reads);
+        }
+        int n_teams = k3numa_teams_count(r.ss.teams);
+        if (o->verbose && n_teams > 1) {
+            char line[1024];
+            int at = snprintf(line, sizeof line, "k3-uring: routed experts computed by");
+            for (int i = 0; i < n_teams && at < (int)sizeof line; i++)
+                at += snprintf(line + at, sizeof line - (size_t)at, "%s team %d (node %d) %llu",
+                               i ? "," : "", i, k3numa_teams_node(r.ss.teams, i),
+                               (unsigned long long)k3_session_team_experts(&r.ss, i));
+            fprintf(stderr, "%s\n", line);
         }
         if (r.store->stats.nan_scale_groups)
             fprintf(stderr, "k3-uring: %llu MXFP4 groups had the reserved scale 255 (zeroed)\n",

@@ -24,6 +24,7 @@ struct team_scratch {
     float *yt;            /* [C][H_l] its outputs */
     struct expert_job *jobs; /* [C * k] this round's experts, in the order they landed */
     int n_jobs;
+    uint64_t computed;    /* experts computed since the session began */
 };
 
 /* Scratch for one chunk of up to K3_CHUNK tokens (C below); shapes per buffer. */
@@ -200,6 +201,11 @@ oom:
                    k3_session_state_bytes(c, max_ctx) / 1e6);
 }
 
+uint64_t k3_session_team_experts(const struct k3_session *ss, int team)
+{
+    return team >= 0 && team < ss->s->n_teams ? ss->s->team[team].computed : 0;
+}
+
 void k3_session_free(struct k3_session *ss)
 {
     const struct k3_model *m = ss->m;
@@ -356,6 +362,7 @@ static int routed_experts(struct k3_session *ss, int l, const int *batch, int nb
         for (; rc == 0; rc = store->ops->next(store, false, &got, err)) {
             struct team_scratch *ts = &s->team[got.team % s->n_teams];
             ts->jobs[ts->n_jobs++] = (struct expert_job){batch[got.index], got.record, 0, 0};
+            ts->computed++;
             if (++done == nb)
                 break;
         }

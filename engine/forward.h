@@ -74,6 +74,8 @@ int k3_session_init_placed(struct k3_session *ss, const struct k3_model *m,
                            struct k3_expert_store *experts, int max_ctx,
                            const struct k3numa_plan *plan, struct k3_err *err);
 void k3_session_free(struct k3_session *ss);
+/* Routed experts team `team` has computed since the session began (0 for no such team). */
+uint64_t k3_session_team_experts(const struct k3_session *ss, int team);
 
 /* Runs n tokens at positions pos..pos+n-1.  logits: NULL, or [n][vocab] when
  * all_logits, or [vocab] for the last token only. */

@@ -27,10 +27,17 @@ for case in "pack:2 [numa] core:2 pu:1" "pack:2 numa:2 core:1 pu:2" "[numa] core
   topo=${case%%|*} extra=""
   [[ $case == *"|"* ]] && extra=${case#*|}
   # shellcheck disable=SC2086
-  K3_TOPOLOGY="synthetic:$topo" "$K3" run "${args[@]}" -q -v $extra --logits-out "$d/got.f32" \
+  K3_TOPOLOGY="synthetic:$topo" "$K3" run "${args[@]}" -v $extra --logits-out "$d/got.f32" \
     >/dev/null 2>"$d/err" || { fail "$topo: $(cat "$d/err")"; continue; }
   cmp -s "$d/want.f32" "$d/got.f32" || fail "synthetic $topo $extra: logits differ"
-  echo "synthetic $topo $extra: $(grep -Ec 'node [0-9]+: [0-9]+ thread' "$d/err") nodes with a team, identical"
+  teams=$(grep -Ec 'node [0-9]+: [0-9]+ thread' "$d/err") counts=""
+  # every team computes a share of the experts (records are dealt over the teams' buffers)
+  if ((teams > 1)); then
+    counts=$(sed -n 's/^k3-uring: routed experts computed by//p' "$d/err")
+    [[ $(grep -o 'team [0-9]* (node [0-9]*) [1-9][0-9]*' <<<"$counts" | wc -l) == "$teams" ]] ||
+      fail "synthetic $topo $extra: not every team computed experts: $counts"
+  fi
+  echo "synthetic $topo $extra: $teams nodes with a team, identical;${counts:- one team}"
 done
 expect_error 1 "unset OMP_PROC_BIND" env OMP_PROC_BIND=true "$K3" run "${args[@]}" -q
 expect_error 2 "--numa: \"maybe\" is not auto or off" "$K3" run "${args[@]}" --numa maybe
