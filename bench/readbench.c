@@ -16,10 +16,10 @@
 
 struct opts {
     char backend[16];
-    long depth, block_kib, size_mib, seconds, seed, thp;
+    long depth, block_kib, size_mib, seconds, seed, thp, io_threads;
 };
 
-static struct opts o = {"io_uring", 8, 1024, 1024, 10, 1, 0};
+static struct opts o = {"io_uring", 8, 1024, 1024, 10, 1, 0, 0};
 
 /* The options as data, so that --help prints each with its default and cannot drift. */
 static const struct opt {
@@ -36,6 +36,9 @@ static const struct opt {
     {"--seconds", NULL, &o.seconds, 1, "run time"},
     {"--seed", NULL, &o.seed, 0, "offset generator seed"},
     {"--thp", NULL, &o.thp, 0, "1: buffers on transparent huge pages (MADV_HUGEPAGE)"},
+    {"--io-threads", NULL, &o.io_threads, 0,
+     "io_uring: > 1 reads from an I/O thread with its own ring (the file on thread 0), "
+     "handing chunks over as the engine does on several NUMA nodes"},
 };
 #define N_OPTS (sizeof opt_table / sizeof opt_table[0])
 
@@ -144,7 +147,8 @@ int main(int argc, char **argv)
     char *area = alloc_area((size_t)depth * block, o.thp);
     struct k3io_config cfg = {.backend = backend, .fds = &f.fd, .n_files = 1, .area = area,
                               .area_bytes = (size_t)depth * block, .queue_depth = (unsigned)depth,
-                              .max_io_bytes = block, .pread_threads = depth};
+                              .max_io_bytes = block, .pread_threads = depth,
+                              .io_threads = (int)o.io_threads, .file_thread = (const int[]){0}};
     char note[256];
     struct k3io_reader *r;
     if (!area || (rc = k3io_reader_create(&r, &cfg, note, sizeof note))) {

@@ -26,8 +26,16 @@ int k3_placement_init(struct k3_placement *pl, const char *const *drives, int n_
     if (e)
         return k3_errf(err, "loading the machine's topology (hwloc): %s", strerror(-e));
     int *nodes = calloc((size_t)n_drives + 1, sizeof *nodes);
-    if (!nodes)
+    pl->drives = calloc((size_t)n_drives + 1, sizeof *pl->drives);
+    if (!nodes || !pl->drives) {
+        free(nodes);
         return k3_errf(err, "out of memory");
+    }
+    for (int d = 0; d < n_drives; d++)
+        if (!(pl->drives[pl->n_drives++] = strdup(drives[d]))) {
+            free(nodes);
+            return k3_errf(err, "out of memory");
+        }
     for (int d = 0; d < n_drives; d++) {
         char why[160] = "";
         if (k3numa_topo_path_node(pl->topo, drives[d], &nodes[d], why, sizeof why) || nodes[d] < 0)
@@ -69,8 +77,28 @@ void k3_placement_print(FILE *f, const struct k3_placement *pl, uint64_t buffer_
     free(per_node);
 }
 
+int k3_placement_drive_team(const struct k3_placement *pl, const char *path)
+{
+    for (int d = 0; d < pl->n_drives && d < pl->plan->n_drives; d++)
+        if (!strcmp(pl->drives[d], path))
+            return pl->plan->drive_team[d];
+    return 0;
+}
+
+int k3_placement_pin_to_team(const struct k3_placement *pl, int team)
+{
+    const struct k3numa_plan *p = pl->plan;
+    if (!p->bind || team < 0 || team >= p->n_teams)
+        return 0;
+    const struct k3numa_team *t = &p->teams[team];
+    return k3numa_bind_thread(pl->topo, p->thread_cpu + t->first_thread, t->n_threads);
+}
+
 void k3_placement_free(struct k3_placement *pl)
 {
+    for (int d = 0; d < pl->n_drives; d++)
+        free(pl->drives[d]);
+    free(pl->drives);
     k3numa_plan_free(pl->plan);
     k3numa_topo_destroy(pl->topo);
     memset(pl, 0, sizeof *pl);

@@ -68,6 +68,7 @@ struct k3_stream {
     struct k3_stream_opts o;
     struct k3io_reader *r;
     int *fds;
+    int *drive_team;              /* [n_drives] the team (and I/O thread) reading each drive */
     uint8_t *area;
     size_t area_bytes;
     struct k3_budget budget;
@@ -939,6 +940,13 @@ static void place_buffers(struct k3_stream *s)
         }
 }
 
+/* An I/O thread of the reader starts: it runs on its team's node (plan.h rule 5). */
+static void pin_io_thread(void *ctx, int team)
+{
+    const struct k3_stream *s = ctx;
+    k3_placement_pin_to_team(s->o.place, team);
+}
+
 static int load_resident(struct k3_stream *s, struct k3_err *err)
 {
     for (int i = 0; i < s->n_segments; i++)
@@ -975,12 +983,15 @@ int k3_stream_open(struct k3_stream **out, struct k3_model *m, const struct k3_s
         place_buffers(s);
     if (!rc) {
         s->fds = calloc((size_t)s->p->n_drives, sizeof *s->fds);
+        s->drive_team = calloc((size_t)s->p->n_drives, sizeof *s->drive_team);
         s->drive_failures = calloc((size_t)s->p->n_drives, sizeof *s->drive_failures);
         s->drive_lost = calloc((size_t)s->p->n_drives, sizeof *s->drive_lost);
-        if (!s->fds || !s->drive_failures || !s->drive_lost)
+        if (!s->fds || !s->drive_team || !s->drive_failures || !s->drive_lost)
             rc = k3_errf(err, "out of memory");
-        for (int d = 0; !rc && d < s->p->n_drives; d++)
+        for (int d = 0; !rc && d < s->p->n_drives; d++) {
             s->fds[d] = s->p->drives[d].data.fd;
+            s->drive_team[d] = o->place ? k3_placement_drive_team(o->place, s->p->drives[d].path) : 0;
+        }
     }
     if (!rc) {
         struct k3io_config rc_cfg = {
@@ -992,6 +1003,11 @@ int k3_stream_open(struct k3_stream **out, struct k3_model *m, const struct k3_s
             .queue_depth = 64,
             .max_io_bytes = 1u << 20,
             .background_depth = (unsigned)(o->prefetch_depth * s->p->n_drives),
+            /* several nodes: an I/O thread and ring per node, reading its drives */
+            .io_threads = s->n_teams > 1 ? s->n_teams : 0,
+            .file_thread = s->drive_team,
+            .thread_start = pin_io_thread,
+            .thread_ctx = s,
         };
         int e = k3io_reader_create(&s->r, &rc_cfg, note, note_len);
         if (e)
@@ -1033,6 +1049,7 @@ void k3_stream_close(struct k3_stream *s)
     free(s->resident);
     free(s->records);
     free(s->batch_slot);
+    free(s->drive_team);
     free(s->team_load);
     free(s->batch_done);
     free(s->layer_stats);

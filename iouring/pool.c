@@ -9,55 +9,18 @@
 
 #include "iouring/reader_internal.h"
 
-struct fifo {
-    struct k3io_chunk *head, *tail;
-};
-
 struct pool {
     pthread_mutex_t lock;
     pthread_cond_t work_ready;  /* workers wait here */
     pthread_cond_t done_ready;  /* the reader's thread waits here */
-    struct fifo work, done;     /* under lock */
+    struct k3io_fifo work, done; /* under lock */
     bool stopping;              /* under lock */
-    struct fifo staged;         /* the reader's thread only: queued, not yet flushed */
+    struct k3io_fifo staged;    /* the reader's thread only: queued, not yet flushed */
     unsigned n_staged;
     const int *fds;             /* [n_files], read-only while workers run */
     int n_threads;
     pthread_t threads[];
 };
-
-static void fifo_push(struct fifo *f, struct k3io_chunk *c)
-{
-    c->next = NULL;
-    if (f->tail)
-        f->tail->next = c;
-    else
-        f->head = c;
-    f->tail = c;
-}
-
-static struct k3io_chunk *fifo_pop(struct fifo *f)
-{
-    struct k3io_chunk *c = f->head;
-    if (c) {
-        f->head = c->next;
-        if (!f->head)
-            f->tail = NULL;
-    }
-    return c;
-}
-
-static void fifo_splice(struct fifo *to, struct fifo *from)
-{
-    if (!from->head)
-        return;
-    if (to->tail)
-        to->tail->next = from->head;
-    else
-        to->head = from->head;
-    to->tail = from->tail;
-    from->head = from->tail = NULL;
-}
 
 /* Workers leave only when told to stop and the work FIFO is empty, so destroy never
  * abandons a read that could still land in the caller's memory. */
@@ -68,14 +31,14 @@ static void *worker(void *arg)
     for (;;) {
         while (!p->work.head && !p->stopping)
             pthread_cond_wait(&p->work_ready, &p->lock);
-        struct k3io_chunk *c = fifo_pop(&p->work);
+        struct k3io_chunk *c = k3io__fifo_pop(&p->work);
         if (!c)
             break;
         pthread_mutex_unlock(&p->lock);
         ssize_t n = pread(p->fds[c->file], c->buf, c->len, (off_t)c->offset);
         c->res = n < 0 ? -errno : (int32_t)n;
         pthread_mutex_lock(&p->lock);
-        fifo_push(&p->done, c);
+        k3io__fifo_push(&p->done, c);
         pthread_cond_signal(&p->done_ready);
     }
     pthread_mutex_unlock(&p->lock);
@@ -135,7 +98,7 @@ static void pool_exit(struct k3io_reader *r)
 static void pool_queue(struct k3io_reader *r, struct k3io_chunk *c)
 {
     struct pool *p = r->backend;
-    fifo_push(&p->staged, c);
+    k3io__fifo_push(&p->staged, c);
     p->n_staged++;
 }
 
@@ -146,7 +109,7 @@ static int pool_flush(struct k3io_reader *r)
     if (!p->n_staged)
         return 0;
     pthread_mutex_lock(&p->lock);
-    fifo_splice(&p->work, &p->staged);
+    k3io__fifo_splice(&p->work, &p->staged);
     if (p->n_staged >= (unsigned)p->n_threads)
         pthread_cond_broadcast(&p->work_ready);
     else
@@ -161,15 +124,15 @@ static int pool_reap(struct k3io_reader *r, bool wait)
 {
     struct pool *p = r->backend;
     pool_flush(r);
-    struct fifo done = {0};
+    struct k3io_fifo done = {0};
     pthread_mutex_lock(&p->lock);
     while (wait && !p->done.head)
         pthread_cond_wait(&p->done_ready, &p->lock);
-    fifo_splice(&done, &p->done);
+    k3io__fifo_splice(&done, &p->done);
     pthread_mutex_unlock(&p->lock);
     /* chunk_done may stage the same chunk again (a retry), so pop before handing over */
     struct k3io_chunk *c;
-    while ((c = fifo_pop(&done)))
+    while ((c = k3io__fifo_pop(&done)))
         k3io__chunk_done(r, c, c->res);
     return 0;
 }

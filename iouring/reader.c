@@ -241,6 +241,11 @@ static int check_config(const struct k3io_config *cfg)
         return -EINVAL;
     if (cfg->backend != K3IO_AUTO && cfg->backend != K3IO_URING && cfg->backend != K3IO_PREAD)
         return -EINVAL;
+    if (cfg->io_threads < 0 || (cfg->io_threads > 1 && !cfg->file_thread && cfg->n_files))
+        return -EINVAL;
+    for (int i = 0; cfg->io_threads > 1 && i < cfg->n_files; i++)
+        if (cfg->file_thread[i] < 0 || cfg->file_thread[i] >= cfg->io_threads)
+            return -EINVAL;
     return 0;
 }
 
@@ -256,13 +261,18 @@ static int copy_config(struct k3io_reader *r, const struct k3io_config *cfg)
                                                 : DEFAULT_BACKGROUND_PER_FILE * (unsigned)cfg->n_files;
     if (r->background_depth > r->queue_depth || !r->background_depth)
         r->background_depth = r->queue_depth;
+    r->io_threads = cfg->io_threads;
+    r->thread_start = cfg->thread_start;
+    r->thread_ctx = cfg->thread_ctx;
     r->fds = calloc((size_t)r->n_files + 1, sizeof *r->fds);
     r->direct = calloc((size_t)r->n_files + 1, sizeof *r->direct);
+    r->file_thread = calloc((size_t)r->n_files + 1, sizeof *r->file_thread);
     r->chunks = calloc(r->queue_depth, sizeof *r->chunks);
-    if (!r->fds || !r->direct || !r->chunks)
+    if (!r->fds || !r->direct || !r->file_thread || !r->chunks)
         return -ENOMEM;
     for (int i = 0; i < r->n_files; i++) {
         r->fds[i] = cfg->fds[i];
+        r->file_thread[i] = r->io_threads > 1 ? cfg->file_thread[i] : 0;
         int fl = fcntl(cfg->fds[i], F_GETFL);
         r->direct[i] = fl >= 0 && (fl & O_DIRECT); /* a bad fd fails at read time */
     }
@@ -282,6 +292,7 @@ static void free_reader(struct k3io_reader *r)
     }
     free(r->chunks);
     free(r->direct);
+    free(r->file_thread);
     free(r->fds);
     free(r);
 }
@@ -310,7 +321,7 @@ int k3io_reader_create(struct k3io_reader **out, const struct k3io_config *cfg, 
     const char *failed_call = "";
     int why = 0; /* io_uring's refusal, when falling back */
     if (cfg->backend != K3IO_PREAD) {
-        r->ops = &k3io_uring_ops;
+        r->ops = r->io_threads > 1 ? &k3io_uring_threads_ops : &k3io_uring_ops;
         why = r->ops->init(r, &failed_call, note, note_len);
         if (!why) {
             *out = r;

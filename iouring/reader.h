@@ -10,8 +10,9 @@
  * budgets, NUMA placement.  Knows nothing of models.
  *
  * One thread creates, submits, reaps and destroys (io_uring's SINGLE_ISSUER and
- * DEFER_TASKRUN tie the ring to the thread that set it up); completions come back in the
- * order they land, never promised in submission order.
+ * DEFER_TASKRUN tie the ring to the thread that set it up; with io_threads > 1 each I/O
+ * thread owns its ring and the caller's thread hands chunks to them); completions come
+ * back in the order they land, never promised in submission order.
  * Functions return 0 (or a count) and -errno on failure; none prints.
  */
 #ifndef K3IO_READER_H
@@ -41,6 +42,15 @@ struct k3io_config {
     unsigned background_depth; /* background chunks in flight at most (default 2 per file,
                               * at most queue_depth): what a foreground request can find
                               * ahead of it on the drives */
+    int io_threads;          /* io_uring: > 1 runs that many I/O threads, each with its own
+                              * ring, reading the files file_thread gives it (one thread per
+                              * NUMA node: a read submitted from a CPU of its drive's node
+                              * uses that node's NVMe queue and interrupt); 0 or 1: one ring,
+                              * driven by the calling thread */
+    const int *file_thread;  /* [n_files] the I/O thread (0 .. io_threads-1) of each file */
+    void (*thread_start)(void *ctx, int thread); /* run first in each I/O thread, e.g. to
+                              * pin it to its node; may be NULL */
+    void *thread_ctx;
 };
 
 struct k3io_req {
@@ -105,7 +115,8 @@ int k3io_wait(struct k3io_reader *r, struct k3io_done *out, int max, int min);
 /* Requests submitted and not yet returned by k3io_wait. */
 int k3io_pending(const struct k3io_reader *r);
 
-const char *k3io_backend_name(const struct k3io_reader *r); /* "io_uring" or "pread" */
+/* "io_uring", "io_uring threads" (io_threads > 1) or "pread" */
+const char *k3io_backend_name(const struct k3io_reader *r);
 struct k3io_stats k3io_stats(const struct k3io_reader *r);
 
 /* Fault injection (tests, chaos runs): fn sees each chunk's result before the reader acts

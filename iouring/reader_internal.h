@@ -12,6 +12,7 @@
 #ifndef K3IO_READER_INTERNAL_H
 #define K3IO_READER_INTERNAL_H
 
+#include <liburing.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -66,6 +67,7 @@ struct k3io_ops {
 };
 
 extern const struct k3io_ops k3io_uring_ops;
+extern const struct k3io_ops k3io_uring_threads_ops;
 extern const struct k3io_ops k3io_pool_ops;
 
 struct k3io_block;                /* requests are allocated in blocks, never freed early */
@@ -82,6 +84,10 @@ struct k3io_reader {
     unsigned queue_depth;
     uint32_t max_io_bytes;
     int pread_threads;
+    int io_threads;               /* > 1: k3io_uring_threads_ops */
+    int *file_thread;             /* [n_files] */
+    void (*thread_start)(void *ctx, int thread);
+    void *thread_ctx;
 
     struct k3io_chunk *chunks;    /* [queue_depth] */
     struct k3io_chunk *free_chunks;
@@ -103,7 +109,64 @@ struct k3io_reader {
     struct k3io_stats stats;
 };
 
+/* A FIFO of chunks through their next pointers (the thread-pool backends' queues). */
+struct k3io_fifo {
+    struct k3io_chunk *head, *tail;
+};
+
+static inline void k3io__fifo_push(struct k3io_fifo *f, struct k3io_chunk *c)
+{
+    c->next = NULL;
+    if (f->tail)
+        f->tail->next = c;
+    else
+        f->head = c;
+    f->tail = c;
+}
+
+static inline struct k3io_chunk *k3io__fifo_pop(struct k3io_fifo *f)
+{
+    struct k3io_chunk *c = f->head;
+    if (c) {
+        f->head = c->next;
+        if (!f->head)
+            f->tail = NULL;
+    }
+    return c;
+}
+
+/* Moves all of from to the end of to. */
+static inline void k3io__fifo_splice(struct k3io_fifo *to, struct k3io_fifo *from)
+{
+    if (!from->head)
+        return;
+    if (to->tail)
+        to->tail->next = from->head;
+    else
+        to->head = from->head;
+    to->tail = from->tail;
+    from->head = from->tail = NULL;
+}
+
 /* Called by a backend with a chunk's raw result (bytes or -errno). */
 void k3io__chunk_done(struct k3io_reader *r, struct k3io_chunk *c, int32_t res);
+
+/* A ring as uring.c sets one up (shared with uring_threads.c): fio's setup-flag ladder,
+ * READ and READ_FIXED probed, files and area registered where allowed. */
+struct k3io_ring {
+    struct io_uring ring;
+    bool fixed_files;  /* fds registered: sqe->fd is the index, IOSQE_FIXED_FILE */
+    bool fixed_bufs;   /* area registered in 1 GiB pieces: READ_FIXED */
+};
+/* Sets up u with entries SQEs on the calling thread (which alone may then use it); on
+ * failure -errno with the call named in *failed_call.  Registrations refused are said in
+ * note. */
+int k3io__ring_open(struct k3io_reader *r, struct k3io_ring *u, unsigned entries,
+                    const char **failed_call, char *note, size_t note_len);
+/* Fills sqe to read chunk c (user data: c). */
+void k3io__ring_prep(const struct k3io_reader *r, const struct k3io_ring *u,
+                     struct io_uring_sqe *sqe, struct k3io_chunk *c);
+/* io_uring_enter's results that mean "try again" rather than failure. */
+bool k3io__enter_transient(int rc);
 
 #endif

@@ -15,11 +15,6 @@
 
 #include "iouring/reader_internal.h"
 
-struct uring {
-    struct io_uring ring;
-    bool fixed_files;  /* fds registered: sqe->fd is the index, IOSQE_FIXED_FILE */
-    bool fixed_bufs;   /* area registered in 1 GiB pieces: READ_FIXED */
-};
 
 /* fio's ladder (fio_ioring_queue_init): each rung needs a newer kernel than the next. */
 static const unsigned setup_ladder[] = {
@@ -62,7 +57,7 @@ static bool reads_supported(struct io_uring *ring)
 
 /* A descriptor that is not open becomes an empty slot (-1), whose reads fail with EBADF
  * just as they would through the bad descriptor itself. */
-static int register_files(struct k3io_reader *r, struct uring *u)
+static int register_files(struct k3io_reader *r, struct k3io_ring *u)
 {
     if (!r->n_files)
         return 0;
@@ -89,7 +84,7 @@ static void raise_memlock(void)
     setrlimit(RLIMIT_MEMLOCK, &rl);
 }
 
-static int register_area(struct k3io_reader *r, struct uring *u)
+static int register_area(struct k3io_reader *r, struct k3io_ring *u)
 {
     raise_memlock();
     size_t n = (r->area_bytes + K3IO_AREA_PIECE - 1) / K3IO_AREA_PIECE;
@@ -106,23 +101,17 @@ static int register_area(struct k3io_reader *r, struct uring *u)
     return rc;
 }
 
-static int uring_init(struct k3io_reader *r, const char **failed_call, char *note, size_t note_len)
+int k3io__ring_open(struct k3io_reader *r, struct k3io_ring *u, unsigned entries,
+                    const char **failed_call, char *note, size_t note_len)
 {
-    struct uring *u = calloc(1, sizeof *u);
-    if (!u) {
-        *failed_call = "calloc";
-        return -ENOMEM;
-    }
-    int rc = setup_ring(&u->ring, r->queue_depth);
+    int rc = setup_ring(&u->ring, entries);
     if (rc) {
         *failed_call = "io_uring_queue_init_params";
-        free(u);
         return rc;
     }
     if (!reads_supported(&u->ring)) {
         *failed_call = "io_uring_get_probe_ring: no READ or READ_FIXED";
         io_uring_queue_exit(&u->ring);
-        free(u);
         return -EOPNOTSUPP;
     }
     rc = register_files(r, u);
@@ -135,23 +124,35 @@ static int uring_init(struct k3io_reader *r, const char **failed_call, char *not
             note_add(note, note_len, "io_uring: registered buffers unavailable "
                      "(io_uring_register_buffers: %s); plain reads", strerror(-rc));
     }
+    return 0;
+}
+
+static int uring_init(struct k3io_reader *r, const char **failed_call, char *note, size_t note_len)
+{
+    struct k3io_ring *u = calloc(1, sizeof *u);
+    if (!u) {
+        *failed_call = "calloc";
+        return -ENOMEM;
+    }
+    int rc = k3io__ring_open(r, u, r->queue_depth, failed_call, note, note_len);
+    if (rc) {
+        free(u);
+        return rc;
+    }
     r->backend = u;
     return 0;
 }
 
 static void uring_exit(struct k3io_reader *r)
 {
-    struct uring *u = r->backend;
+    struct k3io_ring *u = r->backend;
     io_uring_queue_exit(&u->ring);
     free(u);
 }
 
-static void uring_queue(struct k3io_reader *r, struct k3io_chunk *c)
+void k3io__ring_prep(const struct k3io_reader *r, const struct k3io_ring *u,
+                     struct io_uring_sqe *sqe, struct k3io_chunk *c)
 {
-    struct uring *u = r->backend;
-    struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
-    /* Never NULL: unsubmitted SQEs <= chunks in flight <= queue_depth <= SQ entries. */
-    assert(sqe);
     int fd = u->fixed_files ? (int)c->file : r->fds[c->file];
     if (u->fixed_bufs)
         io_uring_prep_read_fixed(sqe, fd, c->buf, c->len, c->offset,
@@ -163,24 +164,33 @@ static void uring_queue(struct k3io_reader *r, struct k3io_chunk *c)
     io_uring_sqe_set_data(sqe, c);
 }
 
+static void uring_queue(struct k3io_reader *r, struct k3io_chunk *c)
+{
+    struct k3io_ring *u = r->backend;
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+    /* Never NULL: unsubmitted SQEs <= chunks in flight <= queue_depth <= SQ entries. */
+    assert(sqe);
+    k3io__ring_prep(r, u, sqe, c);
+}
+
 /* -EAGAIN and -EBUSY from io_uring_enter mean the kernel took nothing until completions
  * are reaped; the SQEs stay in the ring and the next enter (in reap) submits them. */
-static bool enter_transient(int rc)
+bool k3io__enter_transient(int rc)
 {
     return rc == -EINTR || rc == -EAGAIN || rc == -EBUSY;
 }
 
 static int uring_flush(struct k3io_reader *r)
 {
-    struct uring *u = r->backend;
+    struct k3io_ring *u = r->backend;
     int rc;
     do
         rc = io_uring_submit(&u->ring);
     while (rc == -EINTR);
-    return rc < 0 && !enter_transient(rc) ? rc : 0;
+    return rc < 0 && !k3io__enter_transient(rc) ? rc : 0;
 }
 
-static unsigned drain(struct k3io_reader *r, struct uring *u)
+static unsigned drain(struct k3io_reader *r, struct k3io_ring *u)
 {
     struct io_uring_cqe *cqes[64];
     unsigned total = 0, n;
@@ -198,11 +208,11 @@ static unsigned drain(struct k3io_reader *r, struct uring *u)
  * reap enters with GETEVENTS (submit_and_get_events, submit_and_wait) before peeking. */
 static int uring_reap(struct k3io_reader *r, bool wait)
 {
-    struct uring *u = r->backend;
+    struct k3io_ring *u = r->backend;
     for (;;) {
         int rc = wait ? io_uring_submit_and_wait(&u->ring, 1)
                       : io_uring_submit_and_get_events(&u->ring);
-        if (rc < 0 && !enter_transient(rc))
+        if (rc < 0 && !k3io__enter_transient(rc))
             return rc;
         if (drain(r, u) || !wait)
             return 0;

@@ -21,7 +21,8 @@ for extra in "--numa off" "--numa off -t 1" "-t 1" "-t 2"; do
   cmp -s "$d/want.f32" "$d/got.f32" || fail "$extra: logits differ"
 done
 # Each node's team computes the experts whose buffers are on its node, all teams at once
-# (up to 8 teams here, more threads than this machine has cores).
+# (up to 8 teams here, more threads than this machine has cores), and each node has an
+# I/O thread with its own ring.
 for case in "pack:2 [numa] core:2 pu:1" "pack:2 numa:2 core:1 pu:2" "[numa] core:3 pu:1" \
             "pack:2 [numa] core:3 pu:1|-t 5" "pack:2 numa:4 core:1 pu:1|-t 8"; do
   topo=${case%%|*} extra=""
@@ -31,8 +32,11 @@ for case in "pack:2 [numa] core:2 pu:1" "pack:2 numa:2 core:1 pu:2" "[numa] core
     >/dev/null 2>"$d/err" || { fail "$topo: $(cat "$d/err")"; continue; }
   cmp -s "$d/want.f32" "$d/got.f32" || fail "synthetic $topo $extra: logits differ"
   teams=$(grep -Ec 'node [0-9]+: [0-9]+ thread' "$d/err") counts=""
-  # every team computes a share of the experts (records are dealt over the teams' buffers)
+  # every team computes a share of the experts (records are dealt over the teams' buffers),
+  # and each node's drives are read by an I/O thread and ring of its own
   if ((teams > 1)); then
+    grep -q "reads through io_uring" "$d/err" && ! grep -q "reads through io_uring threads" "$d/err" &&
+      fail "synthetic $topo $extra: one ring for $teams nodes: $(grep 'reads through' "$d/err")"
     counts=$(sed -n 's/^k3-uring: routed experts computed by//p' "$d/err")
     [[ $(grep -o 'team [0-9]* (node [0-9]*) [1-9][0-9]*' <<<"$counts" | wc -l) == "$teams" ]] ||
       fail "synthetic $topo $extra: not every team computed experts: $counts"

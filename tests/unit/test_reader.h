@@ -1,6 +1,7 @@
 /* Helpers for the reader tests (test_reader_*.c): files of known pseudo-random content,
- * a reader per backend (io_uring runs skipped where io_uring is unavailable), waiting for
- * everything outstanding. */
+ * a reader per backend (io_uring runs skipped where io_uring is unavailable; "io_uring
+ * threads" is io_uring with two I/O threads, files dealt to them alternately), waiting
+ * for everything outstanding. */
 #ifndef K3_TEST_READER_H
 #define K3_TEST_READER_H
 
@@ -16,12 +17,33 @@
 #include "iouring/reader.h"
 #include "tests/check.h"
 
-static const enum k3io_backend test_backends[] = {K3IO_URING, K3IO_PREAD};
-#define N_TEST_BACKENDS 2
+/* Not a backend of its own: io_uring with io_threads = 2 (test_config). */
+#define TEST_URING_THREADS ((enum k3io_backend)100)
+
+static const enum k3io_backend test_backends[] = {K3IO_URING, TEST_URING_THREADS, K3IO_PREAD};
+#define N_TEST_BACKENDS 3
 
 static inline const char *backend_label(enum k3io_backend b)
 {
-    return b == K3IO_URING ? "io_uring" : b == K3IO_PREAD ? "pread" : "auto";
+    return b == K3IO_URING           ? "io_uring"
+           : b == TEST_URING_THREADS ? "io_uring threads"
+           : b == K3IO_PREAD         ? "pread"
+                                     : "auto";
+}
+
+/* cfg for test backend b. */
+static inline void test_config(enum k3io_backend b, struct k3io_config *cfg)
+{
+    static const int alternate[64] = {0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
+                                      0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
+                                      0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
+                                      0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1};
+    cfg->backend = b == TEST_URING_THREADS ? K3IO_URING : b;
+    if (b == TEST_URING_THREADS) {
+        REQUIRE(cfg->n_files <= 64, "%d files", cfg->n_files);
+        cfg->io_threads = 2;
+        cfg->file_thread = alternate;
+    }
 }
 
 /* The byte at file offset i of the file made with seed. */
@@ -69,11 +91,11 @@ static inline void make_pattern_file(const char *path, uint64_t size, uint64_t s
  * (the io_uring run is then skipped, and said so). */
 static inline struct k3io_reader *open_reader(enum k3io_backend b, struct k3io_config cfg)
 {
-    cfg.backend = b;
+    test_config(b, &cfg);
     char note[256];
     struct k3io_reader *r = NULL;
     int rc = k3io_reader_create(&r, &cfg, note, sizeof note);
-    if (rc && b == K3IO_URING && (rc == -ENOSYS || rc == -EPERM || rc == -EOPNOTSUPP)) {
+    if (rc && cfg.backend == K3IO_URING && (rc == -ENOSYS || rc == -EPERM || rc == -EOPNOTSUPP)) {
         printf("io_uring run skipped: %s\n", note);
         return NULL;
     }

@@ -16,10 +16,10 @@ static void run(enum k3io_backend b, const int *fd, char *area)
     struct k3io_config cfg = {.fds = fd, .n_files = 1, .area = area, .area_bytes = AREA_BYTES,
                               .queue_depth = 8, .max_io_bytes = 4u << 20, .pread_threads = 2};
     char note[256];
-    cfg.backend = b;
+    test_config(b, &cfg);
     struct k3io_reader *r = NULL;
     int rc = k3io_reader_create(&r, &cfg, note, sizeof note);
-    if (rc && b == K3IO_URING) {
+    if (rc && cfg.backend == K3IO_URING) {
         printf("io_uring run skipped: %s\n", note);
         return;
     }
