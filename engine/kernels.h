@@ -21,19 +21,26 @@
 
 #define K3_LANES 16
 
-static inline float k3_bf16_to_f32(uint16_t v)
+static inline uint32_t k3_f32_bits(float f)
 {
-    uint32_t bits = (uint32_t)v << 16;
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    return b;
+}
+
+static inline float k3_bits_f32(uint32_t b)
+{
     float f;
-    memcpy(&f, &bits, sizeof f);
+    memcpy(&f, &b, sizeof f);
     return f;
 }
+
+static inline float k3_bf16_to_f32(uint16_t v) { return k3_bits_f32((uint32_t)v << 16); }
 
 /* Round to nearest even; NaN stays NaN. */
 static inline uint16_t k3_f32_to_bf16(float f)
 {
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof bits);
+    uint32_t bits = k3_f32_bits(f);
     if ((bits & 0x7fffffffu) > 0x7f800000u)
         return (uint16_t)((bits >> 16) | 0x40);
     bits += 0x7fffu + ((bits >> 16) & 1);
@@ -85,20 +92,6 @@ static inline float k3_silu(float z) { return z * k3_sigmoid(z); }
  * SIMD variants (situ in kernels_isa.h), doing the same lane by lane, give the same
  * bytes.  Both stay within 2 ulp of expf / tanhf where the results are normal floats
  * (tests/unit/test_kernels_scalar.c); NaN stays NaN. */
-
-static inline uint32_t k3_f32_bits(float f)
-{
-    uint32_t b;
-    memcpy(&b, &f, sizeof b);
-    return b;
-}
-
-static inline float k3_bits_f32(uint32_t b)
-{
-    float f;
-    memcpy(&f, &b, sizeof f);
-    return f;
-}
 
 #define K3_EXP_HI 88.0f            /* e^88 < FLT_MAX, and 2^127 the largest scale needed */
 #define K3_EXP_LO -87.3f           /* e^-87.3 is still a normal float */

@@ -124,16 +124,7 @@ static int pool_reap(struct k3io_reader *r, bool wait)
 {
     struct pool *p = r->backend;
     pool_flush(r);
-    struct k3io_fifo done = {0};
-    pthread_mutex_lock(&p->lock);
-    while (wait && !p->done.head)
-        pthread_cond_wait(&p->done_ready, &p->lock);
-    k3io__fifo_splice(&done, &p->done);
-    pthread_mutex_unlock(&p->lock);
-    /* chunk_done may stage the same chunk again (a retry), so pop before handing over */
-    struct k3io_chunk *c;
-    while ((c = k3io__fifo_pop(&done)))
-        k3io__chunk_done(r, c, c->res);
+    k3io__reap_handoff(r, &p->lock, &p->done_ready, &p->done, wait);
     return 0;
 }
 

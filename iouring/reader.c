@@ -225,6 +225,21 @@ static void carve(struct k3io_reader *r)
                    r->background_depth);
 }
 
+void k3io__reap_handoff(struct k3io_reader *r, pthread_mutex_t *lock, pthread_cond_t *ready,
+                        struct k3io_fifo *done, bool wait)
+{
+    struct k3io_fifo mine = {0};
+    pthread_mutex_lock(lock);
+    while (wait && !done->head)
+        pthread_cond_wait(ready, lock);
+    k3io__fifo_splice(&mine, done);
+    pthread_mutex_unlock(lock);
+    /* chunk_done may stage the same chunk again (a retry), so pop before handing over */
+    struct k3io_chunk *c;
+    while ((c = k3io__fifo_pop(&mine)))
+        k3io__chunk_done(r, c, c->res);
+}
+
 /* ---- the public interface ---- */
 
 static int check_config(const struct k3io_config *cfg)

@@ -13,6 +13,7 @@
 #define K3IO_READER_INTERNAL_H
 
 #include <liburing.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -150,6 +151,12 @@ static inline void k3io__fifo_splice(struct k3io_fifo *to, struct k3io_fifo *fro
 
 /* Called by a backend with a chunk's raw result (bytes or -errno). */
 void k3io__chunk_done(struct k3io_reader *r, struct k3io_chunk *c, int32_t res);
+
+/* The thread backends' reap: worker threads put finished chunks (res set) on done under
+ * lock and signal ready; this hands them all to k3io__chunk_done, first waiting for one
+ * when wait. */
+void k3io__reap_handoff(struct k3io_reader *r, pthread_mutex_t *lock, pthread_cond_t *ready,
+                        struct k3io_fifo *done, bool wait);
 
 /* A ring as uring.c sets one up (shared with uring_threads.c): fio's setup-flag ladder,
  * READ and READ_FIXED probed, files and area registered where allowed. */

@@ -229,16 +229,7 @@ static int threads_reap(struct k3io_reader *r, bool wait)
 {
     struct threads *t = r->backend;
     threads_flush(r);
-    struct k3io_fifo done = {0};
-    pthread_mutex_lock(&t->lock);
-    while (wait && !t->done.head)
-        pthread_cond_wait(&t->done_ready, &t->lock);
-    k3io__fifo_splice(&done, &t->done);
-    pthread_mutex_unlock(&t->lock);
-    /* chunk_done may stage the same chunk again (a retry), so pop before handing over */
-    struct k3io_chunk *c;
-    while ((c = k3io__fifo_pop(&done)))
-        k3io__chunk_done(r, c, c->res);
+    k3io__reap_handoff(r, &t->lock, &t->done_ready, &t->done, wait);
     return 0;
 }
 

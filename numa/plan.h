@@ -27,9 +27,10 @@
  *     team 0 has threads 0..n0-1, team 1 the next n1, and so on.
  *  5. Drives.  A drive belongs to its node's team when that node is known and has a
  *     team; the k-th drive (in drive order) without one goes to team k mod n_teams.
- *     This is where buffers read from one drive belong.  The engine stripes every
- *     expert record over all drives, so its record buffers are per record, not per
- *     drive: they go round-robin to the teams' nodes and take pieces from every drive.
+ *     The engine reads a drive from its team's I/O thread and ring, on the team's
+ *     node.  Records are striped over all drives, so record buffers are per record,
+ *     not per drive: they go round-robin to the teams' nodes (rule 6) and take pieces
+ *     from every drive.
  *  6. Experts.  An expert is computed by the team of the node its buffer is on.
  *  7. Rows.  A mat-vec's rows are cut into contiguous ranges: thread t of T gets
  *     [R·t/T, R·(t+1)/T) with the cut points rounded down to a multiple of granule, so
