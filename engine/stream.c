@@ -89,9 +89,9 @@ struct k3_stream {
     int layer, batch_n, delivered;
     const int *batch;
     int *batch_slot;              /* [capacity] slot of each batch entry */
+    bool *batch_done;             /* [capacity] handed out by next() */
     int n_teams;                  /* compute teams: record slot i is on team i mod n_teams */
     int *team_load;               /* [n_teams] slots a begin() or prefetch() took per team */
-    bool *batch_done;             /* [capacity] handed out by next() */
     struct k3_trunk_source trunk;
     struct k3_stream_stats stats;
     struct k3_layer_stats *layer_stats; /* [n_layers + 1] */
