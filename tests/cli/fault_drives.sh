@@ -24,6 +24,14 @@ done
   --logits-out "$d/got.f32" >/dev/null 2>"$d/r.log" || fail "with replicas: $(cat "$d/r.log")"
 cmp -s "$d/want.f32" "$d/got.f32" || fail "with replicas the logits differ"
 expect_error 1 "drive $d/s/b: reading" "$K3" run --drives "$d/s/a,$d/s/b" --ids $ids -n 8 -q --print-ids
+# The same through an I/O thread and ring per node (a synthetic two-node topology).
+two="synthetic:pack:2 [numa] core:1 pu:1"
+K3_TOPOLOGY="$two" "$K3" run --drives "$d/r/a,$d/r/b,$d/r/c" --ids $ids -n 8 --ignore-eos \
+  --print-ids -v --logits-out "$d/got2.f32" >/dev/null 2>"$d/r2.log" || fail "two nodes, with replicas: $(cat "$d/r2.log")"
+grep -q "reads through io_uring threads\|reads through pread" "$d/r2.log" || fail "two nodes: $(grep 'reads through' "$d/r2.log")"
+cmp -s "$d/want.f32" "$d/got2.f32" || fail "two nodes, with replicas: the logits differ"
+expect_error 1 "drive $d/s/b: reading" env K3_TOPOLOGY="$two" "$K3" run --drives "$d/s/a,$d/s/b" \
+  --ids $ids -n 8 -q --print-ids
 
 if dmsetup targets 2>/dev/null | grep -q flakey && [[ $(id -u) -eq 0 ]]; then
   img="$d/flakey.img" && truncate -s 256M "$img"
