@@ -24,11 +24,11 @@
 #include "engine/options.h"
 #include "engine/packed.h"
 #include "engine/placement.h"
-#include "numa/teams.h"
 #include "engine/sampler.h"
 #include "engine/stream.h"
 #include "engine/trace.h"
 #include "engine/tokenizer.h"
+#include "numa/teams.h"
 
 struct run_opts {
     const char *model, *drives, *ids_text, *prompt, *logits_out, *dump_layers;
