@@ -16,10 +16,7 @@ float k3_e8m0_scale(uint8_t e)
 {
     /* 2^(e-127) is the float with exponent field e and a zero mantissa; e = 0 is the
      * subnormal 2^-127 (mantissa bit 22). */
-    uint32_t bits = e == 255 ? 0u : e == 0 ? 0x00400000u : (uint32_t)e << 23;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
+    return k3_bits_f32(e == 255 ? 0u : e == 0 ? 0x00400000u : (uint32_t)e << 23);
 }
 
 float k3_mxfp4_get(const uint8_t *packed, const uint8_t *scales, int c)

@@ -18,27 +18,13 @@
 #include "engine/rng.h"
 #include "tests/check.h"
 
-static uint32_t bits_of(float f)
-{
-    uint32_t b;
-    memcpy(&b, &f, sizeof b);
-    return b;
-}
-
 /* Index of the first float whose bytes differ, or -1. */
 static long first_diff(const float *a, const float *b, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if (bits_of(a[i]) != bits_of(b[i]))
+        if (k3_f32_bits(a[i]) != k3_f32_bits(b[i]))
             return (long)i;
     return -1;
-}
-
-static float bits_float(uint32_t b)
-{
-    float f;
-    memcpy(&f, &b, sizeof f);
-    return f;
 }
 
 /* Activations: mostly N(0, 1), with zeros of both signs, subnormals and big values. */
@@ -51,7 +37,7 @@ static void fill_x(float *x, size_t n, struct k3_rng *r, int specials)
         switch (k3_rng_next(r) % 64) {
         case 0: x[i] = 0.0f; break;
         case 1: x[i] = -0.0f; break;
-        case 2: x[i] = bits_float(0x00000001u + (uint32_t)(k3_rng_next(r) % 0x7fffffu)); break;
+        case 2: x[i] = k3_bits_f32(0x00000001u + (uint32_t)(k3_rng_next(r) % 0x7fffffu)); break;
         case 3: x[i] = 3e37f; break;
         case 4: x[i] = -1e-38f; break;
         default: break;
@@ -131,11 +117,11 @@ static void test_dots(const struct k3_kernel_ops *k, uint64_t seed)
             fill_x(x, (size_t)max_n, &r, specials);
             fill_x(x2, (size_t)max_n, &r, specials);
             float want = k3_dot_bf16_scalar(w + off, x + off, m), got = k3_dot_bf16(w + off, x + off, m);
-            CHECK(bits_of(want) == bits_of(got), "%s dot_bf16 n=%d rep %d: %a (0x%08x) vs reference %a (0x%08x)",
-                  k->name, m, rep, got, bits_of(got), want, bits_of(want));
+            CHECK(k3_f32_bits(want) == k3_f32_bits(got), "%s dot_bf16 n=%d rep %d: %a (0x%08x) vs reference %a (0x%08x)",
+                  k->name, m, rep, got, k3_f32_bits(got), want, k3_f32_bits(want));
             want = k3_dot_f32_scalar(x + off, x2 + off, m);
             got = k3_dot_f32(x + off, x2 + off, m);
-            CHECK(bits_of(want) == bits_of(got), "%s dot_f32 n=%d rep %d: %a vs reference %a", k->name,
+            CHECK(k3_f32_bits(want) == k3_f32_bits(got), "%s dot_f32 n=%d rep %d: %a vs reference %a", k->name,
                   m, rep, got, want);
             checked += 2;
         }
@@ -144,8 +130,8 @@ static void test_dots(const struct k3_kernel_ops *k, uint64_t seed)
             fill_mxfp4(p, (size_t)max_n / 2, s, (size_t)max_n / 32, &r, rep >= 1);
             fill_x(x, (size_t)max_n, &r, specials);
             float want = k3_dot_mxfp4_scalar(p, s, x, n), got = k3_dot_mxfp4(p, s, x, n);
-            CHECK(bits_of(want) == bits_of(got), "%s dot_mxfp4 n=%d rep %d: %a (0x%08x) vs reference %a (0x%08x)",
-                  k->name, n, rep, got, bits_of(got), want, bits_of(want));
+            CHECK(k3_f32_bits(want) == k3_f32_bits(got), "%s dot_mxfp4 n=%d rep %d: %a (0x%08x) vs reference %a (0x%08x)",
+                  k->name, n, rep, got, k3_f32_bits(got), want, k3_f32_bits(want));
             checked++;
         }
     }
@@ -156,17 +142,17 @@ static void test_dots(const struct k3_kernel_ops *k, uint64_t seed)
         memset(s, edge_codes[c], (size_t)n / 32);
         fill_x(x, (size_t)n, &r, 0);
         float want = k3_dot_mxfp4_scalar(p, s, x, n), got = k3_dot_mxfp4(p, s, x, n);
-        CHECK(bits_of(want) == bits_of(got), "%s dot_mxfp4 all scales %d: %a vs reference %a", k->name,
+        CHECK(k3_f32_bits(want) == k3_f32_bits(got), "%s dot_mxfp4 all scales %d: %a vs reference %a", k->name,
               edge_codes[c], got, want);
         checked++;
     }
     /* A NaN input carries its payload through to the result in both. */
     fill_bf16(w, 1000, &r, 0);
     fill_x(x, 1000, &r, 0);
-    x[123] = bits_float(0x7fc01234u);
+    x[123] = k3_bits_f32(0x7fc01234u);
     float want = k3_dot_bf16_scalar(w, x, 1000), got = k3_dot_bf16(w, x, 1000);
-    CHECK(bits_of(want) == bits_of(got), "%s dot_bf16 with a NaN input: 0x%08x vs 0x%08x", k->name,
-          bits_of(got), bits_of(want));
+    CHECK(k3_f32_bits(want) == k3_f32_bits(got), "%s dot_bf16 with a NaN input: 0x%08x vs 0x%08x", k->name,
+          k3_f32_bits(got), k3_f32_bits(want));
     if (check_failures == failures)
         printf("%s: %d dot products bytewise equal to the scalar reference\n", k->name, checked);
     free(w), free(x), free(x2), free(p), free(s);
