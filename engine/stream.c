@@ -62,6 +62,13 @@ struct buffer {
     uint64_t last_use;  /* record slots: for LRU eviction */
 };
 
+/* A record slot back to empty, keeping its memory and its tag (kind, index). */
+static void empty_record(struct buffer *b)
+{
+    *b = (struct buffer){.base = b->base, .kind = b->kind, .index = b->index, .object = -1,
+                         .predicted = -1};
+}
+
 struct k3_stream {
     struct k3_model *m;
     const struct k3_packed *p;
@@ -106,6 +113,10 @@ struct k3_stream {
     struct k3_err failure;
     bool failed;
 };
+
+/* The compute team whose node holds record slot i, and which computes what lands there
+ * (numa/plan.h rule 6). */
+static int slot_team(const struct k3_stream *s, int i) { return i % s->n_teams; }
 
 static double now(void)
 {
@@ -261,8 +272,7 @@ static void landed(struct k3_stream *s, const struct k3io_done *d)
     }
     if (--b->pending == 0) {
         if (b->abandoned)
-            *b = (struct buffer){.base = b->base, .kind = b->kind, .index = b->index, .object = -1,
-                                 .predicted = -1};
+            empty_record(b);
         else
             b->landed = true;
     }
@@ -504,7 +514,7 @@ static int free_slot_of(const struct k3_stream *s, int team)
     int victim = -1;
     for (int i = 0; i < s->n_records; i++) {
         const struct buffer *b = &s->records[i];
-        if (b->pins || (b->object >= 0 && !b->landed) || (team >= 0 && i % s->n_teams != team))
+        if (b->pins || (b->object >= 0 && !b->landed) || (team >= 0 && slot_team(s, i) != team))
             continue;
         const struct buffer *v = victim >= 0 ? &s->records[victim] : NULL;
         if (!v || (b->object < 0 && v->object >= 0) ||
@@ -526,7 +536,7 @@ static int free_slot(struct k3_stream *s)
     if (slot < 0 && s->n_teams > 1)
         slot = free_slot_of(s, -1);
     if (slot >= 0)
-        s->team_load[slot % s->n_teams]++;
+        s->team_load[slot_team(s, slot)]++;
     return slot;
 }
 
@@ -606,8 +616,7 @@ static void abandon(struct k3_stream *s, int slot, struct k3_layer_stats *ls)
     if (b->landed || !n)
         return;
     if (b->pending == 0)
-        *b = (struct buffer){.base = b->base, .kind = b->kind, .index = b->index, .object = -1,
-                             .predicted = -1};
+        empty_record(b);
     else
         b->abandoned = true;
 }
@@ -638,7 +647,7 @@ static int experts_begin(struct k3_expert_store *st, int layer, const int *exper
         int slot = slot_holding(s, o);
         if (slot >= 0) {
             struct buffer *b = &s->records[slot];
-            s->team_load[slot % s->n_teams]++;
+            s->team_load[slot_team(s, slot)]++;
             if (b->predicted == layer) {
                 ls->predicted_used++;
                 if (!b->landed && promote(s, slot, err))
@@ -721,7 +730,7 @@ static int experts_next(struct k3_expert_store *st, bool wait, struct k3_landed 
             s->batch_done[i] = true;
             s->delivered++;
             *out = (struct k3_landed){.index = i, .record = b->base,
-                                      .team = s->batch_slot[i] % s->n_teams};
+                                      .team = slot_team(s, s->batch_slot[i])};
             const struct k3_record_layout *r = &s->m->record;
             for (int p = K3_W1_SCALE; p < K3_EXPERT_PARTS; p += 2)
                 st->stats.nan_scale_groups += k3_mxfp4_count_nan_scales(b->base + r->off[p], r->len[p]);
@@ -928,7 +937,7 @@ static void place_buffers(struct k3_stream *s)
         nodes[n_nodes++] = p->teams[k].node;
     for (int i = 0; i < s->n_records; i++)
         k3numa_range_bind(pl->topo, s->records[i].base, s->record_stride,
-                          p->teams[i % p->n_teams].node);
+                          p->teams[slot_team(s, i)].node);
     for (int i = 0; i < 2; i++)
         k3numa_range_interleave(pl->topo, s->slots[i].base, s->budget.stream_slot_bytes, nodes,
                                 n_nodes);
@@ -1088,8 +1097,7 @@ static void reset(struct k3_stream *s)
     s->bound_slot = -1;
     s->embed = (struct buffer){.base = s->embed.base, .object = -1};
     for (int i = 0; i < s->n_records; i++)
-        s->records[i] = (struct buffer){.base = s->records[i].base, .object = -1, .predicted = -1,
-                                        .kind = OWN_RECORD, .index = (uint32_t)i};
+        empty_record(&s->records[i]);
     s->failed = false;
 }
 
