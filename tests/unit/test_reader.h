@@ -34,13 +34,12 @@ static inline const char *backend_label(enum k3io_backend b)
 /* cfg for test backend b. */
 static inline void test_config(enum k3io_backend b, struct k3io_config *cfg)
 {
-    static const int alternate[64] = {0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
-                                      0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
-                                      0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
-                                      0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1};
+    static int alternate[64];
     cfg->backend = b == TEST_URING_THREADS ? K3IO_URING : b;
     if (b == TEST_URING_THREADS) {
         REQUIRE(cfg->n_files <= 64, "%d files", cfg->n_files);
+        for (int i = 0; i < cfg->n_files; i++)
+            alternate[i] = i % 2;
         cfg->io_threads = 2;
         cfg->file_thread = alternate;
     }
