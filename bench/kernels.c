@@ -4,7 +4,7 @@
  *
  * Weights live in RAM: a matrix smaller than --arena-mib is copied across an arena of
  * that size and the calls cycle through the copies, so every call reads its weights from
- * memory, not from the 32 MiB L3.  Each measurement is one pass over the arena (or one
+ * memory, not from the L3 (kernels.sh prints its size).  Each measurement is one pass over the arena (or one
  * call on a bigger matrix), repeated --reps times with the variants interleaved; medians
  * and the min..max spread are reported.  Shapes: k3-bench (hidden 2048, latent 1024,
  * moe_intermediate 3072, vocab 163840) with its per-token counts, so the per-token
@@ -43,7 +43,7 @@ static const struct opt {
     long min;
     const char *help;
 } opt_table[] = {
-    {"--variants", o.variants, NULL, 0, "comma list of scalar, avx2, avx512, avx512vbmi; all = those this CPU has"},
+    {"--variants", o.variants, NULL, 0, "comma list of scalar, avx2, avx512, avx512vnni; all = those this CPU has"},
     {"--threads", o.threads, NULL, 0, "comma list of OpenMP thread counts"},
     {"--sets", o.sets, NULL, 0, "shape sets: bench (k3-bench), k3 (full K3)"},
     {"--tokens", o.tokens, NULL, 0, "comma list of tokens per call (T); 1 = decode"},
@@ -414,7 +414,7 @@ int main(int argc, char **argv)
     }
     const struct k3_kernel_ops *vars[4];
     int n_vars = 0;
-    const char *const all[] = {"avx512vbmi", "avx512", "avx2", "scalar"};
+    const char *const all[] = {"avx512vnni", "avx512", "avx2", "scalar"};
     for (int i = 0; i < 4; i++) {
         const struct k3_kernel_ops *k = k3_kernels_find(all[i]);
         if (strcmp(o.variants, "all") && !in_list(o.variants, all[i]))

@@ -51,7 +51,6 @@ const struct k3_kernel_ops k3_kernels_scalar = {
     .supported = scalar_supported,
     .dot_bf16 = k3_dot_bf16_scalar,
     .dot_f32 = k3_dot_f32_scalar,
-    .dot_mxfp4 = k3_dot_mxfp4_scalar,
     .rows_bf16 = k3_rows_bf16_scalar,
     .rows_mxfp4 = k3_rows_mxfp4_scalar,
     .rows_mxfp4_q8 = k3_rows_mxfp4_q8_scalar,
@@ -60,7 +59,7 @@ const struct k3_kernel_ops k3_kernels_scalar = {
 
 /* ---- choice of variant -------------------------------------------------------------- */
 
-static const struct k3_kernel_ops *const variants[] = {&k3_kernels_avx512vbmi, &k3_kernels_avx512,
+static const struct k3_kernel_ops *const variants[] = {&k3_kernels_avx512vnni, &k3_kernels_avx512,
                                                        &k3_kernels_avx2, &k3_kernels_scalar};
 enum { N_VARIANTS = sizeof variants / sizeof variants[0] };
 

@@ -8,7 +8,7 @@
  * Does not own: MXFP4 (mxfp4.h), model structure.
  *
  * Variants are chosen at the first kernel call (kernels_isa.h): the best the CPU has, or
- * the one named by K3_KERNELS=scalar|avx2|avx512|avx512vbmi|auto.  Identical bytes hold
+ * the one named by K3_KERNELS=scalar|avx2|avx512|avx512vnni|auto.  Identical bytes hold
  * for every input whose sums meet at most one NaN payload (two different NaNs meeting in
  * an add may keep either payload; the result is NaN either way).
  */
@@ -70,7 +70,7 @@ void k3_matmul_bf16_situ(const uint16_t *G, const uint16_t *U, int rows, int col
                          const float *X, int ldx, float *Y, int ldy, int T, float beta_gate,
                          float beta_up);
 
-/* The kernel variant in use: "scalar", "avx2", "avx512" or "avx512vbmi". */
+/* The kernel variant in use: "scalar", "avx2", "avx512" or "avx512vnni". */
 const char *k3_kernels_name(void);
 /* Use variant NAME ("auto" = the best supported) from now on: 0, -EINVAL for an unknown
  * name, -ENOTSUP when this CPU lacks it.  Not to be called while kernels run. */

@@ -229,7 +229,6 @@ const struct k3_kernel_ops k3_kernels_avx2 = {
     .supported = avx2_supported,
     .dot_bf16 = dot_bf16_avx2,
     .dot_f32 = dot_f32_avx2,
-    .dot_mxfp4 = k3_dot_mxfp4_avx2,
     .rows_bf16 = rows_bf16_avx2,
     .rows_mxfp4 = k3_rows_mxfp4_avx2,
     .rows_mxfp4_q8 = k3_rows_mxfp4_q8_scalar,

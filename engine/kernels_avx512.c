@@ -1,5 +1,5 @@
 /* AVX-512 bf16 and f32 kernels (F, BW, VL), and the tables of the "avx512" and
- * "avx512vbmi" variants (they differ in the MXFP4 decode only): one zmm holds the 16 lanes of kernels.h, so
+ * "avx512vnni" variants (they differ in the int8 path only): one zmm holds the 16 lanes of kernels.h, so
  * element i lands in lane i mod 16 as in the reference; mul then add, never FMA; the
  * same pairwise lane tree; a partial last block of 16 goes through the scalar tail.
  * The mat-mul keeps one weight row in registers for up to K3_TOKEN_BLOCK tokens. */
@@ -17,9 +17,9 @@ static bool avx512_supported(void)
            __builtin_cpu_supports("avx512vl");
 }
 
-static bool avx512vbmi_supported(void)
+static bool avx512vnni_supported(void)
 {
-    return avx512_supported() && __builtin_cpu_supports("avx512vbmi") &&
+    return avx512_supported() && __builtin_cpu_supports("avx512vnni") &&
            __builtin_cpu_supports("avx512vnni");
 }
 
@@ -202,23 +202,20 @@ const struct k3_kernel_ops k3_kernels_avx512 = {
     .supported = avx512_supported,
     .dot_bf16 = dot_bf16_avx512,
     .dot_f32 = dot_f32_avx512,
-    .dot_mxfp4 = k3_dot_mxfp4_avx512,
     .rows_bf16 = rows_bf16_avx512,
     .rows_mxfp4 = k3_rows_mxfp4_avx512,
     .rows_mxfp4_q8 = k3_rows_mxfp4_q8_scalar,
     .situ = situ_avx512,
 };
 
-/* The same bf16 kernels; MXFP4 with the VBMI nibble decode and the int8 path with VNNI
- * (mxfp4_avx512.c).  Every CPU with VBMI but one (Cannon Lake) has VNNI. */
-const struct k3_kernel_ops k3_kernels_avx512vbmi = {
-    .name = "avx512vbmi",
-    .supported = avx512vbmi_supported,
+/* The same kernels, and the int8 path with VNNI (mxfp4_avx512.c). */
+const struct k3_kernel_ops k3_kernels_avx512vnni = {
+    .name = "avx512vnni",
+    .supported = avx512vnni_supported,
     .dot_bf16 = dot_bf16_avx512,
     .dot_f32 = dot_f32_avx512,
-    .dot_mxfp4 = k3_dot_mxfp4_avx512vbmi,
     .rows_bf16 = rows_bf16_avx512,
-    .rows_mxfp4 = k3_rows_mxfp4_avx512vbmi,
+    .rows_mxfp4 = k3_rows_mxfp4_avx512,
     .rows_mxfp4_q8 = k3_rows_mxfp4_q8_avx512vnni,
     .situ = situ_avx512,
 };

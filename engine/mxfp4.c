@@ -25,32 +25,96 @@ float k3_mxfp4_get(const uint8_t *packed, const uint8_t *scales, int c)
     return k3_e2m1_values[nib] * k3_e8m0_scale(scales[c / K3_MXFP4_GROUP]);
 }
 
-/* The reference: lane l of group g adds (x[32g+l]·v[32g+l] + x[32g+16+l]·v[32g+16+l])·scale. */
-float k3_dot_mxfp4_scalar(const uint8_t *packed, const uint8_t *scales, const float *x, int n)
+/* Where element i of a row sits in block order (mxfp4.h). */
+static inline size_t block_pos(size_t i)
+{
+    return (i & ~(size_t)127) | (i & 7) << 4 | (i >> 3 & 15);
+}
+
+void k3_mxfp4_block_order(const float *x, int n, float *xb)
+{
+    size_t padded = k3_mxfp4_block_floats(n);
+    for (size_t i = 0; i < padded; i++)
+        xb[block_pos(i)] = i < (size_t)n ? x[i] : 0.0f;
+}
+
+/* The reference, over x in natural order or in block order. */
+static float dot_reference(const uint8_t *packed, const uint8_t *scales, const float *x, int n,
+                           bool block_ordered)
 {
     float acc[K3_LANES] = {0};
-    for (int g = 0; g < n / K3_MXFP4_GROUP; g++) {
-        const uint8_t *p = packed + g * (K3_MXFP4_GROUP / 2);
-        const float *xg = x + g * K3_MXFP4_GROUP;
-        float s = k3_e8m0_scale(scales[g]);
-        for (int l = 0; l < K3_LANES; l++) {
-            float lo = k3_e2m1_values[(p[l >> 1] >> (4 * (l & 1))) & 0xF];
-            float hi = k3_e2m1_values[(p[(l + 16) >> 1] >> (4 * (l & 1))) & 0xF];
-            float t = xg[l] * lo + xg[l + 16] * hi;
-            acc[l] += t * s;
+    int groups = n / K3_MXFP4_GROUP;
+    for (int b = 0; 4 * b < groups; b++)
+        for (int k = 0; k < K3_LANES && 4 * b + k / 4 < groups; k++) {
+            float p[8];
+            for (int j = 0; j < 8; j++) {
+                size_t i = (size_t)128 * b + 8 * k + j;
+                int nib = packed[i >> 1] >> (4 * (i & 1)) & 0xF;
+                p[j] = x[block_ordered ? block_pos(i) : i] * k3_e2m1_values[nib];
+            }
+            float t = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+            acc[k] += t * k3_e8m0_scale(scales[4 * b + k / 4]);
         }
-    }
     return k3_lane_reduce(acc);
 }
 
+float k3_dot_mxfp4_scalar(const uint8_t *packed, const uint8_t *scales, const float *x, int n)
+{
+    return dot_reference(packed, scales, x, n, false);
+}
+
 void k3_rows_mxfp4_scalar(const uint8_t *packed, const uint8_t *scales, int nrows, int cols,
-                          const float *X, int ldx, float *Y, int ldy, int T)
+                          const float *Xb, int ldxb, float *Y, int ldy, int T)
 {
     size_t prow = (size_t)cols / 2, srow = (size_t)cols / K3_MXFP4_GROUP;
     for (int r = 0; r < nrows; r++)
         for (int t = 0; t < T; t++)
-            Y[(size_t)t * ldy + r] = k3_dot_mxfp4_scalar(packed + r * prow, scales + r * srow,
-                                                         X + (size_t)t * ldx, cols);
+            Y[(size_t)t * ldy + r] = dot_reference(packed + r * prow, scales + r * srow,
+                                                   Xb + (size_t)t * ldxb, cols, true);
+}
+
+/* The activations of the current mat-mul as the kernels read them (int8 or block order),
+ * per thread: grown, never shrunk, so decode allocates only in its first steps.  NULL
+ * when it cannot grow. */
+static void *activation_scratch(size_t bytes)
+{
+    static _Thread_local struct {
+        void *mem;
+        size_t cap;
+    } scratch;
+    if (bytes > scratch.cap) {
+        void *m = NULL;
+        if (posix_memalign(&m, 64, bytes))
+            return NULL;
+        free(scratch.mem);
+        scratch.mem = m;
+        scratch.cap = bytes;
+    }
+    return scratch.mem;
+}
+
+/* X [T, ldx] in block order, T rows of k3_mxfp4_block_floats(n) floats; NULL when the
+ * scratch cannot grow. */
+static const float *block_prepare(const float *X, int n, int ldx, int T)
+{
+    size_t ldxb = k3_mxfp4_block_floats(n);
+    float *xb = activation_scratch((size_t)T * ldxb * sizeof(float));
+    if (!xb)
+        return NULL;
+    for (int t = 0; t < T; t++)
+        k3_mxfp4_block_order(X + (size_t)t * ldx, n, xb + (size_t)t * ldxb);
+    return xb;
+}
+
+/* k3_rows_mxfp4_scalar over X in natural order: the path when block order cannot be had. */
+static void rows_reference_natural(const uint8_t *packed, const uint8_t *scales, int nrows,
+                                   int cols, const float *X, int ldx, float *Y, int ldy, int T)
+{
+    size_t prow = (size_t)cols / 2, srow = (size_t)cols / K3_MXFP4_GROUP;
+    for (int r = 0; r < nrows; r++)
+        for (int t = 0; t < T; t++)
+            Y[(size_t)t * ldy + r] = dot_reference(packed + r * prow, scales + r * srow,
+                                                   X + (size_t)t * ldx, cols, false);
 }
 
 static int q8_prepare(struct k3_q8 *xq, const float *X, int n, int ldx, int T);
@@ -62,11 +126,16 @@ float k3_dot_mxfp4(const uint8_t *packed, const uint8_t *scales, const float *x,
         if (!q8_prepare(&xq, x, n, n, 1))
             return k3_dot_mxfp4_q8(packed, scales, &xq);
     }
-    return k3_kernels()->dot_mxfp4(packed, scales, x, n);
+    const float *xb = block_prepare(x, n, n, 1);
+    if (!xb)
+        return k3_dot_mxfp4_scalar(packed, scales, x, n);
+    float y;
+    k3_kernels()->rows_mxfp4(packed, scales, 1, n, xb, 0, &y, 0, 1);
+    return y;
 }
 
 struct mxfp4_job {
-    k3_rows_mxfp4_fn *rows;
+    k3_rows_mxfp4_fn *rows;       /* over X, in the order it expects */
     k3_rows_mxfp4_q8_fn *rows_q8; /* set: the int8 path, over xq */
     const uint8_t *p1, *s1, *p3, *s3; /* p3, s3: the up rows of a fused SiTU, else NULL */
     int cols, ldx, ldy, T;
@@ -115,14 +184,30 @@ void k3_matmul_mxfp4_q8(const uint8_t *packed, const uint8_t *scales, int rows, 
         k3_matmul_mxfp4(packed, scales, rows, cols, X, ldx, Y, ldy, T);
 }
 
+/* The f32 path: X put in block order once on the calling thread, then rows over the
+ * threads (the reference over X as it is if the block-order buffer cannot grow). */
+static void matmul_f32(struct mxfp4_job *j, int rows, void (*chunk)(void *, int, int))
+{
+    const float *xb = block_prepare(j->X, j->cols, j->ldx, j->T);
+    if (xb) {
+        j->rows = k3_kernels()->rows_mxfp4;
+        j->X = xb;
+        j->ldx = (int)k3_mxfp4_block_floats(j->cols);
+    } else {
+        j->rows = rows_reference_natural;
+    }
+    k3_rows_parallel(rows, (j->p3 ? 2 : 1) * mxfp4_row_bytes(j->cols),
+                     (j->p3 ? 2L : 1L) * rows * j->cols * j->T, j, chunk);
+}
+
 void k3_matmul_mxfp4(const uint8_t *packed, const uint8_t *scales, int rows, int cols,
                      const float *X, int ldx, float *Y, int ldy, int T)
 {
-    struct mxfp4_job j = {.rows = k3_kernels()->rows_mxfp4, .p1 = packed, .s1 = scales,
-                          .cols = cols, .ldx = ldx, .ldy = ldy, .T = T, .X = X, .Y = Y};
+    struct mxfp4_job j = {.p1 = packed, .s1 = scales, .cols = cols, .ldx = ldx, .ldy = ldy,
+                          .T = T, .X = X, .Y = Y};
     if (k3_mxfp4_q8_enabled() && !matmul_q8(&j, rows, mxfp4_chunk))
         return;
-    k3_rows_parallel(rows, mxfp4_row_bytes(cols), (long)rows * cols * T, &j, mxfp4_chunk);
+    matmul_f32(&j, rows, mxfp4_chunk);
 }
 
 /* Fused SiTU: blocks of SITU_ROWS rows × SITU_TOKENS tokens through small buffers; all the
@@ -164,12 +249,12 @@ void k3_matmul_mxfp4_situ(const uint8_t *packed1, const uint8_t *scales1, const 
                           const uint8_t *scales3, int rows, int cols, const float *X, int ldx,
                           float *Y, int ldy, int T, float beta_gate, float beta_up)
 {
-    struct mxfp4_job j = {.rows = k3_kernels()->rows_mxfp4, .p1 = packed1, .s1 = scales1,
-                          .p3 = packed3, .s3 = scales3, .cols = cols, .ldx = ldx, .ldy = ldy,
-                          .T = T, .X = X, .Y = Y, .beta_gate = beta_gate, .beta_up = beta_up};
+    struct mxfp4_job j = {.p1 = packed1, .s1 = scales1, .p3 = packed3, .s3 = scales3,
+                          .cols = cols, .ldx = ldx, .ldy = ldy, .T = T, .X = X, .Y = Y,
+                          .beta_gate = beta_gate, .beta_up = beta_up};
     if (k3_mxfp4_q8_enabled() && !matmul_q8(&j, rows, mxfp4_situ_chunk))
         return;
-    k3_rows_parallel(rows, 2 * mxfp4_row_bytes(cols), 2L * rows * cols * T, &j, mxfp4_situ_chunk);
+    matmul_f32(&j, rows, mxfp4_situ_chunk);
 }
 
 /* ---- int8 activations (mxfp4.h) ----------------------------------------------------- */
@@ -286,25 +371,12 @@ float k3_dot_mxfp4_q8(const uint8_t *packed, const uint8_t *scales, const struct
     return y;
 }
 
-/* The quantized activations of the last k3_matmul_mxfp4_q8 on this thread: grown, never
- * shrunk, so decode allocates only in its first steps. */
-static _Thread_local struct {
-    void *mem;
-    size_t cap;
-} q8_scratch;
-
 static int q8_prepare(struct k3_q8 *xq, const float *X, int n, int ldx, int T)
 {
-    size_t need = k3_q8_bytes(n, T);
-    if (need > q8_scratch.cap) {
-        void *m = NULL;
-        if (posix_memalign(&m, 64, need))
-            return -1;
-        free(q8_scratch.mem);
-        q8_scratch.mem = m;
-        q8_scratch.cap = need;
-    }
-    k3_q8_quantize(xq, q8_scratch.mem, X, n, ldx, T);
+    void *mem = activation_scratch(k3_q8_bytes(n, T));
+    if (!mem)
+        return -1;
+    k3_q8_quantize(xq, mem, X, n, ldx, T);
     return 0;
 }
 

@@ -7,9 +7,17 @@
  * zeroes its group and is counted; e = 0 means 2^-127.
  *
  * Owns: decoding and the dot product straight from packed form (no dequantized copy).
- * Summation order (every variant follows it, so results are identical bytes): for
- * group g and lane l < 16, t = x[32g+l]·v[32g+l] + x[32g+16+l]·v[32g+16+l] and
- * acc[l] += t·2^(e-127); then the lane tree of kernels.h.
+ * Summation order (every variant follows it, so results are identical bytes): a row is
+ * cut into blocks of 128 elements (4 groups, 64 packed bytes).  Lane k < 16 of block b
+ * takes the 8 elements i = 128b + 8k + j, j < 8 (the 4 packed bytes 4k..4k+3 of the
+ * block, all in group g = 4b + k/4): with p_j = x[i]·v[i] rounded,
+ *     t = ((p_0 + p_1) + (p_2 + p_3)) + ((p_4 + p_5) + (p_6 + p_7)),
+ *     acc[k] += t·2^(e_g - 127),
+ * no FMA; lanes of groups past the end of the row add nothing; then the lane tree of
+ * kernels.h.  Why this order: one 32-bit word of packed weights per lane, so a SIMD
+ * kernel gets the nibble indices of 16 lanes by one shift of the 64 loaded bytes and one
+ * table permute, and reads the activations in "block order" (below), rearranged once per
+ * mat-vec, not once per row.
  */
 #ifndef K3_MXFP4_H
 #define K3_MXFP4_H
@@ -26,6 +34,15 @@ float k3_e8m0_scale(uint8_t e);
 
 /* Logical element c of a packed row. */
 float k3_mxfp4_get(const uint8_t *packed, const uint8_t *scales, int c);
+
+/* Block order: the activations as the lanes above read them, xb[128b + 16j + k] =
+ * x[128b + 8k + j], the row length rounded up to a whole block with zeros.  Floats in
+ * k3_mxfp4_block_floats(n). */
+static inline size_t k3_mxfp4_block_floats(int n)
+{
+    return ((size_t)n + 127) / 128 * 128;
+}
+void k3_mxfp4_block_order(const float *x, int n, float *xb);
 
 /* n is a multiple of 32 (the format needs it); elements past the last whole group are
  * ignored by every variant. */

@@ -154,7 +154,7 @@ int main(void)
 {
     setenv("K3_MXFP4_ACT", "q8", 1);
     test_quantizer();
-    for (const char *const *v = (const char *const[]){"scalar", "avx2", "avx512", "avx512vbmi", NULL};
+    for (const char *const *v = (const char *const[]){"scalar", "avx2", "avx512", "avx512vnni", NULL};
          *v; v++) {
         const struct k3_kernel_ops *k = k3_kernels_find(*v);
         if (!k->supported()) {
