@@ -1,6 +1,7 @@
 /* Dense kernels: bf16 × f32 mat-vec/mat-mul, norms, activations.
  *
- * Owns: the summation order of every dot product.  A dot product runs in 16 lanes
+ * Owns: the summation order of every bf16 and f32 dot product (MXFP4's, which fuses
+ * multiply and add, is mxfp4.h's).  A dot product runs in 16 lanes
  * (element i goes to lane i mod 16, products rounded before the add, no FMA) and the
  * lanes are reduced by a fixed pairwise tree.  Every variant (scalar reference, AVX2,
  * AVX-512) follows that order, so results are identical bytes whatever the ISA or

@@ -15,7 +15,7 @@ _Static_assert(K3_TOKEN_BLOCK == 4, "rows_bf16_avx2 handles remainders of 1 to 3
 static bool avx2_supported(void)
 {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); /* MXFP4 fuses */
 }
 
 K3_TARGET_BEGIN("avx2")

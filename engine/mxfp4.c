@@ -46,14 +46,14 @@ static float dot_reference(const uint8_t *packed, const uint8_t *scales, const f
     int groups = n / K3_MXFP4_GROUP;
     for (int b = 0; 4 * b < groups; b++)
         for (int k = 0; k < K3_LANES && 4 * b + k / 4 < groups; k++) {
-            float p[8];
+            float chain[2] = {0, 0}; /* even elements, odd elements */
             for (int j = 0; j < 8; j++) {
                 size_t i = (size_t)128 * b + 8 * k + j;
                 int nib = packed[i >> 1] >> (4 * (i & 1)) & 0xF;
-                p[j] = x[block_ordered ? block_pos(i) : i] * k3_e2m1_values[nib];
+                float xi = x[block_ordered ? block_pos(i) : i], vi = k3_e2m1_values[nib];
+                chain[j & 1] = j < 2 ? xi * vi : fmaf(xi, vi, chain[j & 1]);
             }
-            float t = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
-            acc[k] += t * k3_e8m0_scale(scales[4 * b + k / 4]);
+            acc[k] = fmaf(chain[0] + chain[1], k3_e8m0_scale(scales[4 * b + k / 4]), acc[k]);
         }
     return k3_lane_reduce(acc);
 }

@@ -2,7 +2,7 @@
  * packed bytes of its lanes: shifting right by 4j puts element 8k + j's nibble in the low
  * bits of dword k; vpermps, which reads the low 3, looks up its magnitude in an 8-entry
  * table, and the sign (nibble bit 3, shifted left to bit 31) is xor-ed in.  Per token the
- * 8 products, the add tree and the scale, mul then add, as the reference.  Scales follow
+ * two fma chains and the scale's fma, as the reference.  Scales follow
  * k3_e8m0_scale (0 → 2^-127, 255 → 0), 8 decoded together and spread to their lanes by a
  * permute per half block. */
 #include <immintrin.h>
@@ -14,7 +14,7 @@
 
 _Static_assert(K3_TOKEN_BLOCK == 4, "k3_rows_mxfp4_avx2 handles remainders of 1 to 3 tokens");
 
-K3_TARGET_BEGIN("avx2")
+K3_TARGET_BEGIN("avx2,fma")
 
 static inline float reduce16(__m256 lo, __m256 hi)
 {
@@ -52,15 +52,17 @@ static inline __m256 decode(__m256i d, int j, __m256 magnitudes)
     return _mm256_xor_ps(mag, _mm256_castsi256_ps(sign));
 }
 
-/* t of 8 lanes (mxfp4.h) for one token: x at the lanes' first activation. */
+/* a + c of 8 lanes (mxfp4.h) for one token: x at the lanes' first activation. */
 static inline __m256 lanes_sum(const __m256 v[8], const float *x)
 {
-    __m256 q[8];
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; j++)
-        q[j] = _mm256_mul_ps(_mm256_loadu_ps(x + 16 * j), v[j]);
-    return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(q[0], q[1]), _mm256_add_ps(q[2], q[3])),
-                         _mm256_add_ps(_mm256_add_ps(q[4], q[5]), _mm256_add_ps(q[6], q[7])));
+    __m256 a = _mm256_mul_ps(_mm256_loadu_ps(x), v[0]);
+    __m256 c = _mm256_mul_ps(_mm256_loadu_ps(x + 16), v[1]);
+#pragma GCC unroll 3
+    for (int j = 2; j < 8; j += 2) {
+        a = _mm256_fmadd_ps(_mm256_loadu_ps(x + 16 * j), v[j], a);
+        c = _mm256_fmadd_ps(_mm256_loadu_ps(x + 16 * j + 16), v[j + 1], c);
+    }
+    return _mm256_add_ps(a, c);
 }
 
 static inline __attribute__((always_inline)) void
@@ -104,8 +106,8 @@ row_mxfp4_tokens(const uint8_t *p, const uint8_t *s, int groups, const float *Xb
 #pragma GCC unroll 4
             for (int k = 0; k < NT; k++) {
                 const float *x = Xb + (size_t)k * ldxb + (size_t)g * K3_MXFP4_GROUP;
-                lo[k] = _mm256_add_ps(lo[k], _mm256_mul_ps(lanes_sum(vlo, x), slo));
-                hi[k] = _mm256_add_ps(hi[k], _mm256_mul_ps(lanes_sum(vhi, x + 8), shi));
+                lo[k] = _mm256_fmadd_ps(lanes_sum(vlo, x), slo, lo[k]);
+                hi[k] = _mm256_fmadd_ps(lanes_sum(vhi, x + 8), shi, hi[k]);
             }
         }
     }

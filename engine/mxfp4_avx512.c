@@ -2,8 +2,8 @@
  * packed weights of a block: dword k holds lane k's 8 nibbles, so shifting the zmm right
  * by 4j puts element 8k + j's nibble in the low 4 bits of dword k, and vpermps, which
  * reads only those bits, looks its E2M1 value up in a 16-entry table in a register.  Per
- * block: 7 shifts, 8 permutes, then per token 8 multiplies by the block-ordered
- * activations, the add tree and the scale, mul then add, as the reference.  The 16 group
+ * block: 7 shifts, 8 permutes, then per token the two fma chains over the block-ordered
+ * activations and the scale's fma, as the reference.  The 16 group
  * scales of 4 blocks are decoded together with k3_e8m0_scale's rule (0 → 2^-127,
  * 255 → 0) and spread to their lanes by one permute per block.  The mat-mul decodes each
  * block once for up to K3_TOKEN_BLOCK tokens. */
@@ -78,13 +78,14 @@ row_mxfp4_tokens(const uint8_t *p, const uint8_t *s, int groups, const float *Xb
 #pragma GCC unroll 4
             for (int k = 0; k < NT; k++) {
                 const float *x = Xb + (size_t)k * ldxb + (size_t)g * K3_MXFP4_GROUP;
-                __m512 q[8];
-#pragma GCC unroll 8
-                for (int j = 0; j < 8; j++)
-                    q[j] = _mm512_mul_ps(_mm512_loadu_ps(x + 16 * j), v[j]);
-                __m512 t = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(q[0], q[1]), _mm512_add_ps(q[2], q[3])),
-                                         _mm512_add_ps(_mm512_add_ps(q[4], q[5]), _mm512_add_ps(q[6], q[7])));
-                acc[k] = _mm512_mask_add_ps(acc[k], lanes, acc[k], _mm512_mul_ps(t, scale));
+                __m512 a = _mm512_mul_ps(_mm512_loadu_ps(x), v[0]);
+                __m512 c = _mm512_mul_ps(_mm512_loadu_ps(x + 16), v[1]);
+#pragma GCC unroll 3
+                for (int j = 2; j < 8; j += 2) {
+                    a = _mm512_fmadd_ps(_mm512_loadu_ps(x + 16 * j), v[j], a);
+                    c = _mm512_fmadd_ps(_mm512_loadu_ps(x + 16 * j + 16), v[j + 1], c);
+                }
+                acc[k] = _mm512_mask3_fmadd_ps(_mm512_add_ps(a, c), scale, acc[k], lanes);
             }
         }
     }

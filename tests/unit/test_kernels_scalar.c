@@ -66,8 +66,8 @@ static void test_mxfp4_against_double(void)
     float *x = xmalloc(sizeof *x * max_n);
     double worst = 0;
     for (int li = 0; li < N_OF(mxfp4_lengths); li++) {
-        /* Each product passes through at most 1 (its rounding) + 3 (the block's add tree)
-         * + B (one add per block of 128) + 4 (the lane tree) roundings. */
+        /* Each product passes through at most 4 roundings in its chain, 1 joining the two
+         * chains, B (one fma into the lane per block of 128) and 4 (the lane tree). */
         int n = mxfp4_lengths[li], G = n / 32, B = (G + 3) / 4;
         for (int rep = 0; rep < 20; rep++) {
             fill_mxfp4(p, (size_t)n / 2, s, (size_t)(n + 31) / 32, &r, 0);
@@ -78,13 +78,13 @@ static void test_mxfp4_against_double(void)
                 exact += t, mag += fabs(t);
             }
             double err = fabs(k3_dot_mxfp4_scalar(p, s, x, n) - exact);
-            double bound = (B + 8) * ldexp(1, -24) * mag;
+            double bound = (B + 9) * ldexp(1, -24) * mag;
             CHECK(err <= bound, "mxfp4 n=%d: error %g above the bound %g", n, err, bound);
             if (mag > 0 && err / bound > worst)
                 worst = err / bound;
         }
     }
-    printf("mxfp4 reference vs double: worst error %.3f of the bound (B+8)·u·Σ|v·x| (B blocks of 128)\n", worst);
+    printf("mxfp4 reference vs double: worst error %.3f of the bound (B+9)·u·Σ|v·x| (B blocks of 128)\n", worst);
     free(p), free(s), free(x);
 }
 
