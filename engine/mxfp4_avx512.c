@@ -157,6 +157,8 @@ row_q8_tokens(const uint8_t *p, const uint8_t *s, int groups, const struct k3_q8
         for (int j = 0; j < n; j += 2) {
             int g = g0 + j;
             size_t pr = (size_t)g / 2;
+            if (!(j & 3)) /* once per 64-byte line of weights */
+                _mm_prefetch((const char *)(p + (size_t)g * 16) + K3_MXFP4_PREFETCH, _MM_HINT_T0);
             __m256i b = n - j >= 2 ? _mm256_loadu_si256((const __m256i *)(p + (size_t)g * 16))
                                    : _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(p + (size_t)g * 16)));
             __m512i z = _mm512_permutexvar_epi64(spread, _mm512_zextsi256_si512(b));
