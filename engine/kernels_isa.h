@@ -79,6 +79,34 @@ typedef void k3_situ_fn(float *y, const float *g, const float *u, int n, float b
         }                                                                                      \
     } while (0)
 
+/* The k3_rows_mxfp4_fn NAME of a variant around its always_inline one-row kernel
+ * ROW(p, s, groups, Xb, ldxb, Y, ldy, NT): whole blocks of K3_TOKEN_BLOCK tokens, then the
+ * 1 to 3 left, NT a constant in each call so the accumulators stay in registers.  Expanded
+ * inside the variant's K3_TARGET_BEGIN region. */
+#define K3_MXFP4_ROWS(NAME, ROW)                                                               \
+    void NAME(const uint8_t *packed, const uint8_t *scales, int nrows, int cols, const float *Xb, \
+              int ldxb, float *Y, int ldy, int T)                                              \
+    {                                                                                          \
+        _Static_assert(K3_TOKEN_BLOCK == 4, "the remainders below are 1 to 3 tokens");         \
+        int groups = cols / K3_MXFP4_GROUP;                                                    \
+        size_t prow = (size_t)cols / 2, srow = (size_t)groups;                                 \
+        for (int r = 0; r < nrows; r++) {                                                      \
+            const uint8_t *p = packed + r * prow, *s = scales + r * srow;                      \
+            int t = 0;                                                                         \
+            for (; t + K3_TOKEN_BLOCK <= T; t += K3_TOKEN_BLOCK)                               \
+                ROW(p, s, groups, Xb + (size_t)t * ldxb, ldxb, Y + (size_t)t * ldy + r, ldy,   \
+                    K3_TOKEN_BLOCK);                                                           \
+            const float *Xt = Xb + (size_t)t * ldxb;                                           \
+            float *Yt = Y + (size_t)t * ldy + r;                                               \
+            switch (T - t) {                                                                   \
+            case 3: ROW(p, s, groups, Xt, ldxb, Yt, ldy, 3); break;                            \
+            case 2: ROW(p, s, groups, Xt, ldxb, Yt, ldy, 2); break;                            \
+            case 1: ROW(p, s, groups, Xt, ldxb, Yt, ldy, 1); break;                            \
+            default: break;                                                                    \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
 struct k3_kernel_ops {
     const char *name;                          /* "scalar", "avx2", "avx512", "avx512vnni" */
     bool (*supported)(void);                            /* this CPU and OS can run it */

@@ -12,8 +12,6 @@
 #include "engine/kernels_isa.h"
 #include "engine/mxfp4.h"
 
-_Static_assert(K3_TOKEN_BLOCK == 4, "k3_rows_mxfp4_avx2 handles remainders of 1 to 3 tokens");
-
 K3_TARGET_BEGIN("avx2,fma")
 
 static inline float reduce16(__m256 lo, __m256 hi)
@@ -116,26 +114,6 @@ row_mxfp4_tokens(const uint8_t *p, const uint8_t *s, int groups, const float *Xb
         Y[(size_t)k * ldy] = reduce16(lo[k], hi[k]);
 }
 
-void k3_rows_mxfp4_avx2(const uint8_t *packed, const uint8_t *scales, int nrows, int cols,
-                        const float *Xb, int ldxb, float *Y, int ldy, int T)
-{
-    int groups = cols / K3_MXFP4_GROUP;
-    size_t prow = (size_t)cols / 2, srow = (size_t)groups;
-    for (int r = 0; r < nrows; r++) {
-        const uint8_t *p = packed + r * prow, *s = scales + r * srow;
-        int t = 0;
-        for (; t + K3_TOKEN_BLOCK <= T; t += K3_TOKEN_BLOCK)
-            row_mxfp4_tokens(p, s, groups, Xb + (size_t)t * ldxb, ldxb, Y + (size_t)t * ldy + r,
-                             ldy, K3_TOKEN_BLOCK);
-        const float *Xt = Xb + (size_t)t * ldxb;
-        float *Yt = Y + (size_t)t * ldy + r;
-        switch (T - t) {
-        case 3: row_mxfp4_tokens(p, s, groups, Xt, ldxb, Yt, ldy, 3); break;
-        case 2: row_mxfp4_tokens(p, s, groups, Xt, ldxb, Yt, ldy, 2); break;
-        case 1: row_mxfp4_tokens(p, s, groups, Xt, ldxb, Yt, ldy, 1); break;
-        default: break;
-        }
-    }
-}
+K3_MXFP4_ROWS(k3_rows_mxfp4_avx2, row_mxfp4_tokens)
 
 K3_TARGET_END
