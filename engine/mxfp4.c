@@ -63,14 +63,20 @@ float k3_dot_mxfp4_scalar(const uint8_t *packed, const uint8_t *scales, const fl
     return dot_reference(packed, scales, x, n, false);
 }
 
-void k3_rows_mxfp4_scalar(const uint8_t *packed, const uint8_t *scales, int nrows, int cols,
-                          const float *Xb, int ldxb, float *Y, int ldy, int T)
+static void rows_reference(const uint8_t *packed, const uint8_t *scales, int nrows, int cols,
+                           const float *X, int ldx, float *Y, int ldy, int T, bool block_ordered)
 {
     size_t prow = (size_t)cols / 2, srow = (size_t)cols / K3_MXFP4_GROUP;
     for (int r = 0; r < nrows; r++)
         for (int t = 0; t < T; t++)
             Y[(size_t)t * ldy + r] = dot_reference(packed + r * prow, scales + r * srow,
-                                                   Xb + (size_t)t * ldxb, cols, true);
+                                                   X + (size_t)t * ldx, cols, block_ordered);
+}
+
+void k3_rows_mxfp4_scalar(const uint8_t *packed, const uint8_t *scales, int nrows, int cols,
+                          const float *Xb, int ldxb, float *Y, int ldy, int T)
+{
+    rows_reference(packed, scales, nrows, cols, Xb, ldxb, Y, ldy, T, true);
 }
 
 /* The activations of the current mat-mul as the kernels read them (int8 or block order),
@@ -106,15 +112,11 @@ static const float *block_prepare(const float *X, int n, int ldx, int T)
     return xb;
 }
 
-/* k3_rows_mxfp4_scalar over X in natural order: the path when block order cannot be had. */
+/* The reference over X in natural order: the path when block order cannot be had. */
 static void rows_reference_natural(const uint8_t *packed, const uint8_t *scales, int nrows,
                                    int cols, const float *X, int ldx, float *Y, int ldy, int T)
 {
-    size_t prow = (size_t)cols / 2, srow = (size_t)cols / K3_MXFP4_GROUP;
-    for (int r = 0; r < nrows; r++)
-        for (int t = 0; t < T; t++)
-            Y[(size_t)t * ldy + r] = dot_reference(packed + r * prow, scales + r * srow,
-                                                   X + (size_t)t * ldx, cols, false);
+    rows_reference(packed, scales, nrows, cols, X, ldx, Y, ldy, T, false);
 }
 
 static int q8_prepare(struct k3_q8 *xq, const float *X, int n, int ldx, int T);
