@@ -83,7 +83,8 @@ row_mxfp4_tokens(const uint8_t *p, const uint8_t *s, int groups, const float *Xb
             if (have >= 4) {
                 dlo = _mm256_loadu_si256((const __m256i *)pb);
                 dhi = _mm256_loadu_si256((const __m256i *)(pb + 32));
-            } else { /* lanes 4·have .. 15 are past the row: nothing read, nothing added */
+            } else { /* lanes 4·have .. 15 are past the row: nothing read and +0 added, which
+                      * is adding nothing (a lane sum starts at +0, so it is never -0) */
                 const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
                 keep_lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(4 * have), lane);
                 keep_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(4 * have - 8), lane);
