@@ -79,6 +79,11 @@ typedef void k3_situ_fn(float *y, const float *g, const float *u, int n, float b
         }                                                                                      \
     } while (0)
 
+/* The group of each lane in mxfp4.h's order, as permute indices into the scales of 16
+ * consecutive groups: in the block bb of 4 that those cover, lane k takes group
+ * 4bb + k/4 (mxfp4.c). */
+extern const int32_t k3_mxfp4_lane_group[4][16];
+
 /* The k3_rows_mxfp4_fn NAME of a variant around its always_inline one-row kernel
  * ROW(p, s, groups, Xb, ldxb, Y, ldy, NT): whole blocks of K3_TOKEN_BLOCK tokens, then the
  * 1 to 3 left, NT a constant in each call so the accumulators stay in registers.  Expanded

@@ -31,6 +31,13 @@ static inline size_t block_pos(size_t i)
     return (i & ~(size_t)127) | (i & 7) << 4 | (i >> 3 & 15);
 }
 
+const int32_t k3_mxfp4_lane_group[4][16] = {
+    {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3},
+    {4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7},
+    {8, 8, 8, 8, 9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11},
+    {12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15},
+};
+
 void k3_mxfp4_block_order(const float *x, int n, float *xb)
 {
     size_t padded = k3_mxfp4_block_floats(n);

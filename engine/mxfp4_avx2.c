@@ -22,7 +22,8 @@ static inline float reduce16(__m256 lo, __m256 hi)
     return _mm_cvtss_f32(_mm_add_ss(a2, _mm_movehdup_ps(a2)));
 }
 
-/* 2^(e-127) of the scales of groups g0 .. g0+n-1 (n ≤ 8) in lanes 0 .. n-1. */
+/* 2^(e-127) of the scales of groups g0 .. g0+n-1 (n ≤ 8) in lanes 0 .. n-1 (2^-127 in
+ * the rest, whose lanes have no weights). */
 static inline __m256 scales8(const uint8_t *scales, int n)
 {
     uint8_t e8[8] = {0};
@@ -35,12 +36,6 @@ static inline __m256 scales8(const uint8_t *scales, int n)
     bits = _mm256_andnot_si256(_mm256_cmpeq_epi32(e, _mm256_set1_epi32(255)), bits);
     return _mm256_castsi256_ps(bits);
 }
-
-/* For block bb of the two a scales8 covers, lane k takes group 4bb + k/4. */
-static const int32_t block_scale_lane[2][16] = {
-    {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3},
-    {4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7},
-};
 
 /* E2M1 value of the nibble at bits 4j..4j+3 of each dword. */
 static inline __m256 decode(__m256i d, int j, __m256 magnitudes)
@@ -79,17 +74,18 @@ row_mxfp4_tokens(const uint8_t *p, const uint8_t *s, int groups, const float *Xb
             int g = g0 + 4 * bb, have = n - 4 * bb; /* groups of this block in the row */
             const uint8_t *pb = p + (size_t)g * (K3_MXFP4_GROUP / 2);
             _mm_prefetch((const char *)pb + K3_MXFP4_PREFETCH, _MM_HINT_T0);
-            __m256i dlo, dhi, keep_lo = _mm256_set1_epi32(-1), keep_hi = keep_lo;
+            __m256i dlo, dhi;
             if (have >= 4) {
                 dlo = _mm256_loadu_si256((const __m256i *)pb);
                 dhi = _mm256_loadu_si256((const __m256i *)(pb + 32));
-            } else { /* lanes 4·have .. 15 are past the row: nothing read and +0 added, which
-                      * is adding nothing (a lane sum starts at +0, so it is never -0) */
+            } else { /* lanes 4·have .. 15 are past the row: nothing read, so their weights
+                      * and (padded) activations are 0 and they add +0, which is adding
+                      * nothing (a lane sum starts at +0, so it is never -0) */
                 const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-                keep_lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(4 * have), lane);
-                keep_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(4 * have - 8), lane);
-                dlo = _mm256_maskload_epi32((const int *)pb, keep_lo);
-                dhi = _mm256_maskload_epi32((const int *)(pb + 32), keep_hi);
+                dlo = _mm256_maskload_epi32((const int *)pb,
+                                            _mm256_cmpgt_epi32(_mm256_set1_epi32(4 * have), lane));
+                dhi = _mm256_maskload_epi32((const int *)(pb + 32),
+                                            _mm256_cmpgt_epi32(_mm256_set1_epi32(4 * have - 8), lane));
             }
             __m256 vlo[8], vhi[8];
 #pragma GCC unroll 8
@@ -97,11 +93,9 @@ row_mxfp4_tokens(const uint8_t *p, const uint8_t *s, int groups, const float *Xb
                 vlo[j] = decode(dlo, j, magnitudes);
                 vhi[j] = decode(dhi, j, magnitudes);
             }
-            const int32_t *lane_group = block_scale_lane[bb];
+            const int32_t *lane_group = k3_mxfp4_lane_group[bb];
             __m256 slo = _mm256_permutevar8x32_ps(sc, _mm256_loadu_si256((const __m256i *)lane_group));
             __m256 shi = _mm256_permutevar8x32_ps(sc, _mm256_loadu_si256((const __m256i *)(lane_group + 8)));
-            slo = _mm256_and_ps(slo, _mm256_castsi256_ps(keep_lo));
-            shi = _mm256_and_ps(shi, _mm256_castsi256_ps(keep_hi));
 #pragma GCC unroll 4
             for (int k = 0; k < NT; k++) {
                 const float *x = Xb + (size_t)k * ldxb + (size_t)g * K3_MXFP4_GROUP;

@@ -39,14 +39,6 @@ static inline __m512 scales16(const uint8_t *scales, int n)
     return _mm512_maskz_mov_ps(valid, _mm512_castsi512_ps(bits));
 }
 
-/* For block bb of the four a scales16 covers, lane k takes group 4bb + k/4. */
-static const int32_t block_scale_lane[4][16] = {
-    {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3},
-    {4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7},
-    {8, 8, 8, 8, 9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11},
-    {12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15},
-};
-
 /* One row against NT tokens (a constant after inlining, so acc[] stays in registers). */
 static inline __attribute__((always_inline)) void
 row_mxfp4_tokens(const uint8_t *p, const uint8_t *s, int groups, const float *Xb, int ldxb,
@@ -72,7 +64,7 @@ row_mxfp4_tokens(const uint8_t *p, const uint8_t *s, int groups, const float *Xb
 #pragma GCC unroll 8
             for (int j = 1; j < 8; j++)
                 v[j] = _mm512_permutexvar_ps(_mm512_srli_epi32(d, 4 * j), table);
-            __m512 scale = _mm512_permutexvar_ps(_mm512_loadu_si512(block_scale_lane[bb]), sc);
+            __m512 scale = _mm512_permutexvar_ps(_mm512_loadu_si512(k3_mxfp4_lane_group[bb]), sc);
 #pragma GCC unroll 4
             for (int k = 0; k < NT; k++) {
                 const float *x = Xb + (size_t)k * ldxb + (size_t)g * K3_MXFP4_GROUP;
