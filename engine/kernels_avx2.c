@@ -87,7 +87,7 @@ row_bf16_tokens(const uint16_t *w, int cols, const float *X, int ldx, float *Y, 
         lo[k] = hi[k] = _mm256_setzero_ps();
     for (int i = 0; i < n16; i += K3_LANES) {
         if (!(i & 31)) /* once per 64-byte line */
-            _mm_prefetch((const char *)(w + i) + K3_BF16_PREFETCH, _MM_HINT_T0);
+            _mm_prefetch((const char *)(w + i) + K3_PREFETCH_AHEAD, _MM_HINT_T0);
         __m256 v0 = bf16x8(w + i), v1 = bf16x8(w + i + 8);
         #pragma GCC unroll 4
         for (int k = 0; k < NT; k++) {
@@ -117,7 +117,7 @@ rows4_bf16_token(const uint16_t *w, int cols, const float *x, float *y, int RB)
         for (int r = 0; r < RB; r++) {
             const uint16_t *wr = w + (size_t)r * cols + i;
             if (!(i & 31))
-                _mm_prefetch((const char *)wr + K3_BF16_PREFETCH, _MM_HINT_T0);
+                _mm_prefetch((const char *)wr + K3_PREFETCH_AHEAD, _MM_HINT_T0);
             lo[r] = _mm256_add_ps(lo[r], _mm256_mul_ps(bf16x8(wr), x0));
             hi[r] = _mm256_add_ps(hi[r], _mm256_mul_ps(bf16x8(wr + 8), x1));
         }

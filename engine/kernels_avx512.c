@@ -102,7 +102,7 @@ block_bf16(const uint16_t *W, int cols, const float *X, int ldx, float *Y, int l
 #pragma GCC unroll 4
         for (int r = 0; r < RB; r++) {
             if (!(i & 31)) /* once per 64-byte line */
-                _mm_prefetch((const char *)(W + (size_t)r * cols + i) + K3_BF16_PREFETCH, _MM_HINT_T0);
+                _mm_prefetch((const char *)(W + (size_t)r * cols + i) + K3_PREFETCH_AHEAD, _MM_HINT_T0);
             __m512 w = bf16x16(W + (size_t)r * cols + i);
 #pragma GCC unroll 4
             for (int k = 0; k < NT; k++)

@@ -46,12 +46,12 @@ typedef void k3_situ_fn(float *y, const float *g, const float *u, int n, float b
 
 /* The SIMD mat-vecs prefetch their weights this many bytes ahead: the hardware
  * prefetchers alone left a core computing from RAM far below its L2 rate.  This machine
- * (Xeon, 2 cores, weights in RAM): MXFP4 32768 × 7168 at 2 threads 10.7 GB/s without,
- * 17.6 at 1 KiB ahead, 21.3 at 2 KiB, 20.9 at 4 KiB; bf16 k3-bench attention 2048 × 2048
- * at 2 threads 12.8 GB/s without, 16.3 at 1 KiB, 18.8 at 2 KiB, 19.2 at 4 KiB, and the
- * k3-bench trunk per token 91 ms without, 62 at 4 KiB and at 8 KiB (bench/kernels.c). */
-#define K3_MXFP4_PREFETCH 2048
-#define K3_BF16_PREFETCH 4096
+ * (Xeon, 2 cores, weights in RAM): bf16 k3-bench attention 2048 × 2048 at 2 threads
+ * 12.8 GB/s without, 16.3 at 1 KiB, 18.8 at 2 KiB, 19.2 at 4 KiB; MXFP4 10.7 GB/s without
+ * (32768 × 7168, 2 threads), and 4 KiB against 2 KiB in one process, calls alternating:
+ * 1.01-1.06x on k3-bench and full-K3 expert shapes and that matrix at 1 and 2 threads,
+ * faster in 25-30 of 31 pairs; 8 KiB 0.98-0.99x of 4 KiB. */
+#define K3_PREFETCH_AHEAD 4096
 
 /* Runs CALL with RB_ = rb and NT_ = nt as constants (1 ≤ rb ≤ 4, 1 ≤ nt ≤ 4), so an
  * always_inline block kernel keeps its accumulators in registers. */

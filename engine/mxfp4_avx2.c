@@ -73,7 +73,7 @@ row_mxfp4_tokens(const uint8_t *p, const uint8_t *s, int groups, const float *Xb
         for (int bb = 0; 4 * bb < n; bb++) {
             int g = g0 + 4 * bb, have = n - 4 * bb; /* groups of this block in the row */
             const uint8_t *pb = p + (size_t)g * (K3_MXFP4_GROUP / 2);
-            _mm_prefetch((const char *)pb + K3_MXFP4_PREFETCH, _MM_HINT_T0);
+            _mm_prefetch((const char *)pb + K3_PREFETCH_AHEAD, _MM_HINT_T0);
             __m256i dlo, dhi;
             if (have >= 4) {
                 dlo = _mm256_loadu_si256((const __m256i *)pb);

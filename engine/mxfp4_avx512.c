@@ -55,7 +55,7 @@ row_mxfp4_tokens(const uint8_t *p, const uint8_t *s, int groups, const float *Xb
         for (int bb = 0; 4 * bb < n; bb++) {
             int g = g0 + 4 * bb, have = n - 4 * bb; /* groups of this block in the row */
             const uint8_t *pb = p + (size_t)g * (K3_MXFP4_GROUP / 2);
-            _mm_prefetch((const char *)pb + K3_MXFP4_PREFETCH, _MM_HINT_T0);
+            _mm_prefetch((const char *)pb + K3_PREFETCH_AHEAD, _MM_HINT_T0);
             __m512i d = have >= 4 ? _mm512_loadu_si512(pb)
                                   : _mm512_maskz_loadu_epi8((1ull << 16 * have) - 1, pb);
             __mmask16 lanes = have >= 4 ? 0xFFFF : (__mmask16)((1u << 4 * have) - 1);
@@ -128,7 +128,7 @@ row_q8_tokens(const uint8_t *p, const uint8_t *s, int groups, const struct k3_q8
             int g = g0 + j;
             size_t pr = (size_t)g / 2;
             if (!(j & 3)) /* once per 64-byte line of weights */
-                _mm_prefetch((const char *)(p + (size_t)g * 16) + K3_MXFP4_PREFETCH, _MM_HINT_T0);
+                _mm_prefetch((const char *)(p + (size_t)g * 16) + K3_PREFETCH_AHEAD, _MM_HINT_T0);
             __m256i b = n - j >= 2 ? _mm256_loadu_si256((const __m256i *)(p + (size_t)g * 16))
                                    : _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(p + (size_t)g * 16)));
             __m512i z = _mm512_permutexvar_epi64(spread, _mm512_zextsi256_si512(b));
