@@ -5,8 +5,9 @@
  * Weights live in RAM: a matrix smaller than --arena-mib is copied across an arena of
  * that size and the calls cycle through the copies, so every call reads its weights from
  * memory, not from the L3 (kernels.sh prints its size).  Each measurement is one pass over the arena (or one
- * call on a bigger matrix), repeated --reps times with the variants interleaved; medians
- * and the min..max spread are reported.  Shapes: k3-bench (hidden 2048, latent 1024,
+ * call on a bigger matrix), repeated --reps times with the variants and thread counts
+ * interleaved; medians and the min..max spread are reported.  The calls are made as the
+ * engine makes them (run_pass).  Shapes: k3-bench (hidden 2048, latent 1024,
  * moe_intermediate 3072, vocab 163840) with its per-token counts, so the per-token
  * compute of one decode token is the sum over its matrices; full K3 (hidden 7168, latent
  * 3584, the 12288-wide KDA projections, lm_head 163840 × 7168).
@@ -26,15 +27,16 @@
 #include "engine/kernels.h"
 #include "engine/kernels_isa.h"
 #include "engine/mxfp4.h"
+#include "numa/teams.h"
 
 /* ---- options ------------------------------------------------------------------------ */
 
 struct opts {
     char variants[64], threads[32], sets[32], tokens[32], only[64], csv[512], json[512];
-    long reps, arena_mib, copy_mib, lm_head, thp, seed;
+    long reps, arena_mib, copy_mib, lm_head, thp, teams, seed;
 };
 
-static struct opts o = {"all", "1,2", "bench,k3", "1", "", "", "", 5, 512, 256, 1, 1, 1};
+static struct opts o = {"all", "1,2", "bench,k3", "1", "", "", "", 5, 512, 256, 1, 1, 1, 1};
 
 static const struct opt {
     const char *name;
@@ -53,6 +55,8 @@ static const struct opt {
     {"--copy-mib", NULL, &o.copy_mib, 64, "STREAM copy: size of each of its two arrays"},
     {"--lm-head", NULL, &o.lm_head, 0, "1: include full K3's lm_head (2.35 GB) when RAM allows"},
     {"--thp", NULL, &o.thp, 0, "1: weights on transparent huge pages (as the engine's read areas)"},
+    {"--teams", NULL, &o.teams, 0, "1: MXFP4 calls inside a team's work (numa/teams.h), as the "
+                                   "engine's expert path; 0: each call its own OpenMP region"},
     {"--seed", NULL, &o.seed, 0, "weight and activation generator seed"},
     {"--csv", o.csv, NULL, 0, "write results to this CSV file (empty: none)"},
     {"--json", o.json, NULL, 0, "write the planner's calibration (k3-uring plan --calibration) here"},
@@ -373,12 +377,47 @@ static void run_call(const struct bcase *c, struct copy w, const float *X, float
         k3_matmul_mxfp4_situ(w.a, w.b, w.c, w.d, c->rows, c->cols, X, c->cols, Y, c->rows, T,
                              4.0f, 25.0f);
         break;
-    case MXFP4_UNFUSED: /* the fused kernel's baseline: two mat-vecs, then SiTU */
+    case MXFP4_UNFUSED: { /* the fused kernel's baseline: two mat-vecs, then SiTU */
         k3_matmul_mxfp4(w.a, w.b, c->rows, c->cols, X, c->cols, Y, c->rows, T);
         k3_matmul_mxfp4(w.c, w.d, c->rows, c->cols, X, c->cols, U, c->rows, T);
-        k3_situ_n(Y, Y, U, c->rows * T, 4.0f, 25.0f);
+        int member = 0, n_members = 1;
+        k3numa_team_self(&member, &n_members);
+        if (member == 0) /* in a team, one member; the others wait at the barrier */
+            k3_situ_n(Y, Y, U, c->rows * T, 4.0f, 25.0f);
+        k3numa_team_barrier();
         break;
     }
+    }
+}
+
+/* One measurement: a call on every copy of the case's matrix. */
+struct pass {
+    const struct bcase *c;
+    const uint8_t *base;
+    size_t stride, n_copies;
+    const float *X;
+    float *Y, *U;
+    int T;
+};
+
+static void pass_calls(void *arg, int team)
+{
+    (void)team;
+    const struct pass *p = arg;
+    for (size_t k = 0; k < p->n_copies; k++)
+        run_call(p->c, copy_at(p->c, p->base + k * p->stride), p->X, p->Y, p->U, p->T);
+}
+
+/* The routed experts' mat-vecs run the way the engine's expert path (engine/forward.c)
+ * calls them: inside a team's work, where a call splits its rows over the team and ends
+ * at the team's barrier.  The trunk's bf16 ones each open an OpenMP region, as there.
+ * With --teams 0 every call opens its own region. */
+static void run_pass(struct k3numa_teams *teams, const struct pass *p)
+{
+    if (teams && p->c->kind != BF16)
+        k3numa_teams_run(teams, pass_calls, (void *)p);
+    else
+        pass_calls((void *)p, 0);
 }
 
 /* ---- main --------------------------------------------------------------------------- */
@@ -518,27 +557,41 @@ int main(int argc, char **argv)
 
         for (int xi = 0; xi < n_tokens; xi++) {
             int T = tokens[xi];
+            int reps = o.reps > 64 ? 64 : (int)o.reps;
+            /* The thread counts take turns rep by rep, as the variants do: this machine's
+             * pace drifts by a fifth over minutes (the host's other tenants), and a scaling
+             * taken from measurements minutes apart would measure the drift. */
+            static double g[8][4][64], rd[8][64];
+            struct k3numa_teams *teams[8] = {NULL};
+            struct pass warm = {c, base, stride, 1, X, Y, U, T},
+                        every = {c, base, stride, n_copies, X, Y, U, T};
             for (int ti = 0; ti < n_threads; ti++) {
                 omp_set_num_threads(threads[ti]);
-                int reps = o.reps > 64 ? 64 : (int)o.reps;
-                double g[4][64], rd[64];
+                if (o.teams && k3numa_teams_create(&teams[ti], NULL)) {
+                    fprintf(stderr, "kernels: out of memory for a team\n");
+                    return 1;
+                }
                 /* A pass to warm the thread pool (and, with one copy, nothing else). */
                 for (int vi = 0; vi < n_vars; vi++) {
                     k3_kernels_select(vars[vi]->name);
-                    run_call(c, copy_at(c, base), X, Y, U, T);
+                    run_pass(teams[ti], &warm);
                 }
-                for (int r = 0; r < reps; r++) {
-                    rd[r] = read_sweep(base, n_copies * stride);
+            }
+            for (int r = 0; r < reps; r++)
+                for (int ti = 0; ti < n_threads; ti++) {
+                    omp_set_num_threads(threads[ti]);
+                    rd[ti][r] = read_sweep(base, n_copies * stride);
                     for (int vi = 0; vi < n_vars; vi++) {
                         k3_kernels_select(vars[vi]->name);
                         double t0 = now();
-                        for (size_t k = 0; k < n_copies; k++)
-                            run_call(c, copy_at(c, base + k * stride), X, Y, U, T);
+                        run_pass(teams[ti], &every);
                         double dt = now() - t0;
-                        g[vi][r] = (double)bytes * n_copies / dt / 1e9;
+                        g[ti][vi][r] = (double)bytes * n_copies / dt / 1e9;
                     }
                 }
-                struct stat3 rs3 = stats(rd, reps);
+            for (int ti = 0; ti < n_threads; ti++) {
+                k3numa_teams_destroy(teams[ti]);
+                struct stat3 rs3 = stats(rd[ti], reps);
                 if (xi == 0)
                     case_read[ci][ti] = rs3;
                 printf("%-48s %-5s %-10s %2s %-10s %3d %10.2f %8.2f [%5.2f-%5.2f] %9s %6.2f %6.2f\n",
@@ -548,7 +601,7 @@ int main(int argc, char **argv)
                         (double)bytes, rs3, 0, rs3.median / mem[ti].copy.median, 1);
                 for (int vi = 0; vi < n_vars; vi++) {
                     struct result *rs = &res[ci][vi][ti][xi];
-                    rs->gbps = stats(g[vi], reps);
+                    rs->gbps = stats(g[ti][vi], reps);
                     rs->us = bytes / rs->gbps.median / 1e3;
                     double frac = rs->gbps.median / mem[ti].copy.median;
                     double frac_read = rs->gbps.median / rs3.median;
