@@ -7,7 +7,9 @@
  * memory, not from the L3 (kernels.sh prints its size).  Each measurement is one pass over the arena (or one
  * call on a bigger matrix), repeated --reps times with the variants and thread counts
  * interleaved; medians and the min..max spread are reported.  The calls are made as the
- * engine makes them (run_pass).  Shapes: k3-bench (hidden 2048, latent 1024,
+ * engine makes them (run_pass).  Beside each MXFP4 case, in turn with it, the same kernel
+ * on a few rows held in L1 ("mxfp4 (L1)"): its compute ceiling, the rate with no memory
+ * traffic at all.  Shapes: k3-bench (hidden 2048, latent 1024,
  * moe_intermediate 3072, vocab 163840) with its per-token counts, so the per-token
  * compute of one decode token is the sum over its matrices; full K3 (hidden 7168, latent
  * 3584, the 12288-wide KDA projections, lm_head 163840 × 7168).
@@ -15,6 +17,7 @@
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -282,6 +285,94 @@ static void measure_memory(int threads, struct membw *m)
     free(c);
 }
 
+/* ---- compute ceiling ---------------------------------------------------------------- */
+
+/* A variant's MXFP4 rows with their weights in L1: CEIL_ROWS rows of the case's width (the
+ * activations already in block order), every thread calling the row kernel on its own
+ * copy for about CEIL_SECONDS.  What the cores compute when the memory costs nothing;
+ * measured in turn with the same case from RAM, it says whether the kernel waits on the
+ * memory or on itself. */
+#define CEIL_ROWS 16
+#define CEIL_SECONDS 0.05
+
+struct ceiling {
+    int cols, T;
+    size_t np, ns, nxb; /* packed bytes, scale bytes, block-ordered floats per token */
+    uint8_t *w;
+    float *xb;
+};
+
+static int ceiling_prepare(struct ceiling *cl, int cols, int T)
+{
+    cl->cols = cols;
+    cl->T = T;
+    cl->np = (size_t)CEIL_ROWS * cols / 2;
+    cl->ns = cl->np / (K3_MXFP4_GROUP / 2);
+    cl->nxb = k3_mxfp4_block_floats(cols);
+    cl->w = malloc(cl->np + cl->ns);
+    cl->xb = malloc(sizeof(float) * cl->nxb * T);
+    float *x = malloc(sizeof(float) * cols);
+    if (!cl->w || !cl->xb || !x) {
+        free(cl->w), free(cl->xb), free(x);
+        return -1;
+    }
+    fill_mxfp4(cl->w, cl->np, cl->w + cl->np, cl->ns, (uint64_t)o.seed * 7919);
+    for (int t = 0; t < T; t++) {
+        fill_x(x, (size_t)cols, (uint64_t)o.seed + 29 + (uint64_t)t * cols);
+        k3_mxfp4_block_order(x, cols, cl->xb + (size_t)t * cl->nxb);
+    }
+    free(x);
+    return 0;
+}
+
+static void ceiling_free(struct ceiling *cl)
+{
+    free(cl->w), free(cl->xb);
+}
+
+/* GB/s of weights over all threads, calls calls per thread. */
+static double ceiling_pass(const struct k3_kernel_ops *k, const struct ceiling *cl, int threads,
+                           long calls)
+{
+    double t0 = 0;
+    bool short_of_memory = false;
+    omp_set_num_threads(threads);
+#pragma omp parallel
+    {
+        uint8_t *mine = malloc(cl->np + cl->ns);
+        float *xm = malloc(sizeof(float) * cl->nxb * cl->T),
+              *y = malloc(sizeof(float) * CEIL_ROWS * cl->T);
+        if (mine && xm && y) {
+            memcpy(mine, cl->w, cl->np + cl->ns);
+            memcpy(xm, cl->xb, sizeof(float) * cl->nxb * cl->T);
+        } else {
+#pragma omp atomic write
+            short_of_memory = true;
+        }
+#pragma omp barrier
+#pragma omp master
+        t0 = now();
+        for (long i = 0; i < calls && mine && xm && y; i++)
+            k->rows_mxfp4(mine, mine + cl->np, CEIL_ROWS, cl->cols, xm, (int)cl->nxb, y, CEIL_ROWS,
+                          cl->T);
+        free(mine), free(xm), free(y);
+    }
+    double t1 = now();
+    if (short_of_memory) {
+        fprintf(stderr, "kernels: out of memory for the compute ceiling\n");
+        exit(1);
+    }
+    return (double)threads * calls * (cl->np + cl->ns) / (t1 - t0) / 1e9;
+}
+
+/* Calls per thread that take about CEIL_SECONDS on one thread. */
+static long ceiling_calls(const struct k3_kernel_ops *k, const struct ceiling *cl)
+{
+    double gbps = ceiling_pass(k, cl, 1, 64);
+    long calls = (long)(CEIL_SECONDS * gbps * 1e9 / (double)(cl->np + cl->ns));
+    return calls > 64 ? calls : 64;
+}
+
 /* ---- cases -------------------------------------------------------------------------- */
 
 enum kind { BF16, MXFP4, MXFP4_SITU, MXFP4_UNFUSED, MXFP4_Q8 };
@@ -511,6 +602,8 @@ int main(int argc, char **argv)
     size_t arena_bytes = (size_t)o.arena_mib << 20;
     uint8_t *arena = big_alloc(arena_bytes);
     static struct result res[N_CASES][4][8][8]; /* case, variant, threads, tokens */
+    static struct stat3 ceiling[N_CASES][4][8][8]; /* the MXFP4 cases' compute ceilings */
+    bool any_ceiling = false;
     int max_T = 1;
     for (int i = 0; i < n_tokens; i++)
         max_T = tokens[i] > max_T ? tokens[i] : max_T;
@@ -561,10 +654,19 @@ int main(int argc, char **argv)
             /* The thread counts take turns rep by rep, as the variants do: this machine's
              * pace drifts by a fifth over minutes (the host's other tenants), and a scaling
              * taken from measurements minutes apart would measure the drift. */
-            static double g[8][4][64], rd[8][64];
+            static double g[8][4][64], rd[8][64], cg[8][4][64];
             struct k3numa_teams *teams[8] = {NULL};
             struct pass warm = {c, base, stride, 1, X, Y, U, T},
                         every = {c, base, stride, n_copies, X, Y, U, T};
+            struct ceiling cl;
+            bool with_ceiling = c->kind == MXFP4;
+            long ceil_calls[4];
+            if (with_ceiling && ceiling_prepare(&cl, c->cols, T)) {
+                fprintf(stderr, "kernels: out of memory for the compute ceiling\n");
+                return 1;
+            }
+            for (int vi = 0; with_ceiling && vi < n_vars; vi++)
+                ceil_calls[vi] = ceiling_calls(vars[vi], &cl);
             for (int ti = 0; ti < n_threads; ti++) {
                 omp_set_num_threads(threads[ti]);
                 if (o.teams && k3numa_teams_create(&teams[ti], NULL)) {
@@ -587,8 +689,12 @@ int main(int argc, char **argv)
                         run_pass(teams[ti], &every);
                         double dt = now() - t0;
                         g[ti][vi][r] = (double)bytes * n_copies / dt / 1e9;
+                        if (with_ceiling)
+                            cg[ti][vi][r] = ceiling_pass(vars[vi], &cl, threads[ti], ceil_calls[vi]);
                     }
                 }
+            if (with_ceiling)
+                ceiling_free(&cl);
             for (int ti = 0; ti < n_threads; ti++) {
                 k3numa_teams_destroy(teams[ti]);
                 struct stat3 rs3 = stats(rd[ti], reps);
@@ -612,6 +718,19 @@ int main(int argc, char **argv)
                     csv_row("matmul", c->name, kind_name[c->kind], c->rows, c->cols, T,
                             vars[vi]->name, threads[ti], (double)bytes, rs->gbps, rs->us, frac,
                             frac_read);
+                }
+                for (int vi = 0; with_ceiling && vi < n_vars; vi++) {
+                    struct stat3 cs = stats(cg[ti][vi], reps);
+                    ceiling[ci][vi][ti][xi] = cs;
+                    any_ceiling = true;
+                    double cbytes = (double)(cl.np + cl.ns);
+                    printf("%-48s %-5s %-10s %2d %-10s %3d %10.2f %8.2f [%5.2f-%5.2f] %9.2f %6.2f %6.2f\n",
+                           c->name, c->set, "mxfp4 (L1)", T, vars[vi]->name, threads[ti],
+                           cbytes / 1e6, cs.median, cs.min, cs.max, cbytes / cs.median / 1e3,
+                           cs.median / mem[ti].copy.median, cs.median / rs3.median);
+                    csv_row("matmul", c->name, "mxfp4 weights in L1", CEIL_ROWS, c->cols, T,
+                            vars[vi]->name, threads[ti], cbytes, cs, cbytes / cs.median / 1e3,
+                            cs.median / mem[ti].copy.median, cs.median / rs3.median);
                 }
             }
         }
@@ -730,6 +849,19 @@ int main(int argc, char **argv)
                    rate / mem_end[most].copy.median, mem_end[most].copy.median, rate / read, read);
             printf("  scaling 1 -> %d threads: %.2fx (goal >= 1.8); the read sweep of the same "
                    "weights %.2fx\n", threads[most], us1 / usn, read1_us / read_us);
+            double c1_us = 0, cn_us = 0;
+            for (int ci = 0; ci < N_CASES; ci++) {
+                const struct bcase *c = &cases[ci];
+                if (strcmp(c->set, "bench") || c->kind != MXFP4 || !c->per_token)
+                    continue;
+                c1_us += (double)case_bytes(c) * c->per_token / ceiling[ci][0][one_t][t1].median / 1e3;
+                cn_us += (double)case_bytes(c) * c->per_token / ceiling[ci][0][most][t1].median / 1e3;
+            }
+            if (any_ceiling)
+                printf("  compute ceiling (weights in L1): %.2f GB/s at 1 thread, %.2f at %d; from "
+                       "RAM the kernel reaches %.2f of it at 1 thread and %.2f at %d\n",
+                       b / c1_us / 1e3, b / cn_us / 1e3, threads[most], c1_us / us1, cn_us / usn,
+                       threads[most]);
             double q1 = 0, qn = 0, qb = 0;
             for (int ci = 0; ci < N_CASES; ci++) {
                 const struct bcase *c = &cases[ci];
