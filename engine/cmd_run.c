@@ -18,6 +18,7 @@
 #include "engine/chat.h"
 #include "engine/cli.h"
 #include "engine/experts.h"
+#include "engine/faults.h"
 #include "engine/files.h"
 #include "engine/forward.h"
 #include "engine/model.h"
@@ -241,6 +242,9 @@ static int open_read_path(struct runner *r, struct k3_err *err)
             fprintf(stderr, "k3-uring: note: %s\n", r->store->fallback);
         return 0;
     }
+    uint64_t fault_seed;
+    if (k3_faults_seed_env(&fault_seed, err))
+        return -1;
     struct k3_stream_opts so = {
         .backend = o->io,
         .ram = o->ram,
@@ -253,7 +257,7 @@ static int open_read_path(struct runner *r, struct k3_err *err)
         .trace = r->trace,
         .place = &r->place,
         .faults = getenv("K3_FAULTS"),
-        .fault_seed = getenv("K3_FAULTS_SEED") ? strtoull(getenv("K3_FAULTS_SEED"), NULL, 10) : 1,
+        .fault_seed = fault_seed,
         .logits_bytes = sizeof(float) * (size_t)K3_CHUNK * (size_t)c->vocab,
     };
     char note[256] = "";

@@ -16,6 +16,21 @@ struct k3_faults {
     struct k3_fault_counts n;
 };
 
+int k3_faults_seed_env(uint64_t *seed, struct k3_err *err)
+{
+    const char *v = getenv("K3_FAULTS_SEED");
+    *seed = 1;
+    if (!v || !*v)
+        return 0;
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (*v < '0' || *v > '9' || *end || errno)
+        return k3_errf(err, "K3_FAULTS_SEED=%s: not a decimal number below 2^64", v);
+    *seed = n;
+    return 0;
+}
+
 int k3_faults_parse(struct k3_faults **out, const char *spec, uint64_t seed, struct k3_err *err)
 {
     struct k3_faults *f = calloc(1, sizeof *f);

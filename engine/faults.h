@@ -21,6 +21,10 @@ struct k3_fault_counts {
 
 struct k3_faults;
 
+/* K3_FAULTS_SEED, the generator's seed: a decimal number, 1 when unset or empty.  0, or
+ * -1 with err naming the value. */
+int k3_faults_seed_env(uint64_t *seed, struct k3_err *err);
+
 /* Parses a spec; names the bad item on error. */
 int k3_faults_parse(struct k3_faults **out, const char *spec, uint64_t seed, struct k3_err *err);
 void k3_faults_free(struct k3_faults *f);

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "engine/err.h"
 #include "engine/kernels_isa.h"
 #include "numa/teams.h"
 
@@ -103,6 +104,15 @@ const struct k3_kernel_ops *k3_kernels(void)
 }
 
 const char *k3_kernels_name(void) { return k3_kernels()->name; }
+
+int k3_kernels_check_env(struct k3_err *err)
+{
+    const char *want = getenv("K3_KERNELS");
+    if (!want || !*want || !strcmp(want, "auto") || k3_kernels_find(want))
+        return 0;
+    return k3_errf(err, "K3_KERNELS=%s: not a kernel variant (auto, scalar, avx2, avx512, "
+                        "avx512vnni)", want);
+}
 
 int k3_kernels_select(const char *name)
 {

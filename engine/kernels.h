@@ -73,6 +73,11 @@ void k3_matmul_bf16_situ(const uint16_t *G, const uint16_t *U, int rows, int col
 
 /* The kernel variant in use: "scalar", "avx2", "avx512" or "avx512vnni". */
 const char *k3_kernels_name(void);
+/* K3_KERNELS, unless unset or empty, names a variant or "auto": 0, or -1 with err naming it.
+ * The selection reads it lazily and takes an unknown name for "auto", so the CLI checks
+ * it first (a typo must not run another variant unsaid). */
+struct k3_err;
+int k3_kernels_check_env(struct k3_err *err);
 /* Use variant NAME ("auto" = the best supported) from now on: 0, -EINVAL for an unknown
  * name, -ENOTSUP when this CPU lacks it.  Not to be called while kernels run. */
 int k3_kernels_select(const char *name);

@@ -1,9 +1,15 @@
 /* k3-uring: run Kimi-K3-class MoE models with the routed experts streamed from NVMe.
- * main() only dispatches to a subcommand (cli.h); each prints its own errors. */
+ * main() checks the environment knobs and dispatches to a subcommand (cli.h); each
+ * prints its own errors. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "engine/cli.h"
+#include "engine/err.h"
+#include "engine/faults.h"
+#include "engine/kernels.h"
+#include "engine/mxfp4.h"
 
 static const struct {
     const char *name;
@@ -28,8 +34,23 @@ static void usage(FILE *f)
                "exit codes: 0 ok, 1 runtime error, 2 usage error\n");
 }
 
+/* The knobs read deep inside (kernel selection, int8 activations, the fault seed), where
+ * a bad value would otherwise be taken for the default: usage errors before any work. */
+static int check_environment(void)
+{
+    struct k3_err err = {""};
+    uint64_t seed;
+    if (k3_kernels_check_env(&err) || k3_mxfp4_check_env(&err) || k3_faults_seed_env(&seed, &err)) {
+        fprintf(stderr, "k3-uring: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (check_environment())
+        return 2;
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/err.h"
 #include "engine/kernels.h"
 #include "engine/kernels_isa.h"
 
@@ -405,6 +406,14 @@ int k3_mxfp4_q8_enabled(void)
         atomic_store_explicit(&enabled, e, memory_order_relaxed);
     }
     return e;
+}
+
+int k3_mxfp4_check_env(struct k3_err *err)
+{
+    const char *v = getenv("K3_MXFP4_ACT");
+    if (!v || !*v || !strcmp(v, "f32") || !strcmp(v, "q8"))
+        return 0;
+    return k3_errf(err, "K3_MXFP4_ACT=%s: not an activation type (f32, q8)", v);
 }
 
 size_t k3_mxfp4_count_nan_scales(const uint8_t *scales, size_t n)

@@ -99,6 +99,10 @@ void k3_matmul_mxfp4_q8(const uint8_t *packed, const uint8_t *scales, int rows, 
 /* True when K3_MXFP4_ACT=q8: k3_dot_mxfp4, k3_matmul_mxfp4 and k3_matmul_mxfp4_situ then
  * take the int8 path. */
 int k3_mxfp4_q8_enabled(void);
+/* K3_MXFP4_ACT, unless unset or empty, is "f32" (the default) or "q8": 0, or -1 with err
+ * naming it. */
+struct k3_err;
+int k3_mxfp4_check_env(struct k3_err *err);
 
 /* Number of scale bytes equal to 255 (groups that decode to zero). */
 size_t k3_mxfp4_count_nan_scales(const uint8_t *scales, size_t n);
