@@ -23,7 +23,7 @@ cc -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter \
    -ffp-contract=off -fno-math-errno -fopenmp -I"$root" \
    "$root/bench/kernels.c" "$root"/engine/kernels.c "$root"/engine/kernels_avx2.c \
    "$root"/engine/kernels_avx512.c "$root"/engine/mxfp4.c "$root"/engine/mxfp4_avx2.c \
-   "$root"/engine/mxfp4_avx512.c "$root"/numa/teams.c "$root"/numa/plan.c \
+   "$root"/engine/mxfp4_avx512.c "$root"/engine/err.c "$root"/numa/teams.c "$root"/numa/plan.c \
    "$root"/numa/topology.c $(pkg-config --cflags --libs hwloc) -lm -o "$bin"
 
 for a in "$@"; do [[ $a == --help ]] && exec "$bin" --help; done
