@@ -298,12 +298,12 @@ static void measure_memory(int threads, struct membw *m)
 
 struct ceiling {
     int cols;
-    size_t np, ns, nxb; /* packed bytes, scale bytes, block-ordered floats per token */
+    size_t np, ns, nxb; /* packed bytes, scale bytes, block-ordered activations */
     uint8_t *w;
     float *xb;
 };
 
-static int ceiling_prepare(struct ceiling *cl, int cols)
+static void ceiling_prepare(struct ceiling *cl, int cols)
 {
     cl->cols = cols;
     cl->np = (size_t)CEIL_ROWS * cols / 2;
@@ -313,14 +313,13 @@ static int ceiling_prepare(struct ceiling *cl, int cols)
     cl->xb = malloc(sizeof(float) * cl->nxb);
     float *x = malloc(sizeof(float) * cols);
     if (!cl->w || !cl->xb || !x) {
-        free(cl->w), free(cl->xb), free(x);
-        return -1;
+        fprintf(stderr, "kernels: out of memory for the compute ceiling\n");
+        exit(1);
     }
     fill_mxfp4(cl->w, cl->np, cl->w + cl->np, cl->ns, (uint64_t)o.seed * 7919);
     fill_x(x, (size_t)cols, (uint64_t)o.seed + 29);
     k3_mxfp4_block_order(x, cols, cl->xb);
     free(x);
-    return 0;
 }
 
 static void ceiling_free(struct ceiling *cl)
@@ -531,6 +530,22 @@ static void csv_row(const char *section, const char *name, const char *kind, int
                 frac_read);
 }
 
+/* Measures the memory at `threads` into *m and reports it, as "memory" at the start of
+ * the run and "memory at the end" (section memory_end) after the cases. */
+static void memory_row(int threads, bool at_end, struct membw *m)
+{
+    measure_memory(threads, m);
+    printf("memory%s, %d thread(s): STREAM copy %.1f GB/s [%.1f-%.1f], read %.1f GB/s "
+           "[%.1f-%.1f]\n",
+           at_end ? " at the end" : "", threads, m->copy.median, m->copy.min, m->copy.max,
+           m->read.median, m->read.min, m->read.max);
+    const char *section = at_end ? "memory_end" : "memory";
+    csv_row(section, "stream copy", "-", 0, 0, 0, "-", threads, 32.0 * (o.copy_mib << 20),
+            m->copy, 0, 1, m->copy.median / m->read.median);
+    csv_row(section, "read sweep", "-", 0, 0, 0, "-", threads, 8.0 * (o.copy_mib << 20), m->read,
+            0, m->read.median / m->copy.median, 1);
+}
+
 int main(int argc, char **argv)
 {
     if (parse(argc, argv))
@@ -584,22 +599,13 @@ int main(int argc, char **argv)
 
     /* Memory bandwidth at every thread count. */
     struct membw mem[8];
-    for (int ti = 0; ti < n_threads; ti++) {
-        measure_memory(threads[ti], &mem[ti]);
-        printf("memory, %d thread(s): STREAM copy %.1f GB/s [%.1f-%.1f], read %.1f GB/s [%.1f-%.1f]\n",
-               threads[ti], mem[ti].copy.median, mem[ti].copy.min, mem[ti].copy.max,
-               mem[ti].read.median, mem[ti].read.min, mem[ti].read.max);
-        csv_row("memory", "stream copy", "-", 0, 0, 0, "-", threads[ti], 32.0 * (o.copy_mib << 20),
-                mem[ti].copy, 0, 1, mem[ti].copy.median / mem[ti].read.median);
-        csv_row("memory", "read sweep", "-", 0, 0, 0, "-", threads[ti], 8.0 * (o.copy_mib << 20),
-                mem[ti].read, 0, mem[ti].read.median / mem[ti].copy.median, 1);
-    }
+    for (int ti = 0; ti < n_threads; ti++)
+        memory_row(threads[ti], false, &mem[ti]);
 
     size_t arena_bytes = (size_t)o.arena_mib << 20;
     uint8_t *arena = big_alloc(arena_bytes);
     static struct result res[N_CASES][4][8][8]; /* case, variant, threads, tokens */
     static struct stat3 ceiling[N_CASES][4][8][8]; /* the MXFP4 cases' compute ceilings */
-    bool any_ceiling = false;
     int max_T = 1;
     for (int i = 0; i < n_tokens; i++)
         max_T = tokens[i] > max_T ? tokens[i] : max_T;
@@ -657,10 +663,8 @@ int main(int argc, char **argv)
             struct ceiling cl;
             bool with_ceiling = c->kind == MXFP4 && T == 1;
             long ceil_calls[4];
-            if (with_ceiling && ceiling_prepare(&cl, c->cols)) {
-                fprintf(stderr, "kernels: out of memory for the compute ceiling\n");
-                return 1;
-            }
+            if (with_ceiling)
+                ceiling_prepare(&cl, c->cols);
             for (int vi = 0; with_ceiling && vi < n_vars; vi++)
                 ceil_calls[vi] = ceiling_calls(vars[vi], &cl);
             for (int ti = 0; ti < n_threads; ti++) {
@@ -718,7 +722,6 @@ int main(int argc, char **argv)
                 for (int vi = 0; with_ceiling && vi < n_vars; vi++) {
                     struct stat3 cs = stats(cg[ti][vi], reps);
                     ceiling[ci][vi][ti][xi] = cs;
-                    any_ceiling = true;
                     double cbytes = (double)(cl.np + cl.ns);
                     printf("%-48s %-5s %-10s %2d %-10s %3d %10.2f %8.2f [%5.2f-%5.2f] %9.2f %6.2f %6.2f\n",
                            c->name, c->set, "mxfp4 (L1)", T, vars[vi]->name, threads[ti],
@@ -737,18 +740,8 @@ int main(int argc, char **argv)
     /* The memory again (the machine is shared, its bandwidth drifts), before the summaries
      * so that the goals can be set against both ends of the run. */
     struct membw mem_end[8];
-    for (int ti = 0; ti < n_threads; ti++) {
-        struct membw *end = &mem_end[ti];
-        measure_memory(threads[ti], end);
-        printf("memory at the end, %d thread(s): STREAM copy %.1f GB/s [%.1f-%.1f], read %.1f GB/s "
-               "[%.1f-%.1f]\n",
-               threads[ti], end->copy.median, end->copy.min, end->copy.max, end->read.median,
-               end->read.min, end->read.max);
-        csv_row("memory_end", "stream copy", "-", 0, 0, 0, "-", threads[ti],
-                32.0 * (o.copy_mib << 20), end->copy, 0, 1, end->copy.median / end->read.median);
-        csv_row("memory_end", "read sweep", "-", 0, 0, 0, "-", threads[ti],
-                8.0 * (o.copy_mib << 20), end->read, 0, end->read.median / end->copy.median, 1);
-    }
+    for (int ti = 0; ti < n_threads; ti++)
+        memory_row(threads[ti], true, &mem_end[ti]);
 
     /* k3-bench: the mat-muls of one decode token (T = 1), from the medians above. */
     int t1 = -1;
@@ -853,11 +846,10 @@ int main(int argc, char **argv)
                 c1_us += (double)case_bytes(c) * c->per_token / ceiling[ci][0][one_t][t1].median / 1e3;
                 cn_us += (double)case_bytes(c) * c->per_token / ceiling[ci][0][most][t1].median / 1e3;
             }
-            if (any_ceiling)
-                printf("  compute ceiling (weights in L1): %.2f GB/s at 1 thread, %.2f at %d; from "
-                       "RAM the kernel reaches %.2f of it at 1 thread and %.2f at %d\n",
-                       b / c1_us / 1e3, b / cn_us / 1e3, threads[most], c1_us / us1, cn_us / usn,
-                       threads[most]);
+            printf("  compute ceiling (weights in L1): %.2f GB/s at 1 thread, %.2f at %d; from RAM "
+                   "the kernel reaches %.2f of it at 1 thread and %.2f at %d\n",
+                   b / c1_us / 1e3, b / cn_us / 1e3, threads[most], c1_us / us1, cn_us / usn,
+                   threads[most]);
             double q1 = 0, qn = 0, qb = 0;
             for (int ci = 0; ci < N_CASES; ci++) {
                 const struct bcase *c = &cases[ci];
