@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <omp.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "engine/err.h"
@@ -110,8 +111,10 @@ int k3_kernels_check_env(struct k3_err *err)
     const char *want = getenv("K3_KERNELS");
     if (!want || !*want || !strcmp(want, "auto") || k3_kernels_find(want))
         return 0;
-    return k3_errf(err, "K3_KERNELS=%s: not a kernel variant (auto, scalar, avx2, avx512, "
-                        "avx512vnni)", want);
+    char names[64] = "auto"; /* from the table, so the message names every variant there is */
+    for (int i = N_VARIANTS - 1; i >= 0; i--)
+        snprintf(names + strlen(names), sizeof names - strlen(names), ", %s", variants[i]->name);
+    return k3_errf(err, "K3_KERNELS=%s: not a kernel variant (%s)", want, names);
 }
 
 int k3_kernels_select(const char *name)
