@@ -850,6 +850,14 @@ int main(int argc, char **argv)
                    "the kernel reaches %.2f of it at 1 thread and %.2f at %d\n",
                    b / c1_us / 1e3, b / cn_us / 1e3, threads[most], c1_us / us1, cn_us / usn,
                    threads[most]);
+            /* Two bounds no kernel can pass, both set by the host in this run: the cores'
+             * own scaling (on a shared host two busy vCPUs may run slower than one), and
+             * how much more the memory gives at the most threads than the one-thread
+             * kernel already takes. */
+            printf("  bounds on the scaling in this run: the cores' own compute scaled %.2fx "
+                   "(the ceiling); the memory, read at %d threads, gives %.2fx the kernel's "
+                   "1-thread rate\n",
+                   c1_us / cn_us, threads[most], us1 / read_us);
             double q1 = 0, qn = 0, qb = 0;
             for (int ci = 0; ci < N_CASES; ci++) {
                 const struct bcase *c = &cases[ci];
