@@ -112,6 +112,30 @@ extern const int32_t k3_mxfp4_lane_group[4][16];
         }                                                                                      \
     }
 
+/* The k3_rows_mxfp4_q8_fn NAME around ROW(p, s, groups, xq, t0, Y, ldy, NT), the one-row
+ * int8-activation kernel for tokens t0 .. t0+NT-1 of xq, as K3_MXFP4_ROWS. */
+#define K3_MXFP4_Q8_ROWS(NAME, ROW)                                                            \
+    void NAME(const uint8_t *packed, const uint8_t *scales, int nrows, const struct k3_q8 *xq,   \
+              float *Y, int ldy)                                                               \
+    {                                                                                          \
+        _Static_assert(K3_TOKEN_BLOCK == 4, "the remainders below are 1 to 3 tokens");         \
+        int groups = xq->n / K3_MXFP4_GROUP, T = xq->T;                                        \
+        size_t prow = (size_t)xq->n / 2, srow = (size_t)groups;                                \
+        for (int r = 0; r < nrows; r++) {                                                      \
+            const uint8_t *p = packed + r * prow, *s = scales + r * srow;                      \
+            int t = 0;                                                                         \
+            for (; t + K3_TOKEN_BLOCK <= T; t += K3_TOKEN_BLOCK)                               \
+                ROW(p, s, groups, xq, t, Y + (size_t)t * ldy + r, ldy, K3_TOKEN_BLOCK);        \
+            float *Yt = Y + (size_t)t * ldy + r;                                               \
+            switch (T - t) {                                                                   \
+            case 3: ROW(p, s, groups, xq, t, Yt, ldy, 3); break;                               \
+            case 2: ROW(p, s, groups, xq, t, Yt, ldy, 2); break;                               \
+            case 1: ROW(p, s, groups, xq, t, Yt, ldy, 1); break;                               \
+            default: break;                                                                    \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
 struct k3_kernel_ops {
     const char *name;                          /* "scalar", "avx2", "avx512", "avx512vnni" */
     bool (*supported)(void);                            /* this CPU and OS can run it */
@@ -147,6 +171,7 @@ k3_rows_mxfp4_q8_fn k3_rows_mxfp4_q8_scalar;
  * avx512 needs F, BW and VL; avx512vnni also VNNI (Cascade Lake, Zen 4 and later). */
 k3_rows_mxfp4_fn k3_rows_mxfp4_avx2;
 k3_rows_mxfp4_fn k3_rows_mxfp4_avx512;
+k3_rows_mxfp4_q8_fn k3_rows_mxfp4_q8_avx2; /* also avx512's, which lacks VNNI */
 k3_rows_mxfp4_q8_fn k3_rows_mxfp4_q8_avx512vnni;
 
 /* Splits rows over the OpenMP threads (each row is one thread's, so the result is the same

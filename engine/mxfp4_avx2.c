@@ -1,10 +1,10 @@
-/* AVX2 MXFP4 × f32.  The 16 lanes of mxfp4.h as two ymm (lanes 0..7, 8..15), each the 32
- * packed bytes of its lanes: shifting right by 4j puts element 8k + j's nibble in the low
- * bits of dword k; vpermps, which reads the low 3, looks up its magnitude in an 8-entry
- * table, and the sign (nibble bit 3, shifted left to bit 31) is xor-ed in.  Per token the
- * two fma chains and the scale's fma, as the reference.  Scales follow
- * k3_e8m0_scale (0 → 2^-127, 255 → 0), 8 decoded together and spread to their lanes by a
- * permute per half block. */
+/* AVX2 MXFP4 × f32, and × int8 activations at the end.  The 16 lanes of mxfp4.h as two
+ * ymm (lanes 0..7, 8..15), each the 32 packed bytes of its lanes: shifting right by 4j
+ * puts element 8k + j's nibble in the low bits of dword k; vpermps, which reads the low
+ * 3, looks up its magnitude in an 8-entry table, and the sign (nibble bit 3, shifted
+ * left to bit 31) is xor-ed in.  Per token the two fma chains and the scale's fma, as
+ * the reference.  Scales follow k3_e8m0_scale (0 → 2^-127, 255 → 0), 8 decoded together
+ * and spread to their lanes by a permute per half block. */
 #include <immintrin.h>
 #include <stdint.h>
 
@@ -27,9 +27,13 @@ static inline float reduce16(__m256 lo, __m256 hi)
 static inline __m256 scales8(const uint8_t *scales, int n)
 {
     uint8_t e8[8] = {0};
-    for (int i = 0; i < n; i++)
-        e8[i] = scales[i];
-    __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)e8));
+    if (n < 8) { /* the row's end: copied, not read past (and a copy's bytes stored one by
+                  * one can't be forwarded to the 8-byte load, so not in the row's body) */
+        for (int i = 0; i < n; i++)
+            e8[i] = scales[i];
+        scales = e8;
+    }
+    __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)scales));
     __m256i bits = _mm256_slli_epi32(e, 23);
     bits = _mm256_blendv_epi8(bits, _mm256_set1_epi32(0x00400000), /* e = 0: 2^-127 */
                               _mm256_cmpeq_epi32(e, _mm256_setzero_si256()));
@@ -110,5 +114,85 @@ row_mxfp4_tokens(const uint8_t *p, const uint8_t *s, int groups, const float *Xb
 }
 
 K3_MXFP4_ROWS(k3_rows_mxfp4_avx2, row_mxfp4_tokens)
+
+K3_TARGET_END
+
+/* ---- int8 activations ------------------------------------------------------------------
+ * Group by group, each into the 8 lanes of its half of the pair (even groups lanes 0-7,
+ * odd ones 8-15, mxfp4.h): its 16 packed bytes in both 128-bit lanes, shifted by 0 and 4
+ * and masked, hold the nibbles of its even then odd elements in the order of q; vpshufb
+ * turns them into 2·E2M1 + 12 (unsigned); vpmaddubsw multiplies by q and adds pairs
+ * (at most 2·24·127, no saturation), vpmaddwd by 1 adds those pairs, and the bias takes
+ * the +12 back.  Exact integers, so the same bytes as the scalar reference.  A pair's two
+ * groups are one step of the loop, so each half's accumulators stay in registers (with
+ * the half picked at run time they went through memory: 1.5x slower in L1). */
+
+K3_TARGET_BEGIN("avx2,fma")
+
+/* One group's products for NT tokens into acc, the 8 lanes of its half: pw its 16 packed
+ * bytes, q and bias its 32 q and 8 biases of token t0 (the next tokens qstride and
+ * bstride on), c[8k] its 2^(e-127)·d/2 for token t0 + k.  In a pair's 64 q and 16 biases
+ * group g's are at 32g and 8g: even groups lanes 0-7, odd ones 8-15. */
+static inline __attribute__((always_inline)) void
+q8_group(const uint8_t *pw, const int8_t *q, size_t qstride, const int32_t *bias, size_t bstride,
+         const float *c, __m256 *acc, int NT)
+{
+    const __m256i shifts = _mm256_set_epi64x(4, 4, 0, 0);
+    const __m256i table = _mm256_broadcastsi128_si256(
+        _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+    __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)pw));
+    __m256i w = _mm256_shuffle_epi8(
+        table, _mm256_and_si256(_mm256_srlv_epi64(b, shifts), _mm256_set1_epi8(0x0F)));
+#pragma GCC unroll 4
+    for (int k = 0; k < NT; k++) {
+        __m256i prod = _mm256_maddubs_epi16(w, _mm256_loadu_si256((const __m256i *)(q + k * qstride)));
+        __m256i sum = _mm256_add_epi32(_mm256_madd_epi16(prod, _mm256_set1_epi16(1)),
+                                       _mm256_loadu_si256((const __m256i *)(bias + k * bstride)));
+        acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(_mm256_cvtepi32_ps(sum),
+                                                     _mm256_set1_ps(c[8 * k])));
+    }
+}
+
+static inline __attribute__((always_inline)) void
+row_q8_tokens(const uint8_t *p, const uint8_t *s, int groups, const struct k3_q8 *xq, int t0,
+              float *Y, int ldy, int NT)
+{
+    const size_t qstride = (size_t)xq->pairs * 64, dstride = (size_t)xq->pairs * 2,
+                 bstride = (size_t)xq->pairs * 16;
+    const int8_t *q = xq->q + t0 * qstride;
+    const float *dh = xq->dh + t0 * dstride;
+    const int32_t *bias = xq->bias + t0 * bstride;
+    __m256 lo[K3_TOKEN_BLOCK], hi[K3_TOKEN_BLOCK]; /* lanes 0-7 (even groups), 8-15 (odd) */
+#pragma GCC unroll 4
+    for (int k = 0; k < NT; k++)
+        lo[k] = hi[k] = _mm256_setzero_ps();
+    float c[K3_TOKEN_BLOCK * 8]; /* 2^(e-127) · d/2 of 8 groups, token by token */
+    for (int g0 = 0; g0 < groups; g0 += 8) {
+        int n = groups - g0 < 8 ? groups - g0 : 8;
+        __m256 sw = scales8(s + g0, n);
+        __m256i have = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+#pragma GCC unroll 4
+        for (int k = 0; k < NT; k++)
+            _mm256_storeu_ps(c + 8 * k, _mm256_mul_ps(sw, _mm256_maskload_ps(dh + k * dstride + g0, have)));
+        int j = 0;
+        for (; j + 1 < n; j += 2) {
+            int g = g0 + j;
+            if (!(j & 3)) /* once per 64-byte line of weights */
+                _mm_prefetch((const char *)(p + (size_t)g * 16) + K3_PREFETCH_AHEAD, _MM_HINT_T0);
+            q8_group(p + (size_t)g * 16, q + (size_t)g * 32, qstride, bias + (size_t)g * 8, bstride,
+                     c + j, lo, NT);
+            q8_group(p + (size_t)g * 16 + 16, q + (size_t)g * 32 + 32, qstride,
+                     bias + (size_t)g * 8 + 8, bstride, c + j + 1, hi, NT);
+        }
+        if (j < n) /* the row's last pair lacks its odd group */
+            q8_group(p + (size_t)(g0 + j) * 16, q + (size_t)(g0 + j) * 32, qstride,
+                     bias + (size_t)(g0 + j) * 8, bstride, c + j, lo, NT);
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < NT; k++)
+        Y[(size_t)k * ldy] = reduce16(lo[k], hi[k]);
+}
+
+K3_MXFP4_Q8_ROWS(k3_rows_mxfp4_q8_avx2, row_q8_tokens)
 
 K3_TARGET_END
