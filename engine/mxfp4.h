@@ -84,6 +84,19 @@ struct k3_q8 {
                        to each weight to make it unsigned, and start each lane here */
 };
 
+/* Token t's q, d/2 and biases in xq, and the strides from one token's to the next's. */
+struct k3_q8_token {
+    const int8_t *q;
+    const float *dh;
+    const int32_t *bias;
+    size_t qstride, dstride, bstride;
+};
+static inline struct k3_q8_token k3_q8_token(const struct k3_q8 *xq, int t)
+{
+    size_t qs = (size_t)xq->pairs * 64, ds = (size_t)xq->pairs * 2, bs = (size_t)xq->pairs * 16;
+    return (struct k3_q8_token){xq->q + t * qs, xq->dh + t * ds, xq->bias + t * bs, qs, ds, bs};
+}
+
 /* Bytes k3_q8_quantize needs for T tokens of n activations. */
 size_t k3_q8_bytes(int n, int T);
 /* Quantizes X [T, ldx] (n per token) into mem (k3_q8_bytes(n, T) bytes, 64-byte aligned

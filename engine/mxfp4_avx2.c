@@ -129,25 +129,27 @@ K3_TARGET_END
 
 K3_TARGET_BEGIN("avx2,fma")
 
-/* One group's products for NT tokens into acc, the 8 lanes of its half: pw its 16 packed
- * bytes, q and bias its 32 q and 8 biases of token t0 (the next tokens qstride and
- * bstride on), c[8k] its 2^(e-127)·d/2 for token t0 + k.  In a pair's 64 q and 16 biases
- * group g's are at 32g and 8g: even groups lanes 0-7, odd ones 8-15. */
+/* Group g's products for NT tokens into acc, the 8 lanes of its half (a pair's q and
+ * biases hold group g's at 32g and 8g: even groups lanes 0-7, odd ones 8-15); c[8k] its
+ * 2^(e-127)·d/2 for the k-th token of x. */
 static inline __attribute__((always_inline)) void
-q8_group(const uint8_t *pw, const int8_t *q, size_t qstride, const int32_t *bias, size_t bstride,
-         const float *c, __m256 *acc, int NT)
+q8_group(const uint8_t *p, int g, const struct k3_q8_token *x, const float *c, __m256 *acc,
+         int NT)
 {
     const __m256i shifts = _mm256_set_epi64x(4, 4, 0, 0);
     const __m256i table = _mm256_broadcastsi128_si256(
         _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
-    __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)pw));
+    const __m128i *pw = (const __m128i *)(p + (size_t)g * 16);
+    __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128(pw));
     __m256i w = _mm256_shuffle_epi8(
         table, _mm256_and_si256(_mm256_srlv_epi64(b, shifts), _mm256_set1_epi8(0x0F)));
 #pragma GCC unroll 4
     for (int k = 0; k < NT; k++) {
-        __m256i prod = _mm256_maddubs_epi16(w, _mm256_loadu_si256((const __m256i *)(q + k * qstride)));
+        const int8_t *q = x->q + k * x->qstride + (size_t)g * 32;
+        const int32_t *bias = x->bias + k * x->bstride + (size_t)g * 8;
+        __m256i prod = _mm256_maddubs_epi16(w, _mm256_loadu_si256((const __m256i *)q));
         __m256i sum = _mm256_add_epi32(_mm256_madd_epi16(prod, _mm256_set1_epi16(1)),
-                                       _mm256_loadu_si256((const __m256i *)(bias + k * bstride)));
+                                       _mm256_loadu_si256((const __m256i *)bias));
         acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(_mm256_cvtepi32_ps(sum),
                                                      _mm256_set1_ps(c[8 * k])));
     }
@@ -157,11 +159,7 @@ static inline __attribute__((always_inline)) void
 row_q8_tokens(const uint8_t *p, const uint8_t *s, int groups, const struct k3_q8 *xq, int t0,
               float *Y, int ldy, int NT)
 {
-    const size_t qstride = (size_t)xq->pairs * 64, dstride = (size_t)xq->pairs * 2,
-                 bstride = (size_t)xq->pairs * 16;
-    const int8_t *q = xq->q + t0 * qstride;
-    const float *dh = xq->dh + t0 * dstride;
-    const int32_t *bias = xq->bias + t0 * bstride;
+    const struct k3_q8_token x = k3_q8_token(xq, t0);
     __m256 lo[K3_TOKEN_BLOCK], hi[K3_TOKEN_BLOCK]; /* lanes 0-7 (even groups), 8-15 (odd) */
 #pragma GCC unroll 4
     for (int k = 0; k < NT; k++)
@@ -170,23 +168,23 @@ row_q8_tokens(const uint8_t *p, const uint8_t *s, int groups, const struct k3_q8
     for (int g0 = 0; g0 < groups; g0 += 8) {
         int n = groups - g0 < 8 ? groups - g0 : 8;
         __m256 sw = scales8(s + g0, n);
-        __m256i have = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        __m256i have = _mm256_cmpgt_epi32(_mm256_set1_epi32(n),
+                                          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 #pragma GCC unroll 4
-        for (int k = 0; k < NT; k++)
-            _mm256_storeu_ps(c + 8 * k, _mm256_mul_ps(sw, _mm256_maskload_ps(dh + k * dstride + g0, have)));
+        for (int k = 0; k < NT; k++) {
+            __m256 dh = _mm256_maskload_ps(x.dh + k * x.dstride + g0, have);
+            _mm256_storeu_ps(c + 8 * k, _mm256_mul_ps(sw, dh));
+        }
         int j = 0;
         for (; j + 1 < n; j += 2) {
             int g = g0 + j;
             if (!(j & 3)) /* once per 64-byte line of weights */
                 _mm_prefetch((const char *)(p + (size_t)g * 16) + K3_PREFETCH_AHEAD, _MM_HINT_T0);
-            q8_group(p + (size_t)g * 16, q + (size_t)g * 32, qstride, bias + (size_t)g * 8, bstride,
-                     c + j, lo, NT);
-            q8_group(p + (size_t)g * 16 + 16, q + (size_t)g * 32 + 32, qstride,
-                     bias + (size_t)g * 8 + 8, bstride, c + j + 1, hi, NT);
+            q8_group(p, g, &x, c + j, lo, NT);
+            q8_group(p, g + 1, &x, c + j + 1, hi, NT);
         }
         if (j < n) /* the row's last pair lacks its odd group */
-            q8_group(p + (size_t)(g0 + j) * 16, q + (size_t)(g0 + j) * 32, qstride,
-                     bias + (size_t)(g0 + j) * 8, bstride, c + j, lo, NT);
+            q8_group(p, g0 + j, &x, c + j, lo, NT);
     }
 #pragma GCC unroll 4
     for (int k = 0; k < NT; k++)

@@ -97,18 +97,18 @@ K3_TARGET_END
 
 K3_TARGET_BEGIN("avx512f,avx512bw,avx512vl,avx512vnni")
 
-/* One pair of groups for NT tokens: pw its packed bytes (32, or 16 when the row's last pair
- * lacks its odd group: both = 0), q and bias its 64 q and 16 biases of token t0 (the next
- * tokens qstride and bstride on), c[16k], c[16k + 1] the two groups' 2^(e-127)·d/2 for
- * token t0 + k (a missing group's is 0, and so are its weights' sums: they add 0). */
+/* Groups g and g + 1 (g even; both = 0 when the row lacks g + 1) for NT tokens; c[16k],
+ * c[16k + 1] their 2^(e-127)·d/2 for the k-th token of x (a missing group's is 0, and so
+ * are its weights' sums: they add 0). */
 static inline __attribute__((always_inline)) void
-q8_pair(const uint8_t *pw, int both, const int8_t *q, size_t qstride, const int32_t *bias,
-        size_t bstride, const float *c, __m512 *acc, int NT)
+q8_pair(const uint8_t *p, int g, int both, const struct k3_q8_token *x, const float *c,
+        __m512 *acc, int NT)
 {
     const __m512i spread = _mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0);
     const __m512i shifts = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
     const __m512i table = _mm512_broadcast_i32x4(
         _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+    const uint8_t *pw = p + (size_t)g * 16;
     __m256i b = both ? _mm256_loadu_si256((const __m256i *)pw)
                      : _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)pw));
     __m512i z = _mm512_permutexvar_epi64(spread, _mm512_zextsi256_si512(b));
@@ -116,8 +116,9 @@ q8_pair(const uint8_t *pw, int both, const int8_t *q, size_t qstride, const int3
                                                             _mm512_set1_epi8(0x0F)));
 #pragma GCC unroll 4
     for (int k = 0; k < NT; k++) {
-        __m512i sum = _mm512_dpbusd_epi32(_mm512_loadu_si512(bias + k * bstride), w,
-                                          _mm512_loadu_si512(q + k * qstride));
+        const int8_t *q = x->q + k * x->qstride + (size_t)g * 32;
+        const int32_t *bias = x->bias + k * x->bstride + (size_t)g * 8;
+        __m512i sum = _mm512_dpbusd_epi32(_mm512_loadu_si512(bias), w, _mm512_loadu_si512(q));
         __m512 cs = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(c[16 * k]),
                                          _mm512_set1_ps(c[16 * k + 1]));
         acc[k] = _mm512_add_ps(acc[k], _mm512_mul_ps(_mm512_cvtepi32_ps(sum), cs));
@@ -128,11 +129,7 @@ static inline __attribute__((always_inline)) void
 row_q8_tokens(const uint8_t *p, const uint8_t *s, int groups, const struct k3_q8 *xq, int t0,
               float *Y, int ldy, int NT)
 {
-    const size_t qstride = (size_t)xq->pairs * 64, dstride = (size_t)xq->pairs * 2,
-                 bstride = (size_t)xq->pairs * 16;
-    const int8_t *q = xq->q + t0 * qstride;
-    const float *dh = xq->dh + t0 * dstride;
-    const int32_t *bias = xq->bias + t0 * bstride;
+    const struct k3_q8_token x = k3_q8_token(xq, t0);
     __m512 acc[K3_TOKEN_BLOCK];
 #pragma GCC unroll 4
     for (int k = 0; k < NT; k++)
@@ -143,19 +140,19 @@ row_q8_tokens(const uint8_t *p, const uint8_t *s, int groups, const struct k3_q8
         __m512 sw = scales16(s + g0, n); /* a missing g1: 0, and 0·0 adds nothing */
         __mmask16 have = (__mmask16)((1u << (n + (n & 1))) - 1); /* d/2 exists for a missing g1 */
 #pragma GCC unroll 4
-        for (int k = 0; k < NT; k++)
-            _mm512_storeu_ps(c + 16 * k, _mm512_mul_ps(sw, _mm512_maskz_loadu_ps(have, dh + k * dstride + g0)));
+        for (int k = 0; k < NT; k++) {
+            __m512 dh = _mm512_maskz_loadu_ps(have, x.dh + k * x.dstride + g0);
+            _mm512_storeu_ps(c + 16 * k, _mm512_mul_ps(sw, dh));
+        }
         int j = 0;
         for (; j + 1 < n; j += 2) {
             int g = g0 + j;
             if (!(j & 3)) /* once per 64-byte line of weights */
                 _mm_prefetch((const char *)(p + (size_t)g * 16) + K3_PREFETCH_AHEAD, _MM_HINT_T0);
-            q8_pair(p + (size_t)g * 16, 1, q + (size_t)g * 32, qstride, bias + (size_t)g * 8,
-                    bstride, c + j, acc, NT);
+            q8_pair(p, g, 1, &x, c + j, acc, NT);
         }
         if (j < n)
-            q8_pair(p + (size_t)(g0 + j) * 16, 0, q + (size_t)(g0 + j) * 32, qstride,
-                    bias + (size_t)(g0 + j) * 8, bstride, c + j, acc, NT);
+            q8_pair(p, g0 + j, 0, &x, c + j, acc, NT);
     }
 #pragma GCC unroll 4
     for (int k = 0; k < NT; k++)
