@@ -297,6 +297,15 @@ static int q8_pos(int h, int e)
     return 16 * (2 * h + (e & 1)) + (e >> 1);
 }
 
+/* nearbyintf(v) in round-to-nearest-even for |v| < 2^22 (here |v| <= 127): v + 1.5·2^23
+ * lands where a float's step is 1, so the add rounds v to an integer, ties to even.  The
+ * same integer as the libm call, which the baseline ISA cannot inline (no roundss). */
+static inline float round_small(float v)
+{
+    const float shift = 0x1.8p23f;
+    return (v + shift) - shift;
+}
+
 void k3_q8_quantize(struct k3_q8 *xq, void *mem, const float *X, int n, int ldx, int T)
 {
     int groups = n / K3_MXFP4_GROUP, pairs = (groups + 1) / 2;
@@ -334,7 +343,7 @@ void k3_q8_quantize(struct k3_q8 *xq, void *mem, const float *X, int n, int ldx,
                 continue;
             float id = 127.0f / amax;
             for (int e = 0; e < K3_MXFP4_GROUP; e++)
-                qp[q8_pos(g % 2, e)] = (int8_t)nearbyintf(xg[e] * id);
+                qp[q8_pos(g % 2, e)] = (int8_t)round_small(xg[e] * id);
             dh[g] = amax / 127.0f * 0.5f;
         }
         for (int i = 0; i < pairs * 16; i++) {

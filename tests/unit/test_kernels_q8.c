@@ -77,6 +77,40 @@ static void test_quantizer(void)
     free(mem);
 }
 
+/* q is x·127/amax rounded to nearest, ties to even, as nearbyintf: with amax = 127 the
+ * scale is exactly 1, so every tie k + 0.5 in [-127, 127] and both its float neighbours
+ * reach the rounding as they are. */
+static void test_rounding(void)
+{
+    enum { N = 3 * 255 };
+    float x[N];
+    int n = 0;
+    for (int k = -127; k < 127; k++)
+        for (int d = -1; d <= 1; d++) {
+            float tie = (float)k + 0.5f;
+            x[n++] = d < 0 ? nextafterf(tie, -INFINITY) : d > 0 ? nextafterf(tie, INFINITY) : tie;
+        }
+    int groups = (n + 30) / 31, cols = 32 * groups; /* each group: 127, then 31 of x */
+    float *row = xmalloc(sizeof *row * (size_t)cols);
+    for (int g = 0, i = 0; g < groups; g++) {
+        row[32 * g] = 127.0f;
+        for (int e = 1; e < 32; e++)
+            row[32 * g + e] = i < n ? x[i++] : 0.0f;
+    }
+    void *mem = xmalloc(k3_q8_bytes(cols, 1));
+    struct k3_q8 xq;
+    k3_q8_quantize(&xq, mem, row, cols, cols, 1);
+    int wrong = 0;
+    for (int g = 0; g < groups; g++)
+        for (int e = 0; e < 32; e++) {
+            int at = 64 * (g / 2) + 16 * (2 * (g % 2) + (e & 1)) + e / 2; /* mxfp4.h's lanes */
+            float v = row[32 * g + e];
+            wrong += xq.q[at] != (int8_t)nearbyintf(v);
+        }
+    CHECK(wrong == 0, "%d of %d activations not rounded to nearest even", wrong, cols);
+    free(row), free(mem);
+}
+
 static void test_error(void)
 {
     struct k3_rng r;
@@ -154,6 +188,7 @@ int main(void)
 {
     setenv("K3_MXFP4_ACT", "q8", 1);
     test_quantizer();
+    test_rounding();
     for (const char *const *v = (const char *const[]){"scalar", "avx2", "avx512", "avx512vnni", NULL};
          *v; v++) {
         const struct k3_kernel_ops *k = k3_kernels_find(*v);
