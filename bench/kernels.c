@@ -818,16 +818,19 @@ int main(int argc, char **argv)
             if (threads[ti] == 1)
                 one_t = ti;
         if (one_t >= 0 && most != one_t) {
-            double us1 = 0, usn = 0, b = 0, read_us = 0, read1_us = 0;
+            double us1 = 0, usn = 0, b = 0, read_us = 0, read1_us = 0, c1_us = 0, cn_us = 0;
             for (int ci = 0; ci < N_CASES; ci++) {
                 const struct bcase *c = &cases[ci];
                 if (strcmp(c->set, "bench") || c->kind != MXFP4 || !c->per_token)
                     continue;
+                double token_bytes = (double)case_bytes(c) * c->per_token;
                 us1 += res[ci][0][one_t][t1].us * c->per_token;
                 usn += res[ci][0][most][t1].us * c->per_token;
-                b += (double)case_bytes(c) * c->per_token;
-                read_us += (double)case_bytes(c) * c->per_token / case_read[ci][most].median / 1e3;
-                read1_us += (double)case_bytes(c) * c->per_token / case_read[ci][one_t].median / 1e3;
+                b += token_bytes;
+                read_us += token_bytes / case_read[ci][most].median / 1e3;
+                read1_us += token_bytes / case_read[ci][one_t].median / 1e3;
+                c1_us += token_bytes / ceiling[ci][0][one_t][t1].median / 1e3;
+                cn_us += token_bytes / ceiling[ci][0][most][t1].median / 1e3;
             }
             double rate = b / usn / 1e3, read = b / read_us / 1e3;
             printf("\ngoals (%s, k3-bench experts, T = 1, weights in RAM):\n", vars[0]->name);
@@ -838,14 +841,6 @@ int main(int argc, char **argv)
                    rate / mem_end[most].copy.median, mem_end[most].copy.median, rate / read, read);
             printf("  scaling 1 -> %d threads: %.2fx (goal >= 1.8); the read sweep of the same "
                    "weights %.2fx\n", threads[most], us1 / usn, read1_us / read_us);
-            double c1_us = 0, cn_us = 0;
-            for (int ci = 0; ci < N_CASES; ci++) {
-                const struct bcase *c = &cases[ci];
-                if (strcmp(c->set, "bench") || c->kind != MXFP4 || !c->per_token)
-                    continue;
-                c1_us += (double)case_bytes(c) * c->per_token / ceiling[ci][0][one_t][t1].median / 1e3;
-                cn_us += (double)case_bytes(c) * c->per_token / ceiling[ci][0][most][t1].median / 1e3;
-            }
             printf("  compute ceiling (weights in L1): %.2f GB/s at 1 thread, %.2f at %d; from RAM "
                    "the kernel reaches %.2f of it at 1 thread and %.2f at %d\n",
                    b / c1_us / 1e3, b / cn_us / 1e3, threads[most], c1_us / us1, cn_us / usn,
