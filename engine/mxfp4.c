@@ -381,10 +381,11 @@ void k3_rows_mxfp4_q8_scalar(const uint8_t *packed, const uint8_t *scales, int n
     int groups = xq->n / K3_MXFP4_GROUP;
     size_t prow = (size_t)xq->n / 2, srow = (size_t)groups;
     for (int r = 0; r < nrows; r++)
-        for (int t = 0; t < xq->T; t++)
-            Y[(size_t)t * ldy + r] = dot_q8_scalar(packed + r * prow, scales + r * srow,
-                                                   xq->q + (size_t)t * xq->pairs * 64,
-                                                   xq->dh + (size_t)t * xq->pairs * 2, groups);
+        for (int t = 0; t < xq->T; t++) {
+            struct k3_q8_token x = k3_q8_token(xq, t);
+            Y[(size_t)t * ldy + r] = dot_q8_scalar(packed + r * prow, scales + r * srow, x.q,
+                                                   x.dh, groups);
+        }
 }
 
 float k3_dot_mxfp4_q8(const uint8_t *packed, const uint8_t *scales, const struct k3_q8 *xq)
