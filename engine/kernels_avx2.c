@@ -10,8 +10,6 @@
 #include "engine/kernels.h"
 #include "engine/kernels_isa.h"
 
-_Static_assert(K3_TOKEN_BLOCK == 4, "rows_bf16_avx2 handles remainders of 1 to 3 tokens");
-
 static bool avx2_supported(void)
 {
     __builtin_cpu_init();
@@ -149,16 +147,8 @@ static void rows_bf16_avx2(const uint16_t *W, int nrows, int cols, const float *
     }
     for (int r = 0; r < nrows; r++) {
         const uint16_t *w = W + (size_t)r * cols;
-        int t = 0;
-        for (; t + K3_TOKEN_BLOCK <= T; t += K3_TOKEN_BLOCK)
-            row_bf16_tokens(w, cols, X + (size_t)t * ldx, ldx, Y + (size_t)t * ldy + r, ldy,
-                            K3_TOKEN_BLOCK);
-        switch (T - t) {
-        case 3: row_bf16_tokens(w, cols, X + (size_t)t * ldx, ldx, Y + (size_t)t * ldy + r, ldy, 3); break;
-        case 2: row_bf16_tokens(w, cols, X + (size_t)t * ldx, ldx, Y + (size_t)t * ldy + r, ldy, 2); break;
-        case 1: row_bf16_tokens(w, cols, X + (size_t)t * ldx, ldx, Y + (size_t)t * ldy + r, ldy, 1); break;
-        default: break;
-        }
+        K3_TOKEN_BLOCKS(T, t, row_bf16_tokens(w, cols, X + (size_t)t * ldx, ldx,
+                                              Y + (size_t)t * ldy + r, ldy, NT_));
     }
 }
 

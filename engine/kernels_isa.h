@@ -84,31 +84,38 @@ typedef void k3_situ_fn(float *y, const float *g, const float *u, int n, float b
  * 4bb + k/4 (mxfp4.c). */
 extern const int32_t k3_mxfp4_lane_group[4][16];
 
+/* Runs CALL for tokens t .. t + NT_ - 1 of T: whole blocks of K3_TOKEN_BLOCK, then the 1
+ * to 3 left, with NT_ a constant in each, so an always_inline row kernel keeps its
+ * accumulators in registers. */
+#define K3_TOKEN_BLOCKS(T, t, CALL)                                                            \
+    do {                                                                                       \
+        _Static_assert(K3_TOKEN_BLOCK == 4, "the remainders below are 1 to 3 tokens");         \
+        int t = 0;                                                                             \
+        for (; t + K3_TOKEN_BLOCK <= (T); t += K3_TOKEN_BLOCK) {                               \
+            enum { NT_ = K3_TOKEN_BLOCK };                                                     \
+            CALL;                                                                              \
+        }                                                                                      \
+        switch ((T) - t) {                                                                     \
+        case 3: { enum { NT_ = 3 }; CALL; } break;                                             \
+        case 2: { enum { NT_ = 2 }; CALL; } break;                                             \
+        case 1: { enum { NT_ = 1 }; CALL; } break;                                             \
+        default: break;                                                                        \
+        }                                                                                      \
+    } while (0)
+
 /* The k3_rows_mxfp4_fn NAME of a variant around its always_inline one-row kernel
- * ROW(p, s, groups, Xb, ldxb, Y, ldy, NT): whole blocks of K3_TOKEN_BLOCK tokens, then the
- * 1 to 3 left, NT a constant in each call so the accumulators stay in registers.  Expanded
+ * ROW(p, s, groups, Xb, ldxb, Y, ldy, NT), NT a constant (K3_TOKEN_BLOCKS).  Expanded
  * inside the variant's K3_TARGET_BEGIN region. */
 #define K3_MXFP4_ROWS(NAME, ROW)                                                               \
     void NAME(const uint8_t *packed, const uint8_t *scales, int nrows, int cols, const float *Xb, \
               int ldxb, float *Y, int ldy, int T)                                              \
     {                                                                                          \
-        _Static_assert(K3_TOKEN_BLOCK == 4, "the remainders below are 1 to 3 tokens");         \
         int groups = cols / K3_MXFP4_GROUP;                                                    \
         size_t prow = (size_t)cols / 2, srow = (size_t)groups;                                 \
         for (int r = 0; r < nrows; r++) {                                                      \
             const uint8_t *p = packed + r * prow, *s = scales + r * srow;                      \
-            int t = 0;                                                                         \
-            for (; t + K3_TOKEN_BLOCK <= T; t += K3_TOKEN_BLOCK)                               \
-                ROW(p, s, groups, Xb + (size_t)t * ldxb, ldxb, Y + (size_t)t * ldy + r, ldy,   \
-                    K3_TOKEN_BLOCK);                                                           \
-            const float *Xt = Xb + (size_t)t * ldxb;                                           \
-            float *Yt = Y + (size_t)t * ldy + r;                                               \
-            switch (T - t) {                                                                   \
-            case 3: ROW(p, s, groups, Xt, ldxb, Yt, ldy, 3); break;                            \
-            case 2: ROW(p, s, groups, Xt, ldxb, Yt, ldy, 2); break;                            \
-            case 1: ROW(p, s, groups, Xt, ldxb, Yt, ldy, 1); break;                            \
-            default: break;                                                                    \
-            }                                                                                  \
+            K3_TOKEN_BLOCKS(T, t, ROW(p, s, groups, Xb + (size_t)t * ldxb, ldxb,               \
+                                      Y + (size_t)t * ldy + r, ldy, NT_));                     \
         }                                                                                      \
     }
 
@@ -118,21 +125,12 @@ extern const int32_t k3_mxfp4_lane_group[4][16];
     void NAME(const uint8_t *packed, const uint8_t *scales, int nrows, const struct k3_q8 *xq,   \
               float *Y, int ldy)                                                               \
     {                                                                                          \
-        _Static_assert(K3_TOKEN_BLOCK == 4, "the remainders below are 1 to 3 tokens");         \
-        int groups = xq->n / K3_MXFP4_GROUP, T = xq->T;                                        \
+        int groups = xq->n / K3_MXFP4_GROUP;                                                   \
         size_t prow = (size_t)xq->n / 2, srow = (size_t)groups;                                \
         for (int r = 0; r < nrows; r++) {                                                      \
             const uint8_t *p = packed + r * prow, *s = scales + r * srow;                      \
-            int t = 0;                                                                         \
-            for (; t + K3_TOKEN_BLOCK <= T; t += K3_TOKEN_BLOCK)                               \
-                ROW(p, s, groups, xq, t, Y + (size_t)t * ldy + r, ldy, K3_TOKEN_BLOCK);        \
-            float *Yt = Y + (size_t)t * ldy + r;                                               \
-            switch (T - t) {                                                                   \
-            case 3: ROW(p, s, groups, xq, t, Yt, ldy, 3); break;                               \
-            case 2: ROW(p, s, groups, xq, t, Yt, ldy, 2); break;                               \
-            case 1: ROW(p, s, groups, xq, t, Yt, ldy, 1); break;                               \
-            default: break;                                                                    \
-            }                                                                                  \
+            K3_TOKEN_BLOCKS(xq->T, t,                                                          \
+                            ROW(p, s, groups, xq, t, Y + (size_t)t * ldy + r, ldy, NT_));      \
         }                                                                                      \
     }
 
