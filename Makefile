@@ -27,14 +27,24 @@ else
 Q := @
 endif
 
-LIB_SRC  := $(filter-out engine/main.c,$(sort $(wildcard engine/*.c iouring/*.c numa/*.c)))
-ASM_SRC  := $(sort $(wildcard engine/*.S))
-TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
+# Three libraries, by what links them: the inference engine (libk3.a: everything a run
+# needs), synthetic checkpoints (libk3synth.a: synth and its BPE trainer and corpus, kept
+# out of the inference path) and the command line (engine/cli).  Tests, fuzzers and the
+# bench tools link the libraries, never main.c.
+ENGINE_DIRS := base model forward kernels pack stream text
+LIB_SRC   := $(sort $(wildcard $(ENGINE_DIRS:%=engine/%/*.c) iouring/*.c numa/*.c))
+SYNTH_SRC := $(sort $(wildcard engine/synth/*.c engine/synth/*.S))
+CLI_SRC   := $(sort $(wildcard engine/cli/*.c))
+TEST_SRC  := $(sort $(wildcard tests/unit/test_*.c))
+BENCH_SRC := bench/kernels.c bench/readbench.c
+
+objs = $(patsubst %.S,build/$(1)/%.o,$(patsubst %.c,build/$(1)/%.o,$(2)))
 
 # Two flavours share one rule set: release in build/rel, sanitized in build/asan.
 define flavour
-$(1)_OBJ := $$(LIB_SRC:%.c=build/$(1)/%.o) $$(ASM_SRC:%.S=build/$(1)/%.o)
 $(1)_TESTS := $$(TEST_SRC:tests/unit/%.c=build/$(1)/tests/%)
+$(1)_BENCH := $$(BENCH_SRC:bench/%.c=build/$(1)/bench/%)
+$(1)_LIBS := build/$(1)/libk3synth.a build/$(1)/libk3.a
 
 build/$(1)/%.o: %.c
 	@mkdir -p $$(@D)
@@ -45,27 +55,40 @@ build/$(1)/%.o: %.S
 	@mkdir -p $$(@D)
 	$(Q)$$(CC) -I. -c $$< -o $$@
 
-build/$(1)/libk3.a: $$($(1)_OBJ)
+build/$(1)/libk3.a: $$(call objs,$(1),$$(LIB_SRC))
 	$(Q)rm -f $$@ && ar rcs $$@ $$^
 
-build/$(1)/k3-uring: build/$(1)/engine/main.o build/$(1)/libk3.a
+build/$(1)/libk3synth.a: $$(call objs,$(1),$$(SYNTH_SRC))
+	$(Q)rm -f $$@ && ar rcs $$@ $$^
+
+build/$(1)/k3-uring: $$(call objs,$(1),$$(CLI_SRC)) $$($(1)_LIBS)
+	$$(if $$(Q),@echo "  LD [$(1)] $$@")
 	$(Q)$$(CC) $$(CFLAGS_BASE) $(2) $$^ $$(PKG_LIBS) $$(LDLIBS) -o $$@
 
-build/$(1)/tests/%: build/$(1)/tests/unit/%.o build/$(1)/libk3.a
+build/$(1)/tests/%: build/$(1)/tests/unit/%.o $$($(1)_LIBS)
 	@mkdir -p $$(@D)
+	$(Q)$$(CC) $$(CFLAGS_BASE) $(2) $$^ $$(PKG_LIBS) $$(LDLIBS) -o $$@
+
+build/$(1)/bench/%: build/$(1)/bench/%.o build/$(1)/libk3.a
+	$$(if $$(Q),@echo "  LD [$(1)] $$@")
 	$(Q)$$(CC) $$(CFLAGS_BASE) $(2) $$^ $$(PKG_LIBS) $$(LDLIBS) -o $$@
 endef
 
+# Plain `make` builds ./k3-uring: the first goal, whatever the templates below define.
+.DEFAULT_GOAL := all
+# Keep object files of test and bench programs (make would delete them as intermediates).
+.SECONDARY:
+
 $(eval $(call flavour,rel,$(OPT)))
 $(eval $(call flavour,asan,-O1 $(SANITIZE)))
-build/rel/engine/corpus.o build/asan/engine/corpus.o: $(wildcard engine/corpus/*.txt)
+build/rel/engine/synth/corpus.o build/asan/engine/synth/corpus.o: $(wildcard engine/synth/corpus/*.txt)
 
 # libFuzzer harnesses (clang), one per untrusted input format: build/fuzz/bin/fuzz_*.
 FUZZ_CC := clang
 FUZZ_SAN := -fsanitize=address,undefined -fno-omit-frame-pointer
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/bin/%)
-FUZZ_OBJ := $(LIB_SRC:%.c=build/fuzz/%.o) $(ASM_SRC:%.S=build/fuzz/%.o)
+FUZZ_OBJ := $(call objs,fuzz,$(LIB_SRC) $(SYNTH_SRC))
 FUZZ_SECONDS ?= 60
 
 build/fuzz/%.o: %.c
@@ -84,13 +107,16 @@ build/fuzz/bin/%: build/fuzz/tests/fuzz/%.o build/fuzz/libk3.a
 	@mkdir -p $(@D)
 	$(Q)$(FUZZ_CC) $(CFLAGS_BASE) $(FUZZ_SAN) -fsanitize=fuzzer $^ $(PKG_LIBS) $(LDLIBS) -o $@
 
-.PHONY: all deps deps-ref test test-asan asan demo fixtures bench clean fuzz
+.PHONY: all deps deps-ref test test-asan asan demo fixtures bench bench-tools clean fuzz
 all: k3-uring
 
 k3-uring: build/rel/k3-uring
 	$(Q)cp $< $@
 
 asan: build/asan/k3-uring $(asan_TESTS)
+
+# The bench programs (bench/*.c), built with the engine's flags and objects.
+bench-tools: $(rel_BENCH)
 
 # Installs what is missing (nothing when all is present); needs root or sudo for apt.
 deps:

@@ -27,9 +27,9 @@
 #include <unistd.h>
 #include <emmintrin.h>
 
-#include "engine/kernels.h"
-#include "engine/kernels_isa.h"
-#include "engine/mxfp4.h"
+#include "engine/kernels/kernels.h"
+#include "engine/kernels/kernels_isa.h"
+#include "engine/kernels/mxfp4.h"
 #include "numa/teams.h"
 
 /* ---- options ------------------------------------------------------------------------ */
@@ -494,7 +494,7 @@ static void pass_calls(void *arg, int team)
         run_call(p->c, copy_at(p->c, p->base + k * p->stride), p->X, p->Y, p->U, p->T);
 }
 
-/* The routed experts' mat-vecs run the way the engine's expert path (engine/forward.c)
+/* The routed experts' mat-vecs run the way the engine's expert path (engine/forward/forward.c)
  * calls them: inside a team's work, where a call splits its rows over the team and ends
  * at the team's barrier.  The trunk's bf16 ones each open an OpenMP region, as there.
  * With --teams 0 every call opens its own region. */

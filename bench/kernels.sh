@@ -15,16 +15,9 @@ out="$root/bench/results/kernels-$stamp.csv"
 cal="$root/bench/results/kernels-$stamp.json"
 mkdir -p "$(dirname "$bin")" "$root/bench/results"
 
-# Only the kernels (and numa/'s row split and teams, which they use): the bench builds even
-# while the rest of the engine is mid-change.
-# The flags are the engine's (Makefile CFLAGS_BASE): -ffp-contract=off is part of the
-# determinism contract.
-cc -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter \
-   -ffp-contract=off -fno-math-errno -fopenmp -I"$root" \
-   "$root/bench/kernels.c" "$root"/engine/kernels.c "$root"/engine/kernels_avx2.c \
-   "$root"/engine/kernels_avx512.c "$root"/engine/mxfp4.c "$root"/engine/mxfp4_avx2.c \
-   "$root"/engine/mxfp4_avx512.c "$root"/engine/err.c "$root"/numa/teams.c "$root"/numa/plan.c \
-   "$root"/numa/topology.c $(pkg-config --cflags --libs hwloc) -lm -o "$bin"
+# Built by the Makefile with the engine's flags and objects (-ffp-contract=off is part of
+# the determinism contract).
+make -C "$root" --no-print-directory build/rel/bench/kernels
 
 for a in "$@"; do [[ $a == --help ]] && exec "$bin" --help; done
 echo "kernels.sh: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs," \

@@ -23,10 +23,7 @@ bin="$root/build/rel/bench/readbench"
 out="$root/bench/results/readbench-$(date -u +%Y%m%d-%H%M%S).csv"
 mkdir -p "$(dirname "$bin")" "$root/bench/results"
 
-# Only iouring/ and liburing: the bench builds even while the engine is mid-change.
-cc -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter -I"$root" \
-   "$root/bench/readbench.c" "$root"/iouring/*.c $(pkg-config --cflags --libs liburing) \
-   -lpthread -o "$bin"
+make -C "$root" --no-print-directory build/rel/bench/readbench
 
 if [[ ! -f $file || $(stat -c %s "$file") -lt $((size_mib << 20)) ]]; then
   echo "readbench.sh: creating $file ($size_mib MiB of random bytes)"

@@ -36,7 +36,7 @@
  *     [R·t/T, R·(t+1)/T) with the cut points rounded down to a multiple of granule, so
  *     a team's range is the union of its threads' (proportional to its size) and each
  *     row is computed by exactly one thread.  Which thread computes a row never changes
- *     its bytes (engine/kernels.h), so output is the same for any plan.
+ *     its bytes (engine/kernels/kernels.h), so output is the same for any plan.
  *
  * K3NUMA_PLAN_OFF (--numa off) is one team of the requested threads over the whole
  * machine: node -1, no PU pinning, every drive's buffers with it, memory not bound.

@@ -2,7 +2,7 @@
  * threads, each thread told its team and its place in it, and a barrier per team.
  *
  * Owns: that region, the team barriers, and the calling thread's team context, which the
- * row split of the kernels reads (engine/kernels_isa.h, k3_rows_parallel): a mat-vec
+ * row split of the kernels reads (engine/kernels/kernels_isa.h, k3_rows_parallel): a mat-vec
  * called inside a team's work splits its rows over that team's threads only and returns
  * once all of them are done.  So each team computes its own work (plan.h rule 6) on its
  * own cores while the other teams compute theirs.

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine/config.h"
-#include "engine/synth.h"
+#include "engine/model/config.h"
+#include "engine/synth/synth.h"
 #include "tests/check.h"
 
 static inline const char *test_tmp(void)

@@ -1,7 +1,7 @@
 /* libFuzzer: config.json text. */
 #include <stdint.h>
 
-#include "engine/config.h"
+#include "engine/model/config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -5,8 +5,8 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "engine/pack_format.h"
-#include "engine/packed.h"
+#include "engine/pack/pack_format.h"
+#include "engine/pack/packed.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

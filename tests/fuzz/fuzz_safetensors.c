@@ -2,7 +2,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "engine/safetensors.h"
+#include "engine/model/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/tokenizer.h"
+#include "engine/text/tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

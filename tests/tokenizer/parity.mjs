@@ -64,9 +64,9 @@ add("han long", "漢".repeat(500));
 add("mixed scripts", "Tokyo東京Tōkyō도쿄Токио طوكيو 1234abc中文ABC漢字カナ");
 add("astral", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 𝐁𝐨𝐥𝐝 𓀀𓀁 𠀀𠀁𪜀 🀄");
 for (const f of ["multilingual.txt", "code.txt"])
-  add("corpus " + f, fs.readFileSync(path.join(root, "engine/corpus", f), "utf8"));
+  add("corpus " + f, fs.readFileSync(path.join(root, "engine/synth/corpus", f), "utf8"));
 add("corpus licenses (first 20000 chars)",
-    fs.readFileSync(path.join(root, "engine/corpus/licenses.txt"), "utf8").slice(0, 20000));
+    fs.readFileSync(path.join(root, "engine/synth/corpus/licenses.txt"), "utf8").slice(0, 20000));
 add("everything", cases.map((c) => c.text).join("\n\n"));
 
 // ---------------------------------------------------------------- helpers

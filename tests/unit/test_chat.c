@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/chat.h"
+#include "engine/text/chat.h"
 #include "tests/util.h"
 
 static int count(const int32_t *ids, size_t n, int32_t id)

@@ -3,10 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/config.h"
-#include "engine/config_presets.h"
-#include "engine/forward.h"
-#include "engine/tensors.h"
+#include "engine/model/config.h"
+#include "engine/model/config_presets.h"
+#include "engine/forward/forward.h"
+#include "engine/model/tensors.h"
 #include "tests/check.h"
 
 static void test_full_k3(void)

@@ -7,12 +7,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine/forward.h"
-#include "engine/model.h"
-#include "engine/pack.h"
-#include "engine/rng.h"
-#include "engine/sampler.h"
-#include "engine/stream.h"
+#include "engine/forward/forward.h"
+#include "engine/model/model.h"
+#include "engine/pack/pack.h"
+#include "engine/base/rng.h"
+#include "engine/forward/sampler.h"
+#include "engine/stream/stream.h"
 #include "tests/util.h"
 
 #define STEPS 3

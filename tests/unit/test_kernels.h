@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/kernels.h"
-#include "engine/kernels_isa.h"
-#include "engine/mxfp4.h"
-#include "engine/rng.h"
+#include "engine/kernels/kernels.h"
+#include "engine/kernels/kernels_isa.h"
+#include "engine/kernels/mxfp4.h"
+#include "engine/base/rng.h"
 #include "tests/check.h"
 
 /* Index of the first float whose bytes differ, or -1. */

@@ -3,9 +3,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "engine/kernels.h"
-#include "engine/layers.h"
-#include "engine/rng.h"
+#include "engine/kernels/kernels.h"
+#include "engine/forward/layers.h"
+#include "engine/base/rng.h"
 #include "tests/check.h"
 
 static int near(double a, double b, double tol) { return fabs(a - b) <= tol * (1 + fabs(b)); }

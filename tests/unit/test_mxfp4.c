@@ -4,8 +4,8 @@
 #include <omp.h>
 #include <string.h>
 
-#include "engine/mxfp4.h"
-#include "engine/rng.h"
+#include "engine/kernels/mxfp4.h"
+#include "engine/base/rng.h"
 #include "tests/check.h"
 
 static void test_e2m1_table(void)

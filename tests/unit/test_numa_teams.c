@@ -8,8 +8,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "engine/kernels.h"
-#include "engine/kernels_isa.h"
+#include "engine/kernels/kernels.h"
+#include "engine/kernels/kernels_isa.h"
 #include "numa/teams.h"
 #include "tests/unit/test_numa.h"
 

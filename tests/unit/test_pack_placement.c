@@ -8,12 +8,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine/config.h"
-#include "engine/pack.h"
-#include "engine/pack_format.h"
-#include "engine/packed.h"
-#include "engine/rng.h"
-#include "engine/tensors.h"
+#include "engine/model/config.h"
+#include "engine/pack/pack.h"
+#include "engine/pack/pack_format.h"
+#include "engine/pack/packed.h"
+#include "engine/base/rng.h"
+#include "engine/model/tensors.h"
 #include "tests/util.h"
 
 #define ROUTINGS 2000

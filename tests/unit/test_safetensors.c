@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/safetensors.h"
+#include "engine/model/safetensors.h"
 #include "tests/check.h"
 
 static int parse(const char *json, uint64_t data_size, struct k3_st_header *h, struct k3_err *e)

@@ -11,10 +11,10 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "engine/experts.h"
-#include "engine/forward.h"
-#include "engine/model.h"
-#include "engine/sampler.h"
+#include "engine/stream/experts.h"
+#include "engine/forward/forward.h"
+#include "engine/model/model.h"
+#include "engine/forward/sampler.h"
 #include "tests/util.h"
 
 #define REL_TOL 1e-4 /* max |Δlogit| ≤ REL_TOL × max|logit| */

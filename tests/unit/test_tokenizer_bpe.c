@@ -7,8 +7,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "engine/tokenizer.h"
-#include "engine/tokenizer_internal.h"
+#include "engine/text/tokenizer.h"
+#include "engine/text/tokenizer_internal.h"
 #include "tests/check.h"
 
 static char root[512];

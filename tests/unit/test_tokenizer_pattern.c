@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/tokenizer.h"
-#include "engine/tokenizer_internal.h"
+#include "engine/text/tokenizer.h"
+#include "engine/text/tokenizer_internal.h"
 #include "tests/check.h"
 
 static pcre2_code *compile(const char *pattern)

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine/tokenizer.h"
+#include "engine/text/tokenizer.h"
 #include "tests/check.h"
 
 static char root[512];

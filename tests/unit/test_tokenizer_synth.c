@@ -8,9 +8,9 @@
 
 #include <xxhash.h>
 
-#include "engine/bpe_train.h"
-#include "engine/tokenizer.h"
-#include "engine/tokenizer_internal.h"
+#include "engine/synth/bpe_train.h"
+#include "engine/text/tokenizer.h"
+#include "engine/text/tokenizer_internal.h"
 #include "tests/check.h"
 
 static char root[512];

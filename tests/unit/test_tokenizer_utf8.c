@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/tokenizer.h"
-#include "engine/tokenizer_internal.h"
+#include "engine/text/tokenizer.h"
+#include "engine/text/tokenizer_internal.h"
 #include "tests/check.h"
 
 static char root[512];

@@ -11,12 +11,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine/forward.h"
-#include "engine/model.h"
-#include "engine/pack.h"
-#include "engine/placement.h"
-#include "engine/stream.h"
-#include "engine/trace.h"
+#include "engine/forward/forward.h"
+#include "engine/model/model.h"
+#include "engine/pack/pack.h"
+#include "engine/stream/placement.h"
+#include "engine/stream/stream.h"
+#include "engine/base/trace.h"
 #include "tests/util.h"
 
 #define N_DRIVES 2

@@ -1,0 +1,148 @@
+#include "engine/base/trace.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define PID 1
+#define TID_COMPUTE 1
+#define TID_TEAM0 10
+#define MAX_TEAM_TRACKS 64
+#define TID_DRIVE0 100
+
+struct k3_trace {
+    FILE *f;
+    double t0;
+    uint64_t next_id;
+    int depth;
+    uint64_t named_teams;  /* bit i: team i's track has its name */
+    int write_error;
+};
+
+static double mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+double k3_trace_now(const struct k3_trace *t) { return t ? mono_us() - t->t0 : 0; }
+
+static void emit(struct k3_trace *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void emit(struct k3_trace *t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs(",\n", t->f);
+    if (vfprintf(t->f, fmt, ap) < 0)
+        t->write_error = errno ? errno : EIO;
+    va_end(ap);
+}
+
+static void thread_name(struct k3_trace *t, int tid, const char *name, int sort)
+{
+    emit(t, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\",\"args\":{\"name\":\"%s\"}}",
+         PID, tid, name);
+    emit(t, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%d}}",
+         PID, tid, sort);
+}
+
+int k3_trace_open(struct k3_trace **out, const char *path, int n_drives, struct k3_err *err)
+{
+    struct k3_trace *t = calloc(1, sizeof *t);
+    if (!t)
+        return k3_errf(err, "out of memory");
+    t->f = fopen(path, "w");
+    if (!t->f) {
+        free(t);
+        return k3_errf(err, "--trace %s: %s", path, strerror(errno));
+    }
+    t->t0 = mono_us();
+    fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", t->f);
+    fprintf(t->f, "{\"ph\":\"M\",\"pid\":%d,\"name\":\"process_name\",\"args\":{\"name\":\"k3-uring\"}}",
+            PID);
+    thread_name(t, TID_COMPUTE, "compute", 0);
+    for (int d = 0; d < n_drives; d++) {
+        char name[32];
+        snprintf(name, sizeof name, "drive %d reads", d);
+        thread_name(t, TID_DRIVE0 + d, name, 1 + MAX_TEAM_TRACKS + d);
+    }
+    *out = t;
+    return 0;
+}
+
+int k3_trace_close(struct k3_trace *t, struct k3_err *err)
+{
+    if (!t)
+        return 0;
+    while (t->depth > 0)
+        k3_trace_end(t);
+    fputs("\n]}\n", t->f);
+    int e = t->write_error;
+    if (fclose(t->f) && !e)
+        e = errno;
+    free(t);
+    return e ? k3_errf(err, "--trace: write failed: %s", strerror(e)) : 0;
+}
+
+void k3_trace_begin(struct k3_trace *t, const char *name, const char *args)
+{
+    if (!t)
+        return;
+    t->depth++;
+    emit(t, "{\"ph\":\"B\",\"pid\":%d,\"tid\":%d,\"ts\":%.1f,\"name\":\"%s\",\"args\":{%s}}", PID,
+         TID_COMPUTE, k3_trace_now(t), name, args ? args : "");
+}
+
+void k3_trace_end(struct k3_trace *t)
+{
+    if (!t || t->depth == 0)
+        return;
+    t->depth--;
+    emit(t, "{\"ph\":\"E\",\"pid\":%d,\"tid\":%d,\"ts\":%.1f}", PID, TID_COMPUTE, k3_trace_now(t));
+}
+
+void k3_trace_team_span(struct k3_trace *t, int team, int node, const char *name,
+                        const char *args, double begin, double end)
+{
+    if (!t)
+        return;
+    int track = team < MAX_TEAM_TRACKS ? team : MAX_TEAM_TRACKS - 1;
+    if (!(t->named_teams >> track & 1)) {
+        char label[48];
+        if (node >= 0)
+            snprintf(label, sizeof label, "team %d (node %d)", track, node);
+        else
+            snprintf(label, sizeof label, "team %d", track);
+        thread_name(t, TID_TEAM0 + track, label, 1 + track);
+        t->named_teams |= 1ull << track;
+    }
+    emit(t, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.1f,\"dur\":%.1f,\"name\":\"%s\","
+            "\"args\":{%s}}",
+         PID, TID_TEAM0 + track, begin, end - begin, name, args ? args : "");
+}
+
+void k3_trace_read(struct k3_trace *t, int drive, double submitted, double landed, uint32_t bytes,
+                   const char *what)
+{
+    if (!t)
+        return;
+    uint64_t id = ++t->next_id;
+    emit(t, "{\"ph\":\"b\",\"cat\":\"read\",\"id\":%llu,\"pid\":%d,\"tid\":%d,\"ts\":%.1f,"
+            "\"name\":\"%s\",\"args\":{\"bytes\":%u}}",
+         (unsigned long long)id, PID, TID_DRIVE0 + drive, submitted, what, bytes);
+    emit(t, "{\"ph\":\"e\",\"cat\":\"read\",\"id\":%llu,\"pid\":%d,\"tid\":%d,\"ts\":%.1f,"
+            "\"name\":\"%s\"}",
+         (unsigned long long)id, PID, TID_DRIVE0 + drive, landed, what);
+}
+
+void k3_trace_counter(struct k3_trace *t, const char *name, double value)
+{
+    if (!t)
+        return;
+    emit(t, "{\"ph\":\"C\",\"pid\":%d,\"ts\":%.1f,\"name\":\"%s\",\"args\":{\"value\":%.0f}}", PID,
+         k3_trace_now(t), name, value);
+}

@@ -1,0 +1,43 @@
+/* --trace FILE: a Chrome/Perfetto trace-event JSON of one run, so overlap can be seen.
+ *
+ * Owns: the file and its tracks: one track per drive holding every piece read (async
+ * spans from submission to landing, overlapping freely), one compute track holding nested
+ * spans (token > layer > attention / moe), one track per compute team holding the routed
+ * experts it computed (each inside its layer's moe span in time), and a counter of the
+ * bytes in flight.  Events are written as they happen (bounded memory); timestamps are
+ * microseconds since the trace opened.  Does not own: deciding what to trace.
+ * A NULL trace is valid everywhere and records nothing.
+ */
+#ifndef K3_TRACE_H
+#define K3_TRACE_H
+
+#include <stdint.h>
+
+#include "engine/base/err.h"
+
+struct k3_trace;
+
+int k3_trace_open(struct k3_trace **out, const char *path, int n_drives, struct k3_err *err);
+/* Finishes the JSON; returns -1 (err filled) if any write failed. */
+int k3_trace_close(struct k3_trace *t, struct k3_err *err);
+
+double k3_trace_now(const struct k3_trace *t); /* microseconds */
+
+/* Compute spans: begin/end pairs on the compute track, properly nested.  args is a
+ * JSON object body ("\"layer\": 3") or NULL. */
+void k3_trace_begin(struct k3_trace *t, const char *name, const char *args);
+void k3_trace_end(struct k3_trace *t);
+
+/* A finished span on a compute team's own track (named "team 1 (node 1)", or "team 0"
+ * when node < 0), written by the caller once the team's work is done: the teams compute
+ * in parallel, and only the caller writes the file. */
+void k3_trace_team_span(struct k3_trace *t, int team, int node, const char *name,
+                        const char *args, double begin, double end);
+
+/* One read on a drive's track, from its submission to its landing. */
+void k3_trace_read(struct k3_trace *t, int drive, double submitted, double landed,
+                   uint32_t bytes, const char *what);
+
+void k3_trace_counter(struct k3_trace *t, const char *name, double value);
+
+#endif

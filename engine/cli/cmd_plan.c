@@ -1,0 +1,216 @@
+/* `k3-uring plan`: the memory floor and how a RAM budget is spent, for any config of
+ * the family, without its weights (the full K3 included). */
+#include <jansson.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/stream/budget.h"
+#include "engine/cli/cli.h"
+#include "engine/model/config.h"
+#include "engine/forward/forward.h"
+#include "engine/cli/options.h"
+#include "engine/pack/pack_format.h"
+#include "engine/model/tensors.h"
+
+/* What a pack of cfg over n_drives would hold, as the budget sees it. */
+static int budget_input(const struct k3_config *c, int n_drives, int ctx, int threads,
+                        struct k3_budget_input *in, uint64_t **segments, struct k3_err *err)
+{
+    struct k3_tensor_spec *specs;
+    int n;
+    if (k3_trunk_specs(c, &specs, &n))
+        return k3_errf(err, "out of memory");
+    uint64_t *bytes = calloc((size_t)n, sizeof *bytes), vectors = 0;
+    for (int i = 0; bytes && i < n; i++) {
+        uint64_t numel = 1;
+        for (int d = 0; d < specs[i].ndim; d++)
+            numel *= (uint64_t)specs[i].shape[d];
+        bytes[i] = numel * (specs[i].kind == K3_T_F32 ? 4 : 2);
+        if (specs[i].kind != K3_T_MATRIX)
+            vectors += numel * 4;
+    }
+    struct k3_trunk_layout t = {0};
+    int rc = bytes && !k3_trunk_layout_init(&t, c, specs, n, bytes) ? 0
+                                                                     : k3_errf(err, "out of memory");
+    struct k3_record_layout rec;
+    k3_record_layout_init(&rec, c);
+    uint64_t piece = k3_pack_record_piece_bytes(rec.bytes, (rec.bytes + n_drives - 1) / n_drives,
+                                                (uint32_t)n_drives);
+    uint64_t records = (uint64_t)k3_moe_layer_count(c) * c->n_experts;
+    uint64_t pieces = records * (uint64_t)n_drives, trunk = 0;
+    if (!rc) {
+        *segments = calloc((size_t)t.n_segments, sizeof **segments);
+        rc = *segments ? 0 : k3_errf(err, "out of memory");
+    }
+    for (int s = 0; !rc && s < t.n_segments; s++) {
+        (*segments)[s] = k3_pack_round_up(t.segment_bytes[s], K3_PACK_ALIGN);
+        trunk += t.segment_bytes[s];
+    }
+    if (!rc) {
+        pieces += trunk / piece + (uint64_t)t.n_segments;
+        *in = (struct k3_budget_input){
+            .cfg = c,
+            .ctx = ctx,
+            .threads = threads,
+            .n_segments = t.n_segments,
+            .segment_bytes = *segments,
+            .vector_bytes = vectors,
+            .record_bytes = k3_pack_round_up(rec.bytes, K3_PACK_ALIGN),
+            .piece_bytes = piece,
+            .manifest_bytes = pieces * sizeof(struct k3_pack_piece) +
+                              (records + (uint64_t)t.n_segments) * sizeof(struct k3_pack_object),
+            .logits_bytes = (uint64_t)K3_CHUNK * (uint64_t)c->vocab * sizeof(float),
+            .inflight_records = c->top_k,
+        };
+    }
+    k3_trunk_layout_free(&t);
+    free(bytes);
+    free(specs);
+    return rc;
+}
+
+/* Compute rates per core, GB/s of weights consumed, measured by bench/kernels.sh on this
+ * project's machine (AMD EPYC Zen 4, AVX-512 VBMI, one thread, weights in RAM:
+ * bench/results/kernels-20261130-055547.json); --calibration FILE overrides them with
+ * another machine's. */
+#define DEFAULT_MXFP4_GBPS_PER_CORE 9.86
+#define DEFAULT_BF16_GBPS_PER_CORE 28.5
+
+struct box {
+    int drives;
+    double drive_gbps;   /* per drive */
+    int cores, nodes;
+    double mem_gbps;     /* per NUMA node */
+    double mxfp4_core, bf16_core;
+};
+
+static int load_calibration(const char *path, struct box *b, struct k3_err *err)
+{
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (!root)
+        return k3_errf(err, "--calibration %s: %s", path, jerr.text);
+    json_t *m = json_object_get(root, "mxfp4_gbps_per_core"), *bf = json_object_get(root, "bf16_gbps_per_core");
+    int rc = json_is_number(m) && json_is_number(bf) && json_number_value(m) > 0 && json_number_value(bf) > 0
+                 ? 0
+                 : k3_errf(err, "--calibration %s: needs positive mxfp4_gbps_per_core and "
+                                "bf16_gbps_per_core", path);
+    if (!rc) {
+        b->mxfp4_core = json_number_value(m);
+        b->bf16_core = json_number_value(bf);
+    }
+    json_decref(root);
+    return rc;
+}
+
+/* Seconds to stream `bytes` of weights through the cores, capped by memory bandwidth. */
+static double compute_seconds(double bytes, double per_core, const struct box *b)
+{
+    double rate = b->cores * per_core;
+    double mem = b->nodes * b->mem_gbps;
+    return bytes / ((rate < mem ? rate : mem) * 1e9);
+}
+
+/* s/token of one decode step on the box, as the pipelined engine would run it. */
+static void project(const struct k3_config *c, const struct k3_budget_input *in,
+                    const struct k3_budget *b, const struct box *box)
+{
+    struct k3_record_layout rec;
+    k3_record_layout_init(&rec, c);
+    double moe = k3_moe_layer_count(c), records = (double)c->top_k * moe;
+    /* The cache, under routing that is uniform over a layer's experts (synthetic weights;
+     * real routing repeats more): a fraction of the records asked is already there. */
+    double hit = b->cache_records / ((double)c->n_experts * moe);
+    hit = hit > 1 ? 1 : hit;
+    double expert_bytes = records * (double)rec.bytes;
+    double trunk_read = 0, trunk_compute = 0;
+    for (int s = 1; s < in->n_segments; s++) { /* the embedding: one row per token */
+        trunk_compute += (double)in->segment_bytes[s];
+        if (!b->resident[s])
+            trunk_read += (double)in->segment_bytes[s];
+    }
+    double read = expert_bytes * (1 - hit) + trunk_read + (b->resident[0] ? 0 : in->piece_bytes);
+    double t_io = read / (box->drives * box->drive_gbps * 1e9);
+    double t_c = compute_seconds(expert_bytes, box->mxfp4_core, box) +
+                 compute_seconds(trunk_compute, box->bf16_core, box);
+    double t = t_io > t_c ? t_io : t_c;
+    printf("projection for %d drives x %.2f GB/s, %d cores on %d NUMA nodes (%.0f GB/s memory "
+           "each), %.2f / %.2f GB/s per core (MXFP4 / bf16):\n",
+           box->drives, box->drive_gbps, box->cores, box->nodes, box->mem_gbps, box->mxfp4_core,
+           box->bf16_core);
+    printf("  read per token        %8.2f GB  (experts %.2f, trunk streamed %.2f; cache hits %.1f%%)\n",
+           read / 1e9, expert_bytes * (1 - hit) / 1e9, trunk_read / 1e9, 100 * hit);
+    printf("  I/O floor             %8.3f s/token\n", t_io);
+    printf("  compute               %8.3f s/token  (%.2f GB MXFP4, %.2f GB bf16)\n", t_c,
+           expert_bytes / 1e9, trunk_compute / 1e9);
+    printf("  pipelined             %8.3f s/token  (the larger: reads and compute overlap)\n", t);
+    printf("  synchronous           %8.3f s/token  (reads, then compute)\n", t_io + t_c);
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    const char *config = "k3", *ram_text = NULL, *calibration = NULL;
+    int ctx = 4096, drives = 8, threads = 0, cores = 0, nodes = 1;
+    float drive_gbps = 7.0f, mem_gbps = 150.0f;
+    const struct k3_opt opts[] = {
+        {"config", 'c', K3_OPT_STRING, &config, "NAME|FILE", "k3, k3-bench, k3-tiny or a config.json", 0, 0},
+        {"ram", 0, K3_OPT_STRING, &ram_text, "SIZE|floor|trunk", "budget to plan (default: the floor)", 0, 0},
+        {"ctx", 0, K3_OPT_INT, &ctx, "N", "context positions the session holds", 1, 1 << 24},
+        {"drives", 0, K3_OPT_INT, &drives, "N", "drives the pack stripes over", 1, 256},
+        {"drive-gbps", 0, K3_OPT_FLOAT, &drive_gbps, "GB/s", "read bandwidth of each drive", 0.001, 1000},
+        {"cores", 0, K3_OPT_INT, &cores, "N", "compute cores; 0 = this machine's", 0, 65536},
+        {"numa-nodes", 0, K3_OPT_INT, &nodes, "N", "NUMA nodes (memory bandwidth scales with them)", 1, 64},
+        {"mem-gbps", 0, K3_OPT_FLOAT, &mem_gbps, "GB/s", "memory bandwidth per NUMA node", 1, 10000},
+        {"calibration", 0, K3_OPT_STRING, &calibration, "FILE",
+         "per-core compute rates measured by bench/ (JSON; default: built in)", 0, 0},
+        {"threads", 't', K3_OPT_INT, &threads, "N", "compute threads; 0 = one per core", 0, 4096},
+    };
+    const char *usage = "usage: k3-uring plan [--config k3] [--ram 8G] [--ctx 4096] [--drives 8] "
+                        "[--drive-gbps 7] [--cores 128] [--numa-nodes 2]";
+    struct k3_err err = {{0}};
+    int rc = k3_opts_parse(opts, (int)(sizeof opts / sizeof opts[0]), argc, argv, usage, &err);
+    if (rc > 0)
+        return 0;
+    if (rc) {
+        fprintf(stderr, "k3-uring plan: %s\n", err.msg);
+        return 2;
+    }
+    struct box box = {.drives = drives, .drive_gbps = drive_gbps,
+                      .cores = cores ? cores : omp_get_num_procs(), .nodes = nodes,
+                      .mem_gbps = mem_gbps, .mxfp4_core = DEFAULT_MXFP4_GBPS_PER_CORE,
+                      .bf16_core = DEFAULT_BF16_GBPS_PER_CORE};
+    struct k3_config c;
+    if ((calibration && load_calibration(calibration, &box, &err)) ||
+        k3_config_named(&c, config, &err)) {
+        fprintf(stderr, "k3-uring plan: %s\n", err.msg);
+        return 1;
+    }
+    struct k3_budget_input in;
+    uint64_t *segments = NULL;
+    rc = budget_input(&c, drives, ctx, threads ? threads : box.cores, &in, &segments, &err);
+    struct k3_budget b;
+    uint64_t ram = 0;
+    if (!rc) {
+        k3_budget_plan(&in, UINT64_MAX, &b, NULL); /* the floor, whatever the budget */
+        if (!ram_text || !strcmp(ram_text, "floor"))
+            ram = b.floor;
+        else if (!strcmp(ram_text, "trunk"))
+            ram = k3_budget_trunk_resident(&in);
+        else if (k3_parse_size(ram_text, &ram))
+            rc = k3_errf(&err, "--ram: \"%s\" is not a size, floor or trunk", ram_text);
+    }
+    if (!rc)
+        rc = k3_budget_plan(&in, ram, &b, &err);
+    if (!rc) {
+        printf("%s over %d drives, %d threads:\n", config, drives, in.threads);
+        k3_budget_print(stdout, &b, &in);
+        project(&c, &in, &b, &box);
+    } else {
+        fprintf(stderr, "k3-uring plan: %s\n", err.msg);
+    }
+    free(segments);
+    k3_config_free(&c);
+    return rc ? 1 : 0;
+}

@@ -1,0 +1,69 @@
+/* k3-uring: run Kimi-K3-class MoE models with the routed experts streamed from NVMe.
+ * main() checks the environment knobs and dispatches to a subcommand (cli.h); each
+ * prints its own errors. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/cli/cli.h"
+#include "engine/base/err.h"
+#include "engine/stream/faults.h"
+#include "engine/kernels/kernels.h"
+#include "engine/kernels/mxfp4.h"
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *help;
+} commands[] = {
+    {"run", cmd_run, "run a model on a prompt: generate tokens, write logits"},
+    {"synth", cmd_synth, "write a checkpoint folder of a K3-family config with random weights"},
+    {"pack", cmd_pack, "lay a checkpoint out striped across drives for streaming"},
+    {"iobench", cmd_iobench, "the read path alone, shaped like decode, on packed drives"},
+    {"plan", cmd_plan, "the memory floor and budget of a config (full K3 included)"},
+    {"tokenize", cmd_tokenize, "encode text to token ids or decode ids to text"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: k3-uring COMMAND [options]   (k3-uring COMMAND --help for its options)\n\n"
+               "commands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\nk3-uring --drives D0,D1 -p TEXT ... (or -m DIR) is short for k3-uring run ...\n"
+               "exit codes: 0 ok, 1 runtime error, 2 usage error\n");
+}
+
+/* The knobs read deep inside (kernel selection, int8 activations, the fault seed), where
+ * a bad value would otherwise be taken for the default: usage errors before any work. */
+static int check_environment(void)
+{
+    struct k3_err err = {""};
+    uint64_t seed;
+    if (k3_kernels_check_env(&err) || k3_mxfp4_check_env(&err) || k3_faults_seed_env(&seed, &err)) {
+        fprintf(stderr, "k3-uring: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (check_environment())
+        return 2;
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (argv[1][0] == '-') /* options straight away: the generation command */
+        return cmd_run(argc, argv);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "k3-uring: unknown command \"%s\" (see k3-uring --help)\n", argv[1]);
+    return 2;
+}

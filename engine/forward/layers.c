@@ -1,0 +1,241 @@
+#include "engine/forward/layers.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "engine/kernels/kernels.h"
+
+void k3_attn_res_mix(float *out, const float *const *cands, int n, const float *key, int H,
+                     float eps)
+{
+    float alpha[K3_MAX_BLOCKS + 1];
+    float max = -INFINITY;
+    for (int j = 0; j < n; j++) {
+        alpha[j] = k3_dot_f32(cands[j], key, H) * k3_rms_inv(cands[j], H, eps);
+        max = alpha[j] > max ? alpha[j] : max;
+    }
+    float sum = 0;
+    for (int j = 0; j < n; j++) {
+        alpha[j] = expf(alpha[j] - max);
+        sum += alpha[j];
+    }
+    for (int j = 0; j < n; j++)
+        alpha[j] /= sum;
+    for (int d = 0; d < H; d++) {
+        float acc = 0;
+        for (int j = 0; j < n; j++)
+            acc += alpha[j] * cands[j][d];
+        out[d] = acc;
+    }
+}
+
+/* Index of the largest key not yet taken; the lower index wins ties.  Taken and
+ * masked keys are -inf and never chosen. */
+static int argmax_key(const float *key, int n)
+{
+    int best = -1;
+    for (int e = 0; e < n; e++)
+        if (key[e] > -INFINITY && (best < 0 || key[e] > key[best]))
+            best = e;
+    return best;
+}
+
+/* DeepSeek-V3 grouped selection: a group scores the sum of its two best keys; the keys
+ * outside the topk_group best groups are set to zero, as DeepSeek-V3's modeling code
+ * does (k3-model.md §3.7.3; K3 itself has one group, where this never runs). */
+static void mask_groups(const struct k3_config *c, float *key)
+{
+    int per = c->n_experts / c->n_group;
+    float gscore[K3_MAX_GROUPS];
+    for (int g = 0; g < c->n_group; g++) {
+        float a = -INFINITY, b = -INFINITY;
+        for (int e = g * per; e < (g + 1) * per; e++) {
+            if (key[e] > a) {
+                b = a;
+                a = key[e];
+            } else if (key[e] > b) {
+                b = key[e];
+            }
+        }
+        gscore[g] = a + b;
+    }
+    unsigned char keep[K3_MAX_GROUPS] = {0};
+    for (int t = 0; t < c->topk_group; t++) {
+        int best = -1;
+        for (int g = 0; g < c->n_group; g++)
+            if (!keep[g] && (best < 0 || gscore[g] > gscore[best]))
+                best = g;
+        keep[best] = 1;
+    }
+    for (int g = 0; g < c->n_group; g++)
+        if (!keep[g])
+            for (int e = g * per; e < (g + 1) * per; e++)
+                key[e] = 0.0f;
+}
+
+void k3_route(const struct k3_config *c, const float *logits, const float *bias, int *idx,
+              float *weight, float *key)
+{
+    k3_route_k(c, logits, bias, c->top_k, idx, weight, key);
+}
+
+void k3_route_k(const struct k3_config *c, const float *logits, const float *bias, int k,
+                int *idx, float *weight, float *key)
+{
+    for (int e = 0; e < c->n_experts; e++) {
+        key[e] = k3_sigmoid(logits[e]) + bias[e];
+        if (isnan(key[e])) /* a broken row must not break selection */
+            key[e] = -FLT_MAX;
+    }
+    if (c->n_group > 1)
+        mask_groups(c, key);
+    float sum = 0;
+    for (int j = 0; j < k; j++) {
+        int e = argmax_key(key, c->n_experts);
+        key[e] = -INFINITY;
+        idx[j] = e;
+        weight[j] = k3_sigmoid(logits[e]); /* the unbiased score */
+        sum += weight[j];
+    }
+    for (int j = 0; j < k; j++) {
+        if (c->renormalize)
+            weight[j] /= sum + K3_ROUTER_RENORM_EPS;
+        weight[j] *= c->routed_scale;
+    }
+}
+
+void k3_situ_vec(float *y, const float *g, const float *u, int n, const struct k3_config *c)
+{
+    k3_situ_n(y, g, u, n, c->situ_beta, c->situ_linear_beta);
+}
+
+float k3_kda_gate(float u, float a_log_head, float lower_bound)
+{
+    return lower_bound * k3_sigmoid(expf(a_log_head) * u);
+}
+
+void k3_kda_head_step(float *S, const float *alpha, const float *k, const float *v,
+                      const float *q, float beta, float *o, int d)
+{
+    /* Decay, then read r = v - Sᵀk from the decayed state (o holds Sᵀk for now). */
+    for (int j = 0; j < d; j++)
+        o[j] = 0;
+    for (int i = 0; i < d; i++) {
+        float *row = S + (size_t)i * d;
+        for (int j = 0; j < d; j++) {
+            row[j] *= alpha[i];
+            o[j] += row[j] * k[i];
+        }
+    }
+    float r[K3_MAX_HEAD_DIM];
+    for (int j = 0; j < d; j++)
+        r[j] = v[j] - o[j];
+    /* Update S += β k rᵀ, then read the output from the updated state. */
+    for (int j = 0; j < d; j++)
+        o[j] = 0;
+    for (int i = 0; i < d; i++) {
+        float *row = S + (size_t)i * d;
+        float bk = beta * k[i];
+        for (int j = 0; j < d; j++) {
+            row[j] += bk * r[j];
+            o[j] += row[j] * q[i];
+        }
+    }
+}
+
+/* Causal depthwise conv over (ring, x) then SiLU, for channels [c0, c0+n); the ring
+ * keeps the last W-1 raw inputs per channel, oldest first. */
+static void short_conv_silu(float *x, float *ring, const float *w, int c0, int n, int W)
+{
+    for (int c = c0; c < c0 + n; c++) {
+        float *rc = ring + (size_t)c * (W - 1);
+        const float *wc = w + (size_t)c * W;
+        float acc = 0;
+        for (int j = 0; j < W - 1; j++)
+            acc += wc[j] * rc[j];
+        acc += wc[W - 1] * x[c];
+        for (int j = 0; j + 1 < W - 1; j++)
+            rc[j] = rc[j + 1];
+        if (W > 1)
+            rc[W - 2] = x[c];
+        x[c] = k3_silu(acc);
+    }
+}
+
+static void l2_normalize(float *x, int d, float scale)
+{
+    float inv = scale / sqrtf(k3_dot_f32(x, x, d) + K3_KDA_L2_EPS);
+    for (int i = 0; i < d; i++)
+        x[i] *= inv;
+}
+
+void k3_kda_token(const struct k3_config *c, const struct k3_kda_weights *w, float *state,
+                  float *ring, float *q, float *k, float *v, const float *u,
+                  const float *beta_logit, const float *z, float *gated)
+{
+    int d = c->kda_head_dim, P = k3_kda_width(c), W = c->conv_kernel;
+    size_t ring_stride = (size_t)P * (W - 1);
+    float q_scale = 1.0f / sqrtf((float)d);
+#pragma omp parallel for schedule(static) if (c->kda_heads > 1 && (long)d * d >= 4096)
+    for (int h = 0; h < c->kda_heads; h++) {
+        int c0 = h * d;
+        short_conv_silu(q, ring, w->q_conv, c0, d, W);
+        short_conv_silu(k, ring + ring_stride, w->k_conv, c0, d, W);
+        short_conv_silu(v, ring + 2 * ring_stride, w->v_conv, c0, d, W);
+        l2_normalize(q + c0, d, q_scale);
+        l2_normalize(k + c0, d, 1.0f);
+        float alpha[K3_MAX_HEAD_DIM];
+        for (int i = 0; i < d; i++)
+            alpha[i] = expf(k3_kda_gate(u[c0 + i], w->a_log[h], c->gate_lower_bound));
+        float *o = gated + c0;
+        k3_kda_head_step(state + (size_t)h * d * d, alpha, k + c0, v + c0, q + c0,
+                         k3_sigmoid(beta_logit[h]), o, d);
+        /* Normalize first, then gate (fla's FusedRMSNormGated). */
+        k3_rmsnorm(o, o, w->o_norm, d, c->rms_eps);
+        for (int i = 0; i < d; i++)
+            o[i] *= k3_sigmoid(z[c0 + i]);
+    }
+}
+
+void k3_mla_head(const struct k3_config *c, const float *q_nope, const float *q_pe,
+                 const float *cache, int n_ctx, const uint16_t *kv_b_head, float *out,
+                 float *scratch)
+{
+    int R = c->kv_lora, row = c->kv_lora + c->qk_rope;
+    float *scores = scratch, *q_lat = scratch + n_ctx, *c_bar = q_lat + R;
+    /* Absorb U^K into the query: q̃ = (U^K)ᵀ q_nope, so scores read the latent directly. */
+    for (int r = 0; r < R; r++)
+        q_lat[r] = 0;
+    for (int i = 0; i < c->qk_nope; i++) {
+        const uint16_t *uk = kv_b_head + (size_t)i * R;
+        for (int r = 0; r < R; r++)
+            q_lat[r] += k3_bf16_to_f32(uk[r]) * q_nope[i];
+    }
+    float scale = 1.0f / sqrtf((float)(c->qk_nope + c->qk_rope));
+    float max = -INFINITY;
+    for (int s = 0; s < n_ctx; s++) {
+        const float *cs = cache + (size_t)s * row;
+        float sc = k3_dot_f32(q_lat, cs, R);
+        if (c->qk_rope)
+            sc += k3_dot_f32(q_pe, cs + R, c->qk_rope);
+        scores[s] = sc * scale;
+        max = scores[s] > max ? scores[s] : max;
+    }
+    float sum = 0;
+    for (int s = 0; s < n_ctx; s++) {
+        scores[s] = expf(scores[s] - max);
+        sum += scores[s];
+    }
+    for (int r = 0; r < R; r++)
+        c_bar[r] = 0;
+    for (int s = 0; s < n_ctx; s++) {
+        const float *cs = cache + (size_t)s * row;
+        float a = scores[s] / sum;
+        for (int r = 0; r < R; r++)
+            c_bar[r] += a * cs[r];
+    }
+    const uint16_t *uv = kv_b_head + (size_t)c->qk_nope * R;
+    for (int i = 0; i < c->v_head; i++)
+        out[i] = k3_dot_bf16(uv + (size_t)i * R, c_bar, R);
+}

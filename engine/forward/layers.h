@@ -1,0 +1,59 @@
+/* The pieces of a K3 layer that carry the model's math (k3-model.md §3), each a
+ * function of plain arrays so unit tests can check it on hand-made inputs.
+ *
+ * Owns: AttnRes mixing, the router, KDA's per-token recurrence, MLA attention in the
+ * absorbed form, SiTU-GLU.  Does not own: projections (kernels.h), the layer loop and
+ * buffers (forward.c), expert I/O (experts.h).
+ */
+#ifndef K3_LAYERS_H
+#define K3_LAYERS_H
+
+#include <stdint.h>
+
+#include "engine/model/config.h"
+#include "engine/model/model.h"
+
+/* AttnRes: out = Σ_j softmax_j(N(c_j)·key) c_j over the n candidates c_0..c_{n-1}.
+ * Mixes the raw candidates.  out may alias any candidate (it is written element by
+ * element after all scores are known). */
+void k3_attn_res_mix(float *out, const float *const *cands, int n, const float *key, int H,
+                     float eps);
+
+/* Router (§3.7).  logits [E] → idx[k] in selection order (descending biased score,
+ * lower index first on ties) and their weights (unbiased sigmoid, renormalized,
+ * scaled).  scratch: [E] floats. */
+void k3_route(const struct k3_config *c, const float *logits, const float *bias, int *idx,
+              float *weight, float *scratch);
+/* The same selection for any k <= n_experts (router prediction takes k' of them). */
+void k3_route_k(const struct k3_config *c, const float *logits, const float *bias, int k,
+                int *idx, float *weight, float *scratch);
+
+/* y[i] = SiTU(g[i], u[i]) for n values. */
+void k3_situ_vec(float *y, const float *g, const float *u, int n, const struct k3_config *c);
+
+/* KDA decay gate of one channel: g = lb·σ(exp(a_log_head)·u), in (lb, 0). */
+float k3_kda_gate(float u, float a_log_head, float lower_bound);
+
+/* One delta-rule step for one head (§3.4.6).  S [d][d] (row = key index), alpha [d]
+ * decays, k and q L2-normalized, beta in (0, 1).  Writes o [d] from the updated state. */
+void k3_kda_head_step(float *S, const float *alpha, const float *k, const float *v,
+                      const float *q, float beta, float *o, int d);
+
+/* The KDA recurrence for one token, all heads, after the projections:
+ * q, k, v [P]: raw projections (overwritten); u [P]: f_b(f_a h) + dt_bias;
+ * beta_logit [heads]; z [P]: g_proj output.  Updates state [heads][d][d] and
+ * ring [3][P][W-1] (the previous raw inputs of q, k, v).  Writes gated [P], the
+ * normalized and gated head outputs that o_proj takes. */
+void k3_kda_token(const struct k3_config *c, const struct k3_kda_weights *w, float *state,
+                  float *ring, float *q, float *k, float *v, const float *u,
+                  const float *beta_logit, const float *z, float *gated);
+
+/* MLA attention for one head of one query, absorbed form (§3.5.6).
+ * q_nope [nope], q_pe [rope]; cache rows [n_ctx][kv_lora + rope] hold (c, k_pe);
+ * kv_b_head: the head's [nope + v, kv_lora] rows of kv_b_proj.  Writes out [v].
+ * scratch: [n_ctx + 2 * kv_lora] floats. */
+void k3_mla_head(const struct k3_config *c, const float *q_nope, const float *q_pe,
+                 const float *cache, int n_ctx, const uint16_t *kv_b_head, float *out,
+                 float *scratch);
+
+#endif

@@ -1,0 +1,84 @@
+#include "engine/forward/sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+int k3_sampler_init(struct k3_sampler *s, int vocab, float temp, int top_k, float top_p,
+                    uint64_t seed, struct k3_err *err)
+{
+    s->vocab = vocab;
+    s->temp = temp;
+    s->top_k = top_k > 0 && top_k < vocab ? top_k : 0;
+    s->top_p = top_p;
+    k3_rng_seed(&s->rng, seed);
+    s->order = malloc(sizeof(int) * (size_t)vocab);
+    s->prob = malloc(sizeof(float) * (size_t)vocab);
+    if (!s->order || !s->prob) {
+        k3_sampler_free(s);
+        return k3_errf(err, "out of memory for the sampler");
+    }
+    return 0;
+}
+
+void k3_sampler_free(struct k3_sampler *s)
+{
+    free(s->order);
+    free(s->prob);
+    s->order = NULL;
+    s->prob = NULL;
+}
+
+int k3_argmax(const float *logits, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (logits[i] > logits[best])
+            best = i;
+    return best;
+}
+
+/* Larger logit first; the lower id first among equals (a total order: qsort is not
+ * stable, so the order must not depend on it). */
+static int by_logit_desc(const void *a, const void *b, void *ctx)
+{
+    const float *logits = ctx;
+    int x = *(const int *)a, y = *(const int *)b;
+    if (logits[x] != logits[y])
+        return logits[x] > logits[y] ? -1 : 1;
+    return x - y;
+}
+
+int k3_sample(struct k3_sampler *s, const float *logits)
+{
+    if (s->temp <= 0)
+        return k3_argmax(logits, s->vocab);
+    int n = s->vocab;
+    for (int i = 0; i < n; i++)
+        s->order[i] = i;
+    if (s->top_k || s->top_p < 1) {
+        qsort_r(s->order, (size_t)n, sizeof(int), by_logit_desc, (void *)logits);
+        if (s->top_k)
+            n = s->top_k;
+    }
+    float max = logits[k3_argmax(logits, s->vocab)];
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        s->prob[i] = expf((logits[s->order[i]] - max) / s->temp);
+        sum += s->prob[i];
+    }
+    if (s->top_p < 1) { /* the shortest best-first prefix holding top_p of the mass */
+        double kept = 0;
+        int i = 0;
+        while (i < n && kept < s->top_p * sum)
+            kept += s->prob[i++];
+        n = i > 0 ? i : 1;
+        sum = kept > 0 ? kept : s->prob[0];
+    }
+    double u = k3_rng_uniform(&s->rng) * sum, acc = 0;
+    for (int i = 0; i < n; i++) {
+        acc += s->prob[i];
+        if (u < acc)
+            return s->order[i];
+    }
+    return s->order[n - 1];
+}

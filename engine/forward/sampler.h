@@ -1,0 +1,31 @@
+/* Sampling: greedy or seeded temperature / top-k / top-p, with the project's own
+ * generator, so a seed gives the same tokens on every machine and thread count.
+ * Ties (equal logits) always go to the lower token id. */
+#ifndef K3_SAMPLER_H
+#define K3_SAMPLER_H
+
+#include <stdint.h>
+
+#include "engine/base/err.h"
+#include "engine/base/rng.h"
+
+struct k3_sampler {
+    int vocab;
+    float temp;     /* 0: greedy */
+    int top_k;      /* 0: off */
+    float top_p;    /* 1: off */
+    struct k3_rng rng;
+    int *order;     /* [vocab] candidate ids, best first */
+    float *prob;    /* [vocab] */
+};
+
+int k3_sampler_init(struct k3_sampler *s, int vocab, float temp, int top_k, float top_p,
+                    uint64_t seed, struct k3_err *err);
+void k3_sampler_free(struct k3_sampler *s);
+
+/* The index of the largest logit; the lower id wins ties. */
+int k3_argmax(const float *logits, int n);
+
+int k3_sample(struct k3_sampler *s, const float *logits);
+
+#endif

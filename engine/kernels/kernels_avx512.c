@@ -1,0 +1,223 @@
+/* AVX-512 bf16 and f32 kernels (F, BW, VL), and the tables of the "avx512" and
+ * "avx512vnni" variants (they differ in the int8 path only): one zmm holds the 16 lanes of kernels.h, so
+ * element i lands in lane i mod 16 as in the reference; mul then add, never FMA; the
+ * same pairwise lane tree; a partial last block of 16 goes through the scalar tail.
+ * The mat-mul keeps one weight row in registers for up to K3_TOKEN_BLOCK tokens. */
+#include <immintrin.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/kernels/kernels.h"
+#include "engine/kernels/kernels_isa.h"
+
+static bool avx512_supported(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl");
+}
+
+static bool avx512vnni_supported(void)
+{
+    return avx512_supported() && __builtin_cpu_supports("avx512vnni") &&
+           __builtin_cpu_supports("avx512vnni");
+}
+
+K3_TARGET_BEGIN("avx512f,avx512bw,avx512vl")
+
+/* The tree of k3_lane_reduce, in registers: (l, l+8), (l, l+4), (l, l+2), (l, l+1). */
+static inline float reduce16(__m512 acc)
+{
+    __m256 lo = _mm512_castps512_ps256(acc);
+    __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
+    __m256 a8 = _mm256_add_ps(lo, hi);
+    __m128 a4 = _mm_add_ps(_mm256_castps256_ps128(a8), _mm256_extractf128_ps(a8, 1));
+    __m128 a2 = _mm_add_ps(a4, _mm_movehl_ps(a4, a4));
+    return _mm_cvtss_f32(_mm_add_ss(a2, _mm_movehdup_ps(a2)));
+}
+
+/* 16 bf16 weights as f32: the bits shifted into the high half. */
+static inline __m512 bf16x16(const uint16_t *w)
+{
+    __m256i h = _mm256_loadu_si256((const __m256i *)w);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* Finishes a dot product: the elements from n16 on added to their lanes one by one. */
+static inline float finish_bf16(__m512 acc, const uint16_t *w, const float *x, int n16, int n)
+{
+    if (n16 == n)
+        return reduce16(acc);
+    float a[K3_LANES];
+    _mm512_storeu_ps(a, acc);
+    for (int i = n16; i < n; i++)
+        a[i % K3_LANES] += k3_bf16_to_f32(w[i]) * x[i];
+    return k3_lane_reduce(a);
+}
+
+static float dot_bf16_avx512(const uint16_t *w, const float *x, int n)
+{
+    int n16 = n & ~(K3_LANES - 1);
+    __m512 acc = _mm512_setzero_ps();
+    for (int i = 0; i < n16; i += K3_LANES)
+        acc = _mm512_add_ps(acc, _mm512_mul_ps(bf16x16(w + i), _mm512_loadu_ps(x + i)));
+    return finish_bf16(acc, w, x, n16, n);
+}
+
+static float dot_f32_avx512(const float *a, const float *b, int n)
+{
+    int n16 = n & ~(K3_LANES - 1);
+    __m512 acc = _mm512_setzero_ps();
+    for (int i = 0; i < n16; i += K3_LANES)
+        acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));
+    if (n16 == n)
+        return reduce16(acc);
+    float s[K3_LANES];
+    _mm512_storeu_ps(s, acc);
+    for (int i = n16; i < n; i++)
+        s[i % K3_LANES] += a[i] * b[i];
+    return k3_lane_reduce(s);
+}
+
+/* RB rows against NT tokens (constants after inlining, so acc[][] stays in registers): the
+ * rows advance together, so each 16 activations are loaded once for RB rows (a long x
+ * need not survive in L1 while a whole row streams past; K3_X_L1_BYTES) and RB·NT
+ * accumulator chains run side by side.  Each (row, token) pair still sums its lanes in
+ * element order. */
+static inline __attribute__((always_inline)) void
+block_bf16(const uint16_t *W, int cols, const float *X, int ldx, float *Y, int ldy, int RB, int NT)
+{
+    int n16 = cols & ~(K3_LANES - 1);
+    __m512 acc[K3_ROW_BLOCK][K3_TOKEN_BLOCK];
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++)
+#pragma GCC unroll 4
+        for (int k = 0; k < NT; k++)
+            acc[r][k] = _mm512_setzero_ps();
+    for (int i = 0; i < n16; i += K3_LANES) {
+        __m512 x[K3_TOKEN_BLOCK];
+#pragma GCC unroll 4
+        for (int k = 0; k < NT; k++)
+            x[k] = _mm512_loadu_ps(X + (size_t)k * ldx + i);
+#pragma GCC unroll 4
+        for (int r = 0; r < RB; r++) {
+            if (!(i & 31)) /* once per 64-byte line */
+                _mm_prefetch((const char *)(W + (size_t)r * cols + i) + K3_PREFETCH_AHEAD, _MM_HINT_T0);
+            __m512 w = bf16x16(W + (size_t)r * cols + i);
+#pragma GCC unroll 4
+            for (int k = 0; k < NT; k++)
+                acc[r][k] = _mm512_add_ps(acc[r][k], _mm512_mul_ps(w, x[k]));
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++)
+#pragma GCC unroll 4
+        for (int k = 0; k < NT; k++)
+            Y[(size_t)k * ldy + r] =
+                finish_bf16(acc[r][k], W + (size_t)r * cols, X + (size_t)k * ldx, n16, cols);
+}
+
+static void rows_bf16_avx512(const uint16_t *W, int nrows, int cols, const float *X, int ldx,
+                             float *Y, int ldy, int T)
+{
+    int rows_together = (size_t)T * cols * sizeof(float) > K3_X_L1_BYTES ? K3_ROW_BLOCK : 1;
+    for (int r = 0; r < nrows; r += rows_together) {
+        const uint16_t *w = W + (size_t)r * cols;
+        int rb = nrows - r < rows_together ? nrows - r : rows_together;
+        for (int t = 0; t < T; t += K3_TOKEN_BLOCK) {
+            int nt = T - t < K3_TOKEN_BLOCK ? T - t : K3_TOKEN_BLOCK;
+            const float *x = X + (size_t)t * ldx;
+            float *y = Y + (size_t)t * ldy + r;
+            K3_BLOCK_DISPATCH(rb, nt, block_bf16(w, cols, x, ldx, y, ldy, RB_, NT_));
+        }
+    }
+}
+
+/* ---- SiTU: kernels.h's k3_exp, k3_tanh and k3_situ, op for op, 16 lanes ---------- */
+
+static inline __m512 ps(float v) { return _mm512_set1_ps(v); }
+
+static inline __m512 mul_add(__m512 p, __m512 r, float c)
+{
+    return _mm512_add_ps(_mm512_mul_ps(p, r), ps(c));
+}
+
+static inline __m512 exp16(__m512 x)
+{
+    x = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, ps(K3_EXP_HI), _CMP_GT_OQ), x, ps(K3_EXP_HI));
+    x = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, ps(K3_EXP_LO), _CMP_LT_OQ), x, ps(K3_EXP_LO));
+    __m512 t = _mm512_add_ps(_mm512_mul_ps(x, ps(1.44269504088896341f)), ps(K3_ROUND_MAGIC));
+    __m512 n = _mm512_sub_ps(t, ps(K3_ROUND_MAGIC));
+    __m512 r = _mm512_sub_ps(x, _mm512_mul_ps(n, ps(0.693359375f)));
+    r = _mm512_sub_ps(r, _mm512_mul_ps(n, ps(-2.12194440e-4f)));
+    __m512 z = _mm512_mul_ps(r, r);
+    __m512 p = ps(1.9875691500e-4f);
+    p = mul_add(p, r, 1.3981999507e-3f);
+    p = mul_add(p, r, 8.3334519073e-3f);
+    p = mul_add(p, r, 4.1665795894e-2f);
+    p = mul_add(p, r, 1.6666665459e-1f);
+    p = mul_add(p, r, 5.0000001201e-1f);
+    p = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(p, z), r), ps(1.0f));
+    __m512i e = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_set1_epi32((int)k3_f32_bits(K3_ROUND_MAGIC)));
+    e = _mm512_slli_epi32(_mm512_add_epi32(e, _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+static inline __m512 tanh16(__m512 x)
+{
+    __m512i xi = _mm512_castps_si512(x);
+    __m512 a = _mm512_castsi512_ps(_mm512_and_si512(xi, _mm512_set1_epi32(0x7fffffff)));
+    __m512 big = _mm512_sub_ps(ps(1.0f), _mm512_div_ps(ps(2.0f), _mm512_add_ps(exp16(_mm512_add_ps(a, a)), ps(1.0f))));
+    big = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(big),
+                                              _mm512_and_si512(xi, _mm512_set1_epi32(INT32_MIN))));
+    __m512 z = _mm512_mul_ps(x, x);
+    __m512 p = ps(-5.70498872745e-3f);
+    p = mul_add(p, z, 2.06390887954e-2f);
+    p = mul_add(p, z, -5.37397155531e-2f);
+    p = mul_add(p, z, 1.33314422036e-1f);
+    p = mul_add(p, z, -3.33332819422e-1f);
+    __m512 small = _mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(p, z), x), x);
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, ps(0.625f), _CMP_GT_OQ), small, big);
+}
+
+static void situ_avx512(float *y, const float *g, const float *u, int n, float beta_gate,
+                        float beta_up)
+{
+    __m512 bg = ps(beta_gate), bu = ps(beta_up);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 gv = _mm512_loadu_ps(g + i), uv = _mm512_loadu_ps(u + i);
+        __m512 neg_g = _mm512_sub_ps(_mm512_setzero_ps(), gv);
+        __m512 sigma = _mm512_div_ps(ps(1.0f), _mm512_add_ps(ps(1.0f), exp16(neg_g)));
+        __m512 gate = _mm512_mul_ps(_mm512_mul_ps(bg, tanh16(_mm512_div_ps(gv, bg))), sigma);
+        __m512 up = _mm512_mul_ps(bu, tanh16(_mm512_div_ps(uv, bu)));
+        _mm512_storeu_ps(y + i, _mm512_mul_ps(gate, up));
+    }
+    for (; i < n; i++)
+        y[i] = k3_situ(g[i], u[i], beta_gate, beta_up);
+}
+
+K3_TARGET_END
+
+const struct k3_kernel_ops k3_kernels_avx512 = {
+    .name = "avx512",
+    .supported = avx512_supported,
+    .dot_bf16 = dot_bf16_avx512,
+    .dot_f32 = dot_f32_avx512,
+    .rows_bf16 = rows_bf16_avx512,
+    .rows_mxfp4 = k3_rows_mxfp4_avx512,
+    .rows_mxfp4_q8 = k3_rows_mxfp4_q8_avx2,
+    .situ = situ_avx512,
+};
+
+/* The same kernels, and the int8 path with VNNI (mxfp4_avx512.c). */
+const struct k3_kernel_ops k3_kernels_avx512vnni = {
+    .name = "avx512vnni",
+    .supported = avx512vnni_supported,
+    .dot_bf16 = dot_bf16_avx512,
+    .dot_f32 = dot_f32_avx512,
+    .rows_bf16 = rows_bf16_avx512,
+    .rows_mxfp4 = k3_rows_mxfp4_avx512,
+    .rows_mxfp4_q8 = k3_rows_mxfp4_q8_avx512vnni,
+    .situ = situ_avx512,
+};

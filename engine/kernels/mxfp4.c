@@ -1,0 +1,435 @@
+#include "engine/kernels/mxfp4.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/base/err.h"
+#include "engine/kernels/kernels.h"
+#include "engine/kernels/kernels_isa.h"
+
+const float k3_e2m1_values[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                  -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+float k3_e8m0_scale(uint8_t e)
+{
+    /* 2^(e-127) is the float with exponent field e and a zero mantissa; e = 0 is the
+     * subnormal 2^-127 (mantissa bit 22). */
+    return k3_bits_f32(e == 255 ? 0u : e == 0 ? 0x00400000u : (uint32_t)e << 23);
+}
+
+float k3_mxfp4_get(const uint8_t *packed, const uint8_t *scales, int c)
+{
+    int nib = (packed[c >> 1] >> (4 * (c & 1))) & 0xF;
+    return k3_e2m1_values[nib] * k3_e8m0_scale(scales[c / K3_MXFP4_GROUP]);
+}
+
+/* Where element i of a row sits in block order (mxfp4.h). */
+static inline size_t block_pos(size_t i)
+{
+    return (i & ~(size_t)127) | (i & 7) << 4 | (i >> 3 & 15);
+}
+
+const int32_t k3_mxfp4_lane_group[4][16] = {
+    {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3},
+    {4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7},
+    {8, 8, 8, 8, 9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11},
+    {12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15},
+};
+
+/* Whole blocks as plain 16 x 8 to 8 x 16 transposes (three times faster than placing
+ * each element by block_pos: it runs on the calling thread before a mat-vec splits). */
+void k3_mxfp4_block_order(const float *x, int n, float *xb)
+{
+    size_t whole = (size_t)n / 128 * 128, padded = k3_mxfp4_block_floats(n);
+    for (size_t b = 0; b < whole; b += 128)
+        for (int k = 0; k < 16; k++)
+            for (int j = 0; j < 8; j++)
+                xb[b + 16 * j + k] = x[b + 8 * k + j];
+    for (size_t i = whole; i < padded; i++)
+        xb[block_pos(i)] = i < (size_t)n ? x[i] : 0.0f;
+}
+
+/* The reference, over x in natural order or in block order. */
+static float dot_reference(const uint8_t *packed, const uint8_t *scales, const float *x, int n,
+                           bool block_ordered)
+{
+    float acc[K3_LANES] = {0};
+    int groups = n / K3_MXFP4_GROUP;
+    for (int b = 0; 4 * b < groups; b++)
+        for (int k = 0; k < K3_LANES && 4 * b + k / 4 < groups; k++) {
+            float chain[2] = {0, 0}; /* even elements, odd elements */
+            for (int j = 0; j < 8; j++) {
+                size_t i = (size_t)128 * b + 8 * k + j;
+                int nib = packed[i >> 1] >> (4 * (i & 1)) & 0xF;
+                float xi = x[block_ordered ? block_pos(i) : i], vi = k3_e2m1_values[nib];
+                chain[j & 1] = j < 2 ? xi * vi : fmaf(xi, vi, chain[j & 1]);
+            }
+            acc[k] = fmaf(chain[0] + chain[1], k3_e8m0_scale(scales[4 * b + k / 4]), acc[k]);
+        }
+    return k3_lane_reduce(acc);
+}
+
+float k3_dot_mxfp4_scalar(const uint8_t *packed, const uint8_t *scales, const float *x, int n)
+{
+    return dot_reference(packed, scales, x, n, false);
+}
+
+static void rows_reference(const uint8_t *packed, const uint8_t *scales, int nrows, int cols,
+                           const float *X, int ldx, float *Y, int ldy, int T, bool block_ordered)
+{
+    size_t prow = (size_t)cols / 2, srow = (size_t)cols / K3_MXFP4_GROUP;
+    for (int r = 0; r < nrows; r++)
+        for (int t = 0; t < T; t++)
+            Y[(size_t)t * ldy + r] = dot_reference(packed + r * prow, scales + r * srow,
+                                                   X + (size_t)t * ldx, cols, block_ordered);
+}
+
+void k3_rows_mxfp4_scalar(const uint8_t *packed, const uint8_t *scales, int nrows, int cols,
+                          const float *Xb, int ldxb, float *Y, int ldy, int T)
+{
+    rows_reference(packed, scales, nrows, cols, Xb, ldxb, Y, ldy, T, true);
+}
+
+/* The activations of the current mat-mul as the kernels read them (int8 or block order),
+ * per thread: grown, never shrunk, so decode allocates only in its first steps.  NULL
+ * when it cannot grow. */
+static void *activation_scratch(size_t bytes)
+{
+    static _Thread_local struct {
+        void *mem;
+        size_t cap;
+    } scratch;
+    if (bytes > scratch.cap) {
+        void *m = NULL;
+        if (posix_memalign(&m, 64, bytes))
+            return NULL;
+        free(scratch.mem);
+        scratch.mem = m;
+        scratch.cap = bytes;
+    }
+    return scratch.mem;
+}
+
+/* X [T, ldx] in block order, T rows of k3_mxfp4_block_floats(n) floats; NULL when the
+ * scratch cannot grow. */
+static const float *block_prepare(const float *X, int n, int ldx, int T)
+{
+    size_t ldxb = k3_mxfp4_block_floats(n);
+    float *xb = activation_scratch((size_t)T * ldxb * sizeof(float));
+    if (!xb)
+        return NULL;
+    for (int t = 0; t < T; t++)
+        k3_mxfp4_block_order(X + (size_t)t * ldx, n, xb + (size_t)t * ldxb);
+    return xb;
+}
+
+/* The reference over X in natural order: the path when block order cannot be had. */
+static void rows_reference_natural(const uint8_t *packed, const uint8_t *scales, int nrows,
+                                   int cols, const float *X, int ldx, float *Y, int ldy, int T)
+{
+    rows_reference(packed, scales, nrows, cols, X, ldx, Y, ldy, T, false);
+}
+
+static int q8_prepare(struct k3_q8 *xq, const float *X, int n, int ldx, int T);
+
+float k3_dot_mxfp4(const uint8_t *packed, const uint8_t *scales, const float *x, int n)
+{
+    if (k3_mxfp4_q8_enabled()) {
+        struct k3_q8 xq;
+        if (!q8_prepare(&xq, x, n, n, 1))
+            return k3_dot_mxfp4_q8(packed, scales, &xq);
+    }
+    const float *xb = block_prepare(x, n, n, 1);
+    if (!xb)
+        return k3_dot_mxfp4_scalar(packed, scales, x, n);
+    float y;
+    k3_kernels()->rows_mxfp4(packed, scales, 1, n, xb, 0, &y, 0, 1);
+    return y;
+}
+
+struct mxfp4_job {
+    k3_rows_mxfp4_fn *rows;       /* over X, in the order it expects */
+    k3_rows_mxfp4_q8_fn *rows_q8; /* set: the int8 path, over xq */
+    const uint8_t *p1, *s1, *p3, *s3; /* p3, s3: the up rows of a fused SiTU, else NULL */
+    int cols, ldx, ldy, T;
+    const float *X;
+    const struct k3_q8 *xq;
+    float *Y;
+    float beta_gate, beta_up;
+};
+
+static void mxfp4_chunk(void *arg, int r0, int nrows)
+{
+    const struct mxfp4_job *j = arg;
+    size_t prow = (size_t)j->cols / 2, srow = (size_t)j->cols / K3_MXFP4_GROUP;
+    if (j->rows_q8)
+        j->rows_q8(j->p1 + r0 * prow, j->s1 + r0 * srow, nrows, j->xq, j->Y + r0, j->ldy);
+    else
+        j->rows(j->p1 + r0 * prow, j->s1 + r0 * srow, nrows, j->cols, j->X, j->ldx, j->Y + r0,
+                j->ldy, j->T);
+}
+
+static long mxfp4_row_bytes(int cols)
+{
+    return cols / 2 + cols / K3_MXFP4_GROUP;
+}
+
+/* The int8 path: X quantized once on the calling thread, then rows over the threads.
+ * 0, or -1 when the quantization buffer cannot grow (the caller falls back to f32). */
+static int matmul_q8(struct mxfp4_job *j, int rows, void (*chunk)(void *, int, int))
+{
+    struct k3_q8 xq;
+    if (q8_prepare(&xq, j->X, j->cols, j->ldx, j->T))
+        return -1;
+    j->rows_q8 = k3_kernels()->rows_mxfp4_q8;
+    j->xq = &xq;
+    k3_rows_parallel(rows, (j->p3 ? 2 : 1) * mxfp4_row_bytes(j->cols),
+                     (j->p3 ? 2L : 1L) * rows * j->cols * j->T, j, chunk);
+    return 0;
+}
+
+void k3_matmul_mxfp4_q8(const uint8_t *packed, const uint8_t *scales, int rows, int cols,
+                        const float *X, int ldx, float *Y, int ldy, int T)
+{
+    struct mxfp4_job j = {.p1 = packed, .s1 = scales, .cols = cols, .ldx = ldx, .ldy = ldy,
+                          .T = T, .X = X, .Y = Y};
+    if (matmul_q8(&j, rows, mxfp4_chunk)) /* out of memory: the f32 path */
+        k3_matmul_mxfp4(packed, scales, rows, cols, X, ldx, Y, ldy, T);
+}
+
+/* The f32 path: X put in block order once on the calling thread, then rows over the
+ * threads (the reference over X as it is if the block-order buffer cannot grow). */
+static void matmul_f32(struct mxfp4_job *j, int rows, void (*chunk)(void *, int, int))
+{
+    const float *xb = block_prepare(j->X, j->cols, j->ldx, j->T);
+    if (xb) {
+        j->rows = k3_kernels()->rows_mxfp4;
+        j->X = xb;
+        j->ldx = (int)k3_mxfp4_block_floats(j->cols);
+    } else {
+        j->rows = rows_reference_natural;
+    }
+    k3_rows_parallel(rows, (j->p3 ? 2 : 1) * mxfp4_row_bytes(j->cols),
+                     (j->p3 ? 2L : 1L) * rows * j->cols * j->T, j, chunk);
+}
+
+void k3_matmul_mxfp4(const uint8_t *packed, const uint8_t *scales, int rows, int cols,
+                     const float *X, int ldx, float *Y, int ldy, int T)
+{
+    struct mxfp4_job j = {.p1 = packed, .s1 = scales, .cols = cols, .ldx = ldx, .ldy = ldy,
+                          .T = T, .X = X, .Y = Y};
+    if (k3_mxfp4_q8_enabled() && !matmul_q8(&j, rows, mxfp4_chunk))
+        return;
+    matmul_f32(&j, rows, mxfp4_chunk);
+}
+
+/* Fused SiTU: blocks of SITU_ROWS rows × SITU_TOKENS tokens through small buffers; all the
+ * gate rows of a block, then all its up rows (two streams switching every few hundred KB,
+ * not every few KB, which costs the prefetchers less). */
+#define SITU_ROWS 256
+#define SITU_TOKENS 8
+
+static void mxfp4_situ_chunk(void *arg, int r0, int nrows)
+{
+    const struct mxfp4_job *j = arg;
+    size_t prow = (size_t)j->cols / 2, srow = (size_t)j->cols / K3_MXFP4_GROUP;
+    float g[SITU_TOKENS * SITU_ROWS], u[SITU_TOKENS * SITU_ROWS];
+    for (int b = r0; b < r0 + nrows; b += SITU_ROWS) {
+        int nb = r0 + nrows - b < SITU_ROWS ? r0 + nrows - b : SITU_ROWS;
+        for (int t0 = 0; t0 < j->T; t0 += SITU_TOKENS) {
+            int nt = j->T - t0 < SITU_TOKENS ? j->T - t0 : SITU_TOKENS;
+            if (j->rows_q8) {
+                struct k3_q8 xt = *j->xq; /* tokens t0 .. t0+nt-1 */
+                xt.T = nt;
+                xt.q += (size_t)t0 * xt.pairs * 64;
+                xt.dh += (size_t)t0 * xt.pairs * 2;
+                xt.bias += (size_t)t0 * xt.pairs * 16;
+                j->rows_q8(j->p1 + b * prow, j->s1 + b * srow, nb, &xt, g, SITU_ROWS);
+                j->rows_q8(j->p3 + b * prow, j->s3 + b * srow, nb, &xt, u, SITU_ROWS);
+            } else {
+                const float *X = j->X + (size_t)t0 * j->ldx;
+                j->rows(j->p1 + b * prow, j->s1 + b * srow, nb, j->cols, X, j->ldx, g, SITU_ROWS, nt);
+                j->rows(j->p3 + b * prow, j->s3 + b * srow, nb, j->cols, X, j->ldx, u, SITU_ROWS, nt);
+            }
+            for (int t = 0; t < nt; t++)
+                k3_situ_n(j->Y + (size_t)(t0 + t) * j->ldy + b, g + t * SITU_ROWS,
+                          u + t * SITU_ROWS, nb, j->beta_gate, j->beta_up);
+        }
+    }
+}
+
+void k3_matmul_mxfp4_situ(const uint8_t *packed1, const uint8_t *scales1, const uint8_t *packed3,
+                          const uint8_t *scales3, int rows, int cols, const float *X, int ldx,
+                          float *Y, int ldy, int T, float beta_gate, float beta_up)
+{
+    struct mxfp4_job j = {.p1 = packed1, .s1 = scales1, .p3 = packed3, .s3 = scales3,
+                          .cols = cols, .ldx = ldx, .ldy = ldy, .T = T, .X = X, .Y = Y,
+                          .beta_gate = beta_gate, .beta_up = beta_up};
+    if (k3_mxfp4_q8_enabled() && !matmul_q8(&j, rows, mxfp4_situ_chunk))
+        return;
+    matmul_f32(&j, rows, mxfp4_situ_chunk);
+}
+
+/* ---- int8 activations (mxfp4.h) ----------------------------------------------------- */
+
+/* 2·E2M1 by nibble: the weights of the int8 path, exact integers. */
+static const int8_t e2m1_twice[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+static size_t align64(size_t n)
+{
+    return (n + 63) & ~(size_t)63;
+}
+
+size_t k3_q8_bytes(int n, int T)
+{
+    size_t pairs = (size_t)(n / K3_MXFP4_GROUP + 1) / 2;
+    return align64((size_t)T * pairs * 64) + align64((size_t)T * pairs * 2 * sizeof(float)) +
+           align64((size_t)T * pairs * 16 * sizeof(int32_t));
+}
+
+/* Position in a pair's 64 bytes of element e (< 32) of its group h (0 or 1): 16-byte lane
+ * L = 2h + (e & 1), index e / 2 inside it. */
+static int q8_pos(int h, int e)
+{
+    return 16 * (2 * h + (e & 1)) + (e >> 1);
+}
+
+/* nearbyintf(v) in round-to-nearest-even for |v| < 2^22 (here |v| <= 127): v + 1.5·2^23
+ * lands where a float's step is 1, so the add rounds v to an integer, ties to even.  The
+ * same integer as the libm call, which the baseline ISA cannot inline (no roundss). */
+static inline float round_small(float v)
+{
+    const float shift = 0x1.8p23f;
+    return (v + shift) - shift;
+}
+
+void k3_q8_quantize(struct k3_q8 *xq, void *mem, const float *X, int n, int ldx, int T)
+{
+    int groups = n / K3_MXFP4_GROUP, pairs = (groups + 1) / 2;
+    uint8_t *m = mem;
+    *xq = (struct k3_q8){.n = n, .T = T, .pairs = pairs};
+    xq->q = (int8_t *)m;
+    m += align64((size_t)T * pairs * 64);
+    xq->dh = (float *)m;
+    m += align64((size_t)T * pairs * 2 * sizeof(float));
+    xq->bias = (int32_t *)m;
+    for (int t = 0; t < T; t++) {
+        const float *x = X + (size_t)t * ldx;
+        int8_t *q = xq->q + (size_t)t * pairs * 64;
+        float *dh = xq->dh + (size_t)t * pairs * 2;
+        int32_t *bias = xq->bias + (size_t)t * pairs * 16;
+        memset(q, 0, (size_t)pairs * 64);
+        for (int g = 0; g < 2 * pairs; g++) {
+            int8_t *qp = q + (size_t)(g / 2) * 64;
+            dh[g] = 0;
+            if (g >= groups)
+                continue;
+            const float *xg = x + (size_t)g * K3_MXFP4_GROUP;
+            float amax = 0;
+            int finite = 1;
+            for (int e = 0; e < K3_MXFP4_GROUP; e++) {
+                float a = fabsf(xg[e]);
+                finite &= a <= FLT_MAX;
+                amax = a > amax ? a : amax;
+            }
+            if (!finite) {
+                dh[g] = NAN;
+                continue;
+            }
+            if (amax == 0)
+                continue;
+            float id = 127.0f / amax;
+            for (int e = 0; e < K3_MXFP4_GROUP; e++)
+                qp[q8_pos(g % 2, e)] = (int8_t)round_small(xg[e] * id);
+            dh[g] = amax / 127.0f * 0.5f;
+        }
+        for (int i = 0; i < pairs * 16; i++) {
+            const int8_t *b = q + (size_t)i * 4;
+            bias[i] = -12 * (b[0] + b[1] + b[2] + b[3]);
+        }
+    }
+}
+
+/* The reference: lane j of pair p sums its four products in int32, then
+ * acc[j] += (float)sum · (2^(e-127) · d/2). */
+static float dot_q8_scalar(const uint8_t *packed, const uint8_t *scales, const int8_t *q,
+                           const float *dh, int groups)
+{
+    float acc[K3_LANES] = {0};
+    for (int p = 0; p < (groups + 1) / 2; p++)
+        for (int j = 0; j < K3_LANES; j++) {
+            int L = j / 4, g = 2 * p + L / 2;
+            if (g >= groups)
+                continue;
+            int32_t sum = 0;
+            for (int k = 0; k < 4; k++) {
+                int e = 2 * (4 * (j % 4) + k) + (L & 1); /* element of group g */
+                int nib = (packed[16 * g + e / 2] >> (4 * (e & 1))) & 0xF;
+                sum += e2m1_twice[nib] * q[64 * p + q8_pos(L / 2, e)];
+            }
+            acc[j] += (float)sum * (k3_e8m0_scale(scales[g]) * dh[g]);
+        }
+    return k3_lane_reduce(acc);
+}
+
+void k3_rows_mxfp4_q8_scalar(const uint8_t *packed, const uint8_t *scales, int nrows,
+                             const struct k3_q8 *xq, float *Y, int ldy)
+{
+    int groups = xq->n / K3_MXFP4_GROUP;
+    size_t prow = (size_t)xq->n / 2, srow = (size_t)groups;
+    for (int r = 0; r < nrows; r++)
+        for (int t = 0; t < xq->T; t++) {
+            struct k3_q8_token x = k3_q8_token(xq, t);
+            Y[(size_t)t * ldy + r] = dot_q8_scalar(packed + r * prow, scales + r * srow, x.q,
+                                                   x.dh, groups);
+        }
+}
+
+float k3_dot_mxfp4_q8(const uint8_t *packed, const uint8_t *scales, const struct k3_q8 *xq)
+{
+    struct k3_q8 one = *xq;
+    one.T = 1;
+    float y;
+    k3_kernels()->rows_mxfp4_q8(packed, scales, 1, &one, &y, 0);
+    return y;
+}
+
+static int q8_prepare(struct k3_q8 *xq, const float *X, int n, int ldx, int T)
+{
+    void *mem = activation_scratch(k3_q8_bytes(n, T));
+    if (!mem)
+        return -1;
+    k3_q8_quantize(xq, mem, X, n, ldx, T);
+    return 0;
+}
+
+int k3_mxfp4_q8_enabled(void)
+{
+    static _Atomic int enabled = -1; /* racing first calls store the same value */
+    int e = atomic_load_explicit(&enabled, memory_order_relaxed);
+    if (e < 0) {
+        const char *v = getenv("K3_MXFP4_ACT");
+        e = v && !strcmp(v, "q8");
+        atomic_store_explicit(&enabled, e, memory_order_relaxed);
+    }
+    return e;
+}
+
+int k3_mxfp4_check_env(struct k3_err *err)
+{
+    const char *v = getenv("K3_MXFP4_ACT");
+    if (!v || !*v || !strcmp(v, "f32") || !strcmp(v, "q8"))
+        return 0;
+    return k3_errf(err, "K3_MXFP4_ACT=%s: not an activation type (f32, q8)", v);
+}
+
+size_t k3_mxfp4_count_nan_scales(const uint8_t *scales, size_t n)
+{
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++)
+        count += scales[i] == 255;
+    return count;
+}

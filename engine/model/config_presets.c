@@ -1,0 +1,85 @@
+/* The named model configurations of k3-model.md §6, as shipped-style config.json text.
+ * `k3` is the released model; `k3-tiny` is the correctness model; `k3-bench` has real
+ * I/O widths (896 experts, 5 MB records) for benchmarks. */
+#include "engine/model/config_presets.h"
+
+#include <string.h>
+
+#define K3_TEXT_COMMON                                                                     \
+    "\"architectures\": [\"KimiLinearForCausalLM\"], \"model_type\": \"kimi_linear\", "      \
+    "\"dtype\": \"bfloat16\", \"rms_norm_eps\": 1e-05, \"hidden_act\": \"situ\", "             \
+    "\"activation_situ_beta\": 4.0, \"activation_situ_linear_beta\": 25.0, "                  \
+    "\"first_k_dense_replace\": 1, \"moe_layer_freq\": 1, \"mla_use_nope\": true, "            \
+    "\"mla_use_output_gate\": true, \"latent_moe_use_norm\": true, "                          \
+    "\"moe_router_activation_func\": \"sigmoid\", \"topk_method\": \"noaux_tc\", "             \
+    "\"use_grouped_topk\": true, \"num_expert_group\": 1, \"topk_group\": 1, "                 \
+    "\"moe_renormalize\": true, \"routed_scaling_factor\": 1.0, "                              \
+    "\"num_nextn_predict_layers\": 0, \"tie_word_embeddings\": false, \"top_k\": 50, "
+
+static const char k3_full[] =
+    "{\"architectures\": [\"KimiK3ForConditionalGeneration\"], \"model_type\": \"kimi_k3\", "
+    "\"media_placeholder_token_id\": 163605, \"text_config\": {" K3_TEXT_COMMON
+    "\"vocab_size\": 163840, \"hidden_size\": 7168, \"num_hidden_layers\": 93, "
+    "\"intermediate_size\": 33792, \"num_attention_heads\": 96, \"num_key_value_heads\": 96, "
+    "\"q_lora_rank\": 1536, \"kv_lora_rank\": 512, \"qk_nope_head_dim\": 128, "
+    "\"qk_rope_head_dim\": 64, \"v_head_dim\": 128, \"num_experts\": 896, "
+    "\"num_experts_per_token\": 16, \"num_shared_experts\": 2, \"moe_intermediate_size\": 3072, "
+    "\"routed_expert_hidden_size\": 3584, \"attn_res_block_size\": 12, "
+    "\"max_position_embeddings\": 1048576, \"bos_token_id\": 163584, \"eos_token_id\": 163586, "
+    "\"pad_token_id\": 163839, \"linear_attn_config\": {\"num_heads\": 96, \"head_dim\": 128, "
+    "\"short_conv_kernel_size\": 4, \"use_full_rank_gate\": true, \"gate_lower_bound\": -5.0, "
+    "\"full_attn_layers\": [4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60, 64, 68, "
+    "72, 76, 80, 84, 88, 92, 93], \"kda_layers\": [1, 2, 3, 5, 6, 7, 9, 10, 11, 13, 14, 15, 17, "
+    "18, 19, 21, 22, 23, 25, 26, 27, 29, 30, 31, 33, 34, 35, 37, 38, 39, 41, 42, 43, 45, 46, 47, "
+    "49, 50, 51, 53, 54, 55, 57, 58, 59, 61, 62, 63, 65, 66, 67, 69, 70, 71, 73, 74, 75, 77, 78, "
+    "79, 81, 82, 83, 85, 86, 87, 89, 90, 91]}}}";
+
+static const char k3_tiny[] =
+    "{\"architectures\": [\"KimiK3ForConditionalGeneration\"], \"model_type\": \"kimi_k3\", "
+    "\"media_placeholder_token_id\": 2037, \"text_config\": {" K3_TEXT_COMMON
+    "\"vocab_size\": 2048, \"hidden_size\": 256, \"num_hidden_layers\": 13, "
+    "\"intermediate_size\": 384, \"num_attention_heads\": 4, \"num_key_value_heads\": 4, "
+    "\"q_lora_rank\": 64, \"kv_lora_rank\": 64, \"qk_nope_head_dim\": 32, "
+    "\"qk_rope_head_dim\": 16, \"v_head_dim\": 24, \"num_experts\": 64, "
+    "\"num_experts_per_token\": 16, \"num_shared_experts\": 2, \"moe_intermediate_size\": 96, "
+    "\"routed_expert_hidden_size\": 128, \"attn_res_block_size\": 3, "
+    "\"max_position_embeddings\": 4096, \"bos_token_id\": 2032, \"eos_token_id\": 2034, "
+    "\"pad_token_id\": 2047, \"linear_attn_config\": {\"num_heads\": 4, \"head_dim\": 32, "
+    "\"short_conv_kernel_size\": 4, \"use_full_rank_gate\": true, \"gate_lower_bound\": -5.0, "
+    "\"full_attn_layers\": [4, 8, 12, 13], \"kda_layers\": [1, 2, 3, 5, 6, 7, 9, 10, 11]}}}";
+
+static const char k3_bench[] =
+    "{\"architectures\": [\"KimiK3ForConditionalGeneration\"], \"model_type\": \"kimi_k3\", "
+    "\"media_placeholder_token_id\": 163605, \"text_config\": {" K3_TEXT_COMMON
+    "\"vocab_size\": 163840, \"hidden_size\": 2048, \"num_hidden_layers\": 5, "
+    "\"intermediate_size\": 8192, \"num_attention_heads\": 16, \"num_key_value_heads\": 16, "
+    "\"q_lora_rank\": 512, \"kv_lora_rank\": 512, \"qk_nope_head_dim\": 128, "
+    "\"qk_rope_head_dim\": 64, \"v_head_dim\": 128, \"num_experts\": 896, "
+    "\"num_experts_per_token\": 16, \"num_shared_experts\": 2, \"moe_intermediate_size\": 3072, "
+    "\"routed_expert_hidden_size\": 1024, \"attn_res_block_size\": 2, "
+    "\"max_position_embeddings\": 131072, \"bos_token_id\": 163584, \"eos_token_id\": 163586, "
+    "\"pad_token_id\": 163839, \"linear_attn_config\": {\"num_heads\": 16, \"head_dim\": 128, "
+    "\"short_conv_kernel_size\": 4, \"use_full_rank_gate\": true, \"gate_lower_bound\": -5.0, "
+    "\"full_attn_layers\": [4, 5], \"kda_layers\": [1, 2, 3]}}}";
+
+static const struct {
+    const char *name;
+    const char *json;
+} presets[] = {
+    {"k3", k3_full},
+    {"k3-tiny", k3_tiny},
+    {"k3-bench", k3_bench},
+};
+
+const char *k3_config_preset(const char *name)
+{
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        if (!strcmp(presets[i].name, name))
+            return presets[i].json;
+    return NULL;
+}
+
+const char *k3_config_preset_names(void)
+{
+    return "k3, k3-tiny, k3-bench";
+}

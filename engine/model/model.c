@@ -1,0 +1,433 @@
+#include "engine/model/model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/base/files.h"
+#include "engine/kernels/kernels.h"
+#include "engine/pack/packed.h"
+#include "engine/text/tokenizer.h"
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+               "safetensors and pack data are little-endian and used in place");
+
+static int64_t numel(const int64_t *shape, int ndim)
+{
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++)
+        n *= shape[d];
+    return n;
+}
+
+static void shape_str(char *buf, size_t len, const int64_t *shape, int ndim)
+{
+    size_t at = (size_t)snprintf(buf, len, "[");
+    for (int d = 0; d < ndim && at < len; d++)
+        at += (size_t)snprintf(buf + at, len - at, d ? ", %lld" : "%lld", (long long)shape[d]);
+    if (at < len)
+        snprintf(buf + at, len - at, "]");
+}
+
+/* A found tensor against what the config implies: dtype (want, or alt) and shape. */
+static int check_tensor(const char *file, const char *name, enum k3_dtype dtype, int ndim,
+                        const int64_t *shape, enum k3_dtype want, enum k3_dtype alt,
+                        int want_ndim, const int64_t *want_shape, struct k3_err *err)
+{
+    if (dtype != want && dtype != alt)
+        return k3_errf(err, "%s: tensor %s: dtype %s, expected %s", file, name,
+                       k3_dtype_name(dtype), k3_dtype_name(want));
+    int same = ndim == want_ndim;
+    for (int d = 0; same && d < ndim; d++)
+        same = shape[d] == want_shape[d];
+    if (!same) {
+        char got[96], exp[96];
+        shape_str(got, sizeof got, shape, ndim);
+        shape_str(exp, sizeof exp, want_shape, want_ndim);
+        return k3_errf(err, "%s: tensor %s: shape %s, expected %s", file, name, got, exp);
+    }
+    return 0;
+}
+
+static enum k3_dtype alt_dtype(const struct k3_tensor_spec *s)
+{
+    /* The sources disagree on the small F32 tensors; BF16 is accepted for them. */
+    return s->kind == K3_T_F32 ? K3_DT_BF16 : k3_spec_dtype(s);
+}
+
+static const struct k3_ckpt_tensor *ckpt_checked(const struct k3_checkpoint *ck, const char *name,
+                                                 enum k3_dtype want, enum k3_dtype alt,
+                                                 const int64_t *shape, int ndim,
+                                                 struct k3_err *err)
+{
+    const struct k3_ckpt_tensor *t = k3_ckpt_find(ck, name);
+    if (!t) {
+        k3_errf(err, "%s: tensor %s: missing (config.json implies it)", ck->dir, name);
+        return NULL;
+    }
+    if (check_tensor(ck->shards[t->shard].path, name, t->t->dtype, t->t->ndim, t->t->shape, want,
+                     alt, ndim, shape, err))
+        return NULL;
+    return t;
+}
+
+int k3_ckpt_plan_init(struct k3_ckpt_plan *p, const struct k3_checkpoint *ck,
+                      const struct k3_config *c, struct k3_err *err)
+{
+    memset(p, 0, sizeof *p);
+    if (k3_trunk_specs(c, &p->specs, &p->n_specs))
+        return k3_errf(err, "out of memory");
+    p->trunk = calloc((size_t)p->n_specs, sizeof *p->trunk);
+    p->dtypes = calloc((size_t)p->n_specs, sizeof *p->dtypes);
+    p->experts = calloc((size_t)c->n_layers * c->n_experts, sizeof *p->experts);
+    uint64_t *bytes = calloc((size_t)p->n_specs, sizeof *bytes);
+    int rc = p->trunk && p->dtypes && p->experts && bytes ? 0 : k3_errf(err, "out of memory");
+    for (int i = 0; !rc && i < p->n_specs; i++) {
+        const struct k3_tensor_spec *s = &p->specs[i];
+        p->trunk[i] = ckpt_checked(ck, s->name, k3_spec_dtype(s), alt_dtype(s), s->shape,
+                                   s->ndim, err);
+        rc = p->trunk[i] ? 0 : -1;
+        if (!rc) {
+            bytes[i] = p->trunk[i]->t->nbytes;
+            p->dtypes[i] = p->trunk[i]->t->dtype;
+        }
+    }
+    struct k3_record_layout r;
+    k3_record_layout_init(&r, c);
+    char name[192];
+    for (int l = 0; !rc && l < c->n_layers; l++) {
+        if (!k3_layer_is_moe(c, l))
+            continue;
+        for (int e = 0; !rc && e < c->n_experts; e++)
+            for (int part = 0; !rc && part < K3_EXPERT_PARTS; part++) {
+                k3_expert_tensor_name(name, sizeof name, l, e, (enum k3_expert_part)part);
+                const int64_t shape[2] = {r.rows[part], r.cols[part]};
+                const struct k3_ckpt_tensor *t =
+                    ckpt_checked(ck, name, K3_DT_U8, K3_DT_U8, shape, 2, err);
+                rc = t ? 0 : -1;
+                p->experts[(size_t)l * c->n_experts + e].part[part] = t;
+            }
+    }
+    if (!rc && k3_trunk_layout_init(&p->layout, c, p->specs, p->n_specs, bytes))
+        rc = k3_errf(err, "out of memory");
+    free(bytes);
+    if (rc)
+        k3_ckpt_plan_free(p);
+    return rc;
+}
+
+void k3_ckpt_plan_free(struct k3_ckpt_plan *p)
+{
+    free(p->specs);
+    free(p->dtypes);
+    free(p->trunk);
+    free(p->experts);
+    k3_trunk_layout_free(&p->layout);
+    memset(p, 0, sizeof *p);
+}
+
+static void multiply_into(float *key, const float *v, int n)
+{
+    for (int i = 0; i < n; i++)
+        key[i] *= v[i];
+}
+
+/* Points the weight struct at a loaded tensor. */
+static void place(struct k3_model *m, const struct k3_tensor_spec *s, void *p)
+{
+    struct k3_weights *w = &m->w;
+    struct k3_layer_weights *L = s->layer >= 0 ? &w->layers[s->layer] : NULL;
+    const uint16_t *mat = p;
+    float *vec = p;
+    int H = m->cfg.hidden;
+    switch (s->slot) {
+    case K3_SLOT_EMBED: w->embed = mat; break;
+    case K3_SLOT_LM_HEAD: w->lm_head = mat; break;
+    case K3_SLOT_FINAL_NORM: w->final_norm = vec; break;
+    /* AttnRes: the norm loads first (table order), the projection multiplies into it. */
+    case K3_SLOT_OUT_RES_NORM: w->out_res_key = vec; break;
+    case K3_SLOT_OUT_RES_PROJ: multiply_into(w->out_res_key, vec, H); break;
+    case K3_SLOT_INPUT_NORM: L->input_norm = vec; break;
+    case K3_SLOT_POST_ATTN_NORM: L->post_attn_norm = vec; break;
+    case K3_SLOT_ATTN_RES_NORM: L->attn_res_key = vec; break;
+    case K3_SLOT_ATTN_RES_PROJ: multiply_into(L->attn_res_key, vec, H); break;
+    case K3_SLOT_MLP_RES_NORM: L->mlp_res_key = vec; break;
+    case K3_SLOT_MLP_RES_PROJ: multiply_into(L->mlp_res_key, vec, H); break;
+    case K3_SLOT_KDA_Q: L->kda.q_proj = mat; break;
+    case K3_SLOT_KDA_K: L->kda.k_proj = mat; break;
+    case K3_SLOT_KDA_V: L->kda.v_proj = mat; break;
+    case K3_SLOT_KDA_QCONV: L->kda.q_conv = vec; break;
+    case K3_SLOT_KDA_KCONV: L->kda.k_conv = vec; break;
+    case K3_SLOT_KDA_VCONV: L->kda.v_conv = vec; break;
+    case K3_SLOT_KDA_FA: L->kda.f_a = mat; break;
+    case K3_SLOT_KDA_FB: L->kda.f_b = mat; break;
+    case K3_SLOT_KDA_B: L->kda.b_proj = mat; break;
+    case K3_SLOT_KDA_ALOG: L->kda.a_log = vec; break;
+    case K3_SLOT_KDA_DTBIAS: L->kda.dt_bias = vec; break;
+    case K3_SLOT_KDA_G: L->kda.g_proj = mat; break;
+    case K3_SLOT_KDA_ONORM: L->kda.o_norm = vec; break;
+    case K3_SLOT_KDA_O: L->kda.o_proj = mat; break;
+    case K3_SLOT_MLA_QA: L->mla.q_a = mat; break;
+    case K3_SLOT_MLA_QANORM: L->mla.q_a_norm = vec; break;
+    case K3_SLOT_MLA_QB: L->mla.q_b = mat; break;
+    case K3_SLOT_MLA_KVA: L->mla.kv_a = mat; break;
+    case K3_SLOT_MLA_KVANORM: L->mla.kv_a_norm = vec; break;
+    case K3_SLOT_MLA_KVB: L->mla.kv_b = mat; break;
+    case K3_SLOT_MLA_G: L->mla.g_proj = mat; break;
+    case K3_SLOT_MLA_O: L->mla.o_proj = mat; break;
+    case K3_SLOT_DENSE_GATE: L->dense.gate = mat; break;
+    case K3_SLOT_DENSE_UP: L->dense.up = mat; break;
+    case K3_SLOT_DENSE_DOWN: L->dense.down = mat; break;
+    case K3_SLOT_ROUTER: L->moe.router = mat; break;
+    case K3_SLOT_ROUTER_BIAS: L->moe.router_bias = vec; break;
+    case K3_SLOT_SHARED_GATE: L->moe.shared.gate = mat; break;
+    case K3_SLOT_SHARED_UP: L->moe.shared.up = mat; break;
+    case K3_SLOT_SHARED_DOWN: L->moe.shared.down = mat; break;
+    case K3_SLOT_LATENT_DOWN: L->moe.latent_down = mat; break;
+    case K3_SLOT_LATENT_NORM: L->moe.latent_norm = vec; break;
+    case K3_SLOT_LATENT_UP: L->moe.latent_up = mat; break;
+    }
+}
+
+static int64_t spec_numel(const struct k3_tensor_spec *s) { return numel(s->shape, s->ndim); }
+
+void k3_model_bind_segment(struct k3_model *m, int seg, const uint8_t *base)
+{
+    const struct k3_ckpt_plan *p = &m->plan;
+    m->segment_base[seg] = base;
+    for (int i = 0; i < p->n_specs; i++)
+        if (p->specs[i].kind == K3_T_MATRIX && p->layout.segment[i] == seg)
+            place(m, &p->specs[i], (void *)(base + p->layout.offset[i]));
+    if (seg == 0 && m->cfg.tie_embeddings)
+        m->w.lm_head = m->w.embed;
+}
+
+/* Copies segment seg's small tensors (as f32) out of its bytes, whose first `have`
+ * bytes are at raw; v is where the next one goes in the vector arena. */
+static float *load_vectors(struct k3_model *m, int seg, const uint8_t *raw, float *v)
+{
+    const struct k3_ckpt_plan *p = &m->plan;
+    for (int i = 0; i < p->n_specs; i++) {
+        const struct k3_tensor_spec *s = &p->specs[i];
+        if (s->kind == K3_T_MATRIX || p->layout.segment[i] != seg)
+            continue;
+        const uint8_t *src = raw + p->layout.offset[i];
+        int64_t n = spec_numel(s);
+        if (p->dtypes[i] == K3_DT_BF16)
+            for (int64_t k = 0; k < n; k++)
+                v[k] = k3_bf16_to_f32(((const uint16_t *)src)[k]);
+        else
+            memcpy(v, src, (size_t)n * sizeof(float));
+        place(m, s, v);
+        v += n;
+    }
+    return v;
+}
+
+/* Bytes of segment seg up to the end of its last small tensor. */
+static uint64_t vector_prefix(const struct k3_ckpt_plan *p, int seg)
+{
+    uint64_t end = 0;
+    for (int i = 0; i < p->n_specs; i++)
+        if (p->specs[i].kind != K3_T_MATRIX && p->layout.segment[i] == seg) {
+            uint64_t e = p->layout.offset[i] + (uint64_t)spec_numel(&p->specs[i]) *
+                                                   (uint64_t)k3_dtype_size(p->dtypes[i]);
+            end = e > end ? e : end;
+        }
+    return end;
+}
+
+static int model_common_init(struct k3_model *m, struct k3_err *err)
+{
+    const struct k3_config *c = &m->cfg;
+    k3_record_layout_init(&m->record, c);
+    m->w.layers = calloc((size_t)c->n_layers, sizeof *m->w.layers);
+    m->moe_index = calloc((size_t)c->n_layers, sizeof *m->moe_index);
+    m->segment_base = calloc((size_t)c->n_layers + 2, sizeof *m->segment_base);
+    if (!m->w.layers || !m->moe_index || !m->segment_base)
+        return k3_errf(err, "out of memory");
+    for (int l = 0, k = 0; l < c->n_layers; l++)
+        m->moe_index[l] = k3_layer_is_moe(c, l) ? k++ : -1;
+    return 0;
+}
+
+/* The vector arena: every small tensor as f32. */
+static int alloc_vectors(struct k3_model *m, struct k3_err *err)
+{
+    size_t floats = 0;
+    for (int i = 0; i < m->plan.n_specs; i++)
+        if (m->plan.specs[i].kind != K3_T_MATRIX)
+            floats += (size_t)spec_numel(&m->plan.specs[i]);
+    m->vectors = malloc(sizeof(float) * (floats + 1));
+    return m->vectors ? 0 : k3_errf(err, "out of memory");
+}
+
+int k3_model_open_checkpoint(struct k3_model *m, const char *dir, struct k3_err *err)
+{
+    memset(m, 0, sizeof *m);
+    char path[K3_PATH_MAX];
+    if (k3_path_join(path, sizeof path, dir, "config.json", err) ||
+        k3_config_load(&m->cfg, path, err))
+        return -1;
+    int rc = model_common_init(m, err);
+    if (!rc)
+        rc = k3_ckpt_open(&m->ckpt, dir, err);
+    if (!rc)
+        rc = k3_ckpt_plan_init(&m->plan, m->ckpt, &m->cfg, err);
+    const struct k3_trunk_layout *t = &m->plan.layout;
+    uint64_t *seg_off = rc ? NULL : calloc((size_t)t->n_segments, sizeof *seg_off);
+    if (!rc && !seg_off)
+        rc = k3_errf(err, "out of memory");
+    uint64_t total = 0;
+    for (int s = 0; !rc && s < t->n_segments; s++) {
+        seg_off[s] = total;
+        total += (t->segment_bytes[s] + K3IO_ALIGN - 1) / K3IO_ALIGN * K3IO_ALIGN;
+    }
+    if (!rc && !(m->trunk = k3io_alloc(total)))
+        rc = k3_errf(err, "out of memory loading the trunk (%llu MB)",
+                     (unsigned long long)(total >> 20));
+    for (int i = 0; !rc && i < m->plan.n_specs; i++) {
+        const struct k3_ckpt_tensor *ct = m->plan.trunk[i];
+        rc = k3_ckpt_read(m->ckpt, ct, m->trunk + seg_off[t->segment[i]] + t->offset[i], 0,
+                          ct->t->nbytes, err);
+    }
+    if (!rc)
+        rc = alloc_vectors(m, err);
+    float *v = m->vectors;
+    for (int s = 0; !rc && s < t->n_segments; s++) {
+        v = load_vectors(m, s, m->trunk + seg_off[s], v);
+        k3_model_bind_segment(m, s, m->trunk + seg_off[s]);
+    }
+    free(seg_off);
+    if (rc)
+        k3_model_close(m);
+    return rc;
+}
+
+/* The pack's tensor table must be the layout this build computes for its config:
+ * every tensor by name, with the expected dtype, shape, segment and offset. */
+static int check_packed_tensors(const struct k3_packed *p, const struct k3_ckpt_plan *plan,
+                                struct k3_err *err)
+{
+    const char *file = p->drives[0].path;
+    for (int i = 0; i < plan->n_specs; i++) {
+        const struct k3_pack_tensor *pt = &p->tensors[i];
+        const struct k3_tensor_spec *s = &plan->specs[i];
+        const char *name = p->names + pt->name_offset;
+        if (strcmp(name, s->name))
+            return k3_errf(err, "%s: manifest tensor %d is %s, expected %s", file, i, name,
+                           s->name);
+        if (check_tensor(file, name, (enum k3_dtype)pt->dtype, (int)pt->ndim, pt->shape,
+                         k3_spec_dtype(s), alt_dtype(s), s->ndim, s->shape, err))
+            return -1;
+        if (pt->object != (uint32_t)plan->layout.segment[i] ||
+            pt->offset != plan->layout.offset[i])
+            return k3_errf(err, "%s: manifest places tensor %s at segment %u offset %llu, "
+                           "expected segment %d offset %llu", file, name, pt->object,
+                           (unsigned long long)pt->offset, plan->layout.segment[i],
+                           (unsigned long long)plan->layout.offset[i]);
+    }
+    return 0;
+}
+
+/* The tensor plan of a pack: the config's specs, with the dtypes and layout its
+ * tensor table records (checked against what this build computes). */
+static int packed_plan(struct k3_model *m, struct k3_err *err)
+{
+    const struct k3_packed *p = m->packed;
+    struct k3_ckpt_plan *plan = &m->plan;
+    if (k3_trunk_specs(&m->cfg, &plan->specs, &plan->n_specs))
+        return k3_errf(err, "out of memory");
+    if ((int)p->header.n_tensors != plan->n_specs)
+        return k3_errf(err, "%s: manifest lists %llu trunk tensors, config.json implies %d",
+                       p->drives[0].path, (unsigned long long)p->header.n_tensors, plan->n_specs);
+    plan->dtypes = calloc((size_t)plan->n_specs, sizeof *plan->dtypes);
+    uint64_t *bytes = calloc((size_t)plan->n_specs, sizeof *bytes);
+    int rc = plan->dtypes && bytes ? 0 : k3_errf(err, "out of memory");
+    for (int i = 0; !rc && i < plan->n_specs; i++) {
+        bytes[i] = p->tensors[i].bytes;
+        plan->dtypes[i] = (enum k3_dtype)p->tensors[i].dtype;
+    }
+    if (!rc && k3_trunk_layout_init(&plan->layout, &m->cfg, plan->specs, plan->n_specs, bytes))
+        rc = k3_errf(err, "out of memory");
+    free(bytes);
+    if (!rc)
+        rc = check_packed_tensors(p, plan, err);
+    uint64_t records = (uint64_t)k3_moe_layer_count(&m->cfg) * (uint64_t)m->cfg.n_experts;
+    if (!rc && (p->header.n_trunk_objects != (uint32_t)plan->layout.n_segments ||
+                p->header.n_objects != (uint64_t)plan->layout.n_segments + records))
+        rc = k3_errf(err, "%s: manifest holds %llu objects, config.json implies %d segments and "
+                     "%llu records", p->drives[0].path, (unsigned long long)p->header.n_objects,
+                     plan->layout.n_segments, (unsigned long long)records);
+    for (uint64_t r = (uint64_t)plan->layout.n_segments; !rc && r < p->header.n_objects; r++)
+        if (p->objects[r].bytes != m->record.bytes)
+            rc = k3_errf(err, "%s: manifest record %llu is %llu bytes, config.json implies %llu",
+                         p->drives[0].path, (unsigned long long)r,
+                         (unsigned long long)p->objects[r].bytes,
+                         (unsigned long long)m->record.bytes);
+    return rc;
+}
+
+int k3_model_open_packed(struct k3_model *m, const char *const *drives, int n,
+                         struct k3_err *err)
+{
+    memset(m, 0, sizeof *m);
+    if (k3_packed_open(&m->packed, drives, n, err))
+        return -1;
+    const struct k3_packed *p = m->packed;
+    int rc = k3_config_parse(&m->cfg, p->drives[0].path, p->config, p->config_len, err);
+    if (!rc)
+        rc = model_common_init(m, err);
+    if (!rc)
+        rc = packed_plan(m, err);
+    if (!rc)
+        rc = alloc_vectors(m, err);
+    /* Small tensors come first in each segment: read only the pieces holding them. */
+    float *v = m->vectors;
+    for (int s = 0; !rc && s < m->plan.layout.n_segments; s++) {
+        uint64_t prefix = vector_prefix(&m->plan, s);
+        if (!prefix)
+            continue;
+        uint8_t *buf = k3io_alloc(k3_pack_round_up(prefix, p->objects[s].piece_bytes) + K3IO_ALIGN);
+        rc = buf ? k3_packed_read_prefix(p, (uint64_t)s, prefix, buf, err)
+                 : k3_errf(err, "out of memory");
+        if (!rc)
+            v = load_vectors(m, s, buf, v);
+        free(buf);
+    }
+    if (rc)
+        k3_model_close(m);
+    return rc;
+}
+
+int k3_model_tokenizer(const struct k3_model *m, struct k3_tokenizer **tok, struct k3_err *err)
+{
+    if (!m->packed)
+        return k3_tok_load(tok, m->ckpt->dir, m->cfg.vocab, NULL, false, err);
+    const struct k3_packed *p = m->packed;
+    if (!p->tiktoken_len || !p->tokconfig_len)
+        return k3_errf(err, "drive %s: the pack carries no tokenizer (its checkpoint had no "
+                       "tiktoken.model); give the prompt as --ids", p->drives[0].path);
+    return k3_tok_load_mem(tok, p->drives[0].path, (const uint8_t *)p->tiktoken, p->tiktoken_len,
+                           p->tokconfig, p->tokconfig_len, m->cfg.vocab, NULL, err);
+}
+
+uint64_t k3_model_record_object(const struct k3_model *m, int layer, int expert)
+{
+    return (uint64_t)m->cfg.n_layers + 2 +
+           (uint64_t)m->moe_index[layer] * (uint64_t)m->cfg.n_experts + (uint64_t)expert;
+}
+
+void k3_model_close(struct k3_model *m)
+{
+    free(m->segment_base);
+    k3_ckpt_plan_free(&m->plan);
+    k3_ckpt_close(m->ckpt);
+    k3_packed_close(m->packed);
+    free(m->trunk);
+    free(m->vectors);
+    free(m->moe_index);
+    free(m->w.layers);
+    k3_config_free(&m->cfg);
+    memset(m, 0, sizeof *m);
+}

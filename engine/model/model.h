@@ -1,0 +1,142 @@
+/* The loaded model: configuration, trunk weights in RAM, and where the routed experts live.
+ *
+ * Owns: the weight structs the forward pass reads (shapes in comments, [out, in]
+ * row-major, y = W·x), loading and validating the trunk from a checkpoint folder, and
+ * the expert store that fetches expert records on demand.
+ * Does not own: the math (forward.h), sessions (state per conversation).
+ *
+ * Routed experts are never assumed resident: the forward pass asks the store for the
+ * records of the experts a token routes to and computes each one as it arrives.
+ */
+#ifndef K3_MODEL_H
+#define K3_MODEL_H
+
+#include <stdint.h>
+
+#include "engine/model/checkpoint.h"
+#include "engine/model/config.h"
+#include "engine/base/err.h"
+#include "engine/model/tensors.h"
+
+typedef uint16_t k3_bf16;
+
+struct k3_mlp_weights {       /* SiTU-GLU MLP of width I: dense layer 0 or the shared experts */
+    const k3_bf16 *gate;       /* [I, H] */
+    const k3_bf16 *up;         /* [I, H] */
+    const k3_bf16 *down;       /* [H, I] */
+};
+
+struct k3_kda_weights {       /* P = kda_heads * kda_head_dim, d = kda_head_dim, W = conv kernel */
+    const k3_bf16 *q_proj, *k_proj, *v_proj; /* [P, H] */
+    const float *q_conv, *k_conv, *v_conv;   /* [P, W]; tap W-1 multiplies the current token */
+    const k3_bf16 *f_a;        /* [d, H] decay gate, low rank */
+    const k3_bf16 *f_b;        /* [P, d] */
+    const k3_bf16 *b_proj;     /* [kda_heads, H] β logits */
+    const float *a_log;        /* [d]; entries [0, kda_heads) live, per head */
+    const float *dt_bias;      /* [P] */
+    const k3_bf16 *g_proj;     /* [P, H] full-rank output gate */
+    const float *o_norm;       /* [d], shared by all heads */
+    const k3_bf16 *o_proj;     /* [H, P] */
+};
+
+struct k3_mla_weights {       /* n = mla_heads; per head nope+rope query dims, v value dims */
+    const k3_bf16 *q_a;        /* [q_lora, H] */
+    const float *q_a_norm;     /* [q_lora] */
+    const k3_bf16 *q_b;        /* [n*(nope+rope), q_lora]; head rows [nope ; rope] */
+    const k3_bf16 *kv_a;       /* [kv_lora+rope, H]; rows [latent ; k_pe] */
+    const float *kv_a_norm;    /* [kv_lora] */
+    const k3_bf16 *kv_b;       /* [n*(nope+v), kv_lora]; head rows [U^K (nope) ; U^V (v)] */
+    const k3_bf16 *g_proj;     /* [n*v, H] output gate */
+    const k3_bf16 *o_proj;     /* [H, n*v] */
+};
+
+struct k3_moe_weights {
+    const k3_bf16 *router;     /* [E, H] */
+    const float *router_bias;  /* [E] e_score_correction_bias: selection only */
+    struct k3_mlp_weights shared; /* width n_shared * moe_inter */
+    const k3_bf16 *latent_down;/* [H_l, H] routed_expert_down_proj */
+    const float *latent_norm;  /* [H_l] routed_expert_norm */
+    const k3_bf16 *latent_up;  /* [H, H_l] routed_expert_up_proj */
+};
+
+struct k3_layer_weights {
+    const float *input_norm;     /* [H] before attention */
+    const float *post_attn_norm; /* [H] before the FFN */
+    /* AttnRes keys: res_norm ⊙ res_proj, the only form in which they appear.  The
+     * product of two bf16 values is exact in f32. */
+    float *attn_res_key;         /* [H] */
+    float *mlp_res_key;          /* [H] */
+    struct k3_kda_weights kda;   /* when attn[l] == K3_ATTN_KDA */
+    struct k3_mla_weights mla;   /* when attn[l] == K3_ATTN_MLA */
+    struct k3_mlp_weights dense; /* when l < first_k_dense_replace */
+    struct k3_moe_weights moe;   /* otherwise */
+};
+
+struct k3_weights {
+    const k3_bf16 *embed;        /* [V, H] */
+    const k3_bf16 *lm_head;      /* [V, H] (the embedding when tied) */
+    const float *final_norm;     /* [H] model.norm */
+    float *out_res_key;          /* [H] output_attn_res_norm ⊙ output_attn_res_proj */
+    struct k3_layer_weights *layers; /* [L] */
+};
+
+/* Where the six tensors of one expert sit in a checkpoint. */
+struct k3_expert_loc {
+    const struct k3_ckpt_tensor *part[K3_EXPERT_PARTS];
+};
+
+/* Every trunk tensor a config implies and where it sits in the trunk segments; when the
+ * model comes from a checkpoint folder, also each tensor's checkpoint entry (checked for
+ * dtype and shape) and each expert's six tensors. */
+struct k3_ckpt_plan {
+    struct k3_tensor_spec *specs;
+    int n_specs;
+    enum k3_dtype *dtypes;               /* [n_specs] as stored */
+    struct k3_trunk_layout layout;       /* segments with the dtypes found */
+    const struct k3_ckpt_tensor **trunk; /* [n_specs]; checkpoint only */
+    struct k3_expert_loc *experts;       /* [n_layers][n_experts]; checkpoint only */
+};
+
+int k3_ckpt_plan_init(struct k3_ckpt_plan *p, const struct k3_checkpoint *ck,
+                      const struct k3_config *c, struct k3_err *err);
+void k3_ckpt_plan_free(struct k3_ckpt_plan *p);
+
+struct k3_packed;
+
+/* The trunk is held as segments (tensors.h).  Every small tensor is copied (as f32) into
+ * `vectors` when the model opens and stays there; a segment's matrices are used in place
+ * wherever the segment is bound: the resident arena of a checkpoint model, or the
+ * memory a stream (stream.h) reads it into. */
+struct k3_model {
+    struct k3_config cfg;
+    struct k3_weights w;
+    struct k3_record_layout record;   /* byte layout of one expert record */
+    struct k3_checkpoint *ckpt;       /* opened from a checkpoint folder, or */
+    struct k3_packed *packed;         /* from packed drives */
+    struct k3_ckpt_plan plan;
+    int *moe_index;                   /* [n_layers] position among MoE layers, or -1 */
+    const uint8_t **segment_base;     /* [n_segments] where each is bound; NULL: not */
+    uint8_t *trunk;                   /* checkpoint models: every segment, resident */
+    float *vectors;                   /* every small tensor, f32 */
+};
+
+/* Opens a checkpoint folder as shipped: validates every tensor against the config and
+ * loads the trunk. */
+int k3_model_open_checkpoint(struct k3_model *m, const char *dir, struct k3_err *err);
+/* Opens a pack from its drive folders, in any order: config, tensor table and small
+ * tensors.  No segment is bound yet: a stream (stream.h) loads or streams them. */
+int k3_model_open_packed(struct k3_model *m, const char *const *drives, int n,
+                         struct k3_err *err);
+void k3_model_close(struct k3_model *m);
+
+/* Points every matrix of segment seg at base (the segment's bytes as laid out). */
+void k3_model_bind_segment(struct k3_model *m, int seg, const uint8_t *base);
+
+struct k3_tokenizer;
+/* The tokenizer the model came with (checkpoint folder files or the pack's copies). */
+int k3_model_tokenizer(const struct k3_model *m, struct k3_tokenizer **tok, struct k3_err *err);
+
+/* Object index of an expert record in the pack. */
+uint64_t k3_model_record_object(const struct k3_model *m, int layer, int expert);
+
+#endif

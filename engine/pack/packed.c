@@ -1,0 +1,353 @@
+#include "engine/pack/packed.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "engine/base/files.h"
+
+/* XXH64 of a manifest as if its manifest_xxh64 field were zero. */
+static uint64_t manifest_hash(const uint8_t *m, uint64_t len)
+{
+    struct k3_pack_header h;
+    memcpy(&h, m, sizeof h);
+    h.manifest_xxh64 = 0;
+    XXH64_state_t *st = XXH64_createState();
+    XXH64_reset(st, 0);
+    XXH64_update(st, &h, sizeof h);
+    XXH64_update(st, m + sizeof h, len - sizeof h);
+    uint64_t v = XXH64_digest(st);
+    XXH64_freeState(st);
+    return v;
+}
+
+static const struct k3_pack_section *section(const struct k3_pack_header *h, uint32_t kind)
+{
+    for (uint32_t i = 0; i < h->n_sections && i < K3_PACK_MAX_SECTIONS; i++)
+        if (h->sections[i].kind == kind)
+            return &h->sections[i];
+    return NULL;
+}
+
+static int check_tables(const uint8_t *m, const struct k3_pack_header *h, const char *file,
+                        struct k3_err *err)
+{
+    const struct k3_pack_section *obj = section(h, K3_SEC_OBJECTS),
+                                 *pcs = section(h, K3_SEC_PIECES),
+                                 *ten = section(h, K3_SEC_TENSORS), *nam = section(h, K3_SEC_NAMES);
+    if (!obj || !pcs || !ten || !nam || !section(h, K3_SEC_CONFIG))
+        return k3_errf(err, "%s: a required section is missing", file);
+    if (obj->bytes != h->n_objects * sizeof(struct k3_pack_object) ||
+        pcs->bytes != h->n_pieces * sizeof(struct k3_pack_piece) ||
+        ten->bytes != h->n_tensors * sizeof(struct k3_pack_tensor) ||
+        h->n_trunk_objects > h->n_objects || (nam->bytes && m[nam->offset + nam->bytes - 1]))
+        return k3_errf(err, "%s: table sizes disagree with the header counts", file);
+    const struct k3_pack_object *objects = (const void *)(m + obj->offset);
+    const struct k3_pack_piece *pieces = (const void *)(m + pcs->offset);
+    const struct k3_pack_tensor *tensors = (const void *)(m + ten->offset);
+    for (uint64_t o = 0; o < h->n_objects; o++) {
+        const struct k3_pack_object *x = &objects[o];
+        if (!x->piece_bytes || x->piece_bytes % K3_PACK_ALIGN || !x->n_pieces ||
+            x->first_piece > h->n_pieces || x->n_pieces > h->n_pieces - x->first_piece ||
+            (x->bytes + x->piece_bytes - 1) / x->piece_bytes != x->n_pieces)
+            return k3_errf(err, "%s: object %llu: bad piece range", file, (unsigned long long)o);
+        uint64_t sum = 0;
+        for (uint32_t j = 0; j < x->n_pieces; j++) {
+            const struct k3_pack_piece *p = &pieces[x->first_piece + j];
+            uint32_t want = j + 1 < x->n_pieces ? x->piece_bytes
+                                                : (uint32_t)(x->bytes - sum);
+            if (p->bytes != want || p->drive >= h->drive_count || p->offset % K3_PACK_ALIGN ||
+                (p->drive == h->drive_index &&
+                 p->offset + k3_pack_round_up(p->bytes, K3_PACK_ALIGN) > h->data_bytes))
+                return k3_errf(err, "%s: object %llu piece %u: bad size, drive or offset", file,
+                               (unsigned long long)o, j);
+            sum += p->bytes;
+        }
+    }
+    const struct k3_pack_section *rep = section(h, K3_SEC_REPLICAS);
+    if (rep && rep->bytes != h->n_pieces * sizeof(struct k3_pack_replica))
+        return k3_errf(err, "%s: replica table size disagrees with the piece count", file);
+    for (uint64_t i = 0; rep && i < h->n_pieces; i++) {
+        const struct k3_pack_replica *r = (const void *)(m + rep->offset + i * sizeof *r);
+        if (r->drive >= h->drive_count || r->offset % K3_PACK_ALIGN ||
+            (r->drive == h->drive_index &&
+             r->offset + k3_pack_round_up(pieces[i].bytes, K3_PACK_ALIGN) > h->data_bytes))
+            return k3_errf(err, "%s: replica of piece %llu: bad drive or offset", file,
+                           (unsigned long long)i);
+    }
+    for (uint64_t i = 0; i < h->n_tensors; i++) {
+        const struct k3_pack_tensor *t = &tensors[i];
+        if (t->object >= h->n_trunk_objects || t->offset > objects[t->object].bytes ||
+            t->bytes > objects[t->object].bytes - t->offset || t->name_offset >= nam->bytes ||
+            t->ndim > 3)
+            return k3_errf(err, "%s: tensor %llu: out of bounds", file, (unsigned long long)i);
+    }
+    return 0;
+}
+
+int k3_pack_manifest_check(const uint8_t *m, uint64_t len, const char *file, struct k3_err *err)
+{
+    struct k3_pack_header h;
+    if (len < sizeof h)
+        return k3_errf(err, "%s: %llu bytes, too short for a manifest", file,
+                       (unsigned long long)len);
+    memcpy(&h, m, sizeof h);
+    if (memcmp(h.magic, K3_PACK_MAGIC, sizeof h.magic))
+        return k3_errf(err, "%s: not a k3-uring manifest", file);
+    if (h.version != K3_PACK_VERSION)
+        return k3_errf(err, "%s: format version %u; this build reads version %u (pack again)",
+                       file, h.version, K3_PACK_VERSION);
+    if (h.header_bytes != sizeof h || h.manifest_bytes != len)
+        return k3_errf(err, "%s: manifest is %llu bytes, its header says %llu (truncated?)", file,
+                       (unsigned long long)len, (unsigned long long)h.manifest_bytes);
+    if (manifest_hash(m, len) != h.manifest_xxh64)
+        return k3_errf(err, "%s: manifest checksum mismatch (damaged)", file);
+    if (!h.drive_count || h.drive_index >= h.drive_count || h.n_sections > K3_PACK_MAX_SECTIONS)
+        return k3_errf(err, "%s: bad drive index %u of %u", file, h.drive_index, h.drive_count);
+    XXH64_state_t *st = XXH64_createState();
+    XXH64_reset(st, 0);
+    for (uint32_t i = 0; i < h.n_sections; i++) {
+        const struct k3_pack_section *s = &h.sections[i];
+        if (s->offset < sizeof h || s->offset > len || s->bytes > len - s->offset ||
+            s->offset % 8) {
+            XXH64_freeState(st);
+            return k3_errf(err, "%s: section %u out of bounds", file, i);
+        }
+        XXH64_update(st, m + s->offset, s->bytes);
+    }
+    uint64_t sections = XXH64_digest(st);
+    XXH64_freeState(st);
+    if (sections != h.sections_xxh64)
+        return k3_errf(err, "%s: section checksum mismatch (damaged)", file);
+    return check_tables(m, &h, file, err);
+}
+
+static int read_manifest(const char *drive, uint8_t **out, uint64_t *len, struct k3_err *err)
+{
+    char path[K3_PATH_MAX];
+    if (k3_path_join(path, sizeof path, drive, K3_PACK_MANIFEST_FILE, err))
+        return -1;
+    char *text;
+    size_t n;
+    if (k3_read_small_file(path, &text, &n, err)) {
+        if (strstr(err->msg, "No such file"))
+            k3_errf(err, "drive %s: no %s (not a packed drive, or its pack did not finish)",
+                    drive, K3_PACK_MANIFEST_FILE);
+        return -1;
+    }
+    *out = (uint8_t *)text;
+    *len = n;
+    return k3_pack_manifest_check(*out, n, path, err);
+}
+
+static void hex_id(char *buf, const uint8_t id[16])
+{
+    for (int i = 0; i < 8; i++)
+        sprintf(buf + 2 * i, "%02x", id[i]);
+}
+
+/* The drives given are not the pack's count: say which indices are missing or extra. */
+static int count_mismatch(const struct k3_pack_header *headers, const char *const *paths, int n,
+                          struct k3_err *err)
+{
+    uint32_t count = headers[0].drive_count;
+    char missing[256] = "";
+    size_t at = 0;
+    for (uint32_t d = 0; d < count && at + 16 < sizeof missing; d++) {
+        int seen = 0;
+        for (int i = 0; i < n; i++)
+            seen |= headers[i].drive_index == d;
+        if (!seen)
+            at += (size_t)snprintf(missing + at, sizeof missing - at, "%s%u", at ? ", " : "", d);
+    }
+    if (at)
+        return k3_errf(err, "drive %s: the pack has %u drives, %d given; missing drive %s", paths[0],
+                       count, n, missing);
+    return k3_errf(err, "drive %s: the pack has %u drives, %d given", paths[0], count, n);
+}
+
+int k3_packed_open(struct k3_packed **out, const char *const *paths, int n, struct k3_err *err)
+{
+    *out = NULL;
+    struct k3_packed *p = calloc(1, sizeof *p);
+    uint8_t **manifests = calloc((size_t)n + 1, sizeof *manifests);
+    struct k3_pack_header *headers = calloc((size_t)n + 1, sizeof *headers);
+    int rc = p && manifests && headers && n > 0 ? 0 : k3_errf(err, "no drives given");
+    if (!rc) {
+        p->n_drives = n;
+        p->drives = calloc((size_t)n, sizeof *p->drives);
+        if (!p->drives)
+            rc = k3_errf(err, "out of memory");
+        for (int i = 0; p->drives && i < n; i++)
+            p->drives[i].data.fd = -1;
+    }
+    /* Only drive 0's manifest is kept (they share every table): the others are checked
+     * and dropped at once, so opening N drives does not hold N manifests. */
+    for (int i = 0; !rc && i < n; i++) {
+        uint64_t len;
+        rc = read_manifest(paths[i], &manifests[i], &len, err);
+        if (!rc)
+            memcpy(&headers[i], manifests[i], sizeof headers[i]);
+        if (!rc && headers[i].drive_index != 0) {
+            free(manifests[i]);
+            manifests[i] = NULL;
+        }
+    }
+    /* The drives must be exactly one pack's: same id, every index once, the count it says. */
+    for (int i = 0; !rc && i < n; i++) {
+        const struct k3_pack_header *h = &headers[i], *h0 = &headers[0];
+        char a[20], b[20];
+        hex_id(a, h->pack_id);
+        hex_id(b, h0->pack_id);
+        if (memcmp(h->pack_id, h0->pack_id, sizeof h->pack_id))
+            rc = h->model_xxh64 == h0->model_xxh64
+                     ? k3_errf(err, "drive %s: from another pack of this model (pack %s, drive %s "
+                               "is pack %s); pack all drives together", paths[i], a, paths[0], b)
+                     : k3_errf(err, "drive %s: holds another model than drive %s", paths[i],
+                               paths[0]);
+        else if ((int)h->drive_count != n)
+            rc = count_mismatch(headers, paths, n, err);
+        else if (h->sections_xxh64 != h0->sections_xxh64)
+            rc = k3_errf(err, "drive %s: manifest tables differ from drive %s", paths[i], paths[0]);
+        for (int j = 0; !rc && j < i; j++)
+            if (headers[j].drive_index == h->drive_index)
+                rc = k3_errf(err, "drives %s and %s: both are drive %u of the pack", paths[j],
+                             paths[i], h->drive_index);
+    }
+    for (int i = 0; !rc && i < n; i++) {
+        struct k3_pack_drive *d = &p->drives[headers[i].drive_index];
+        d->path = strdup(paths[i]);
+        char path[K3_PATH_MAX];
+        rc = d->path ? k3_path_join(path, sizeof path, paths[i], K3_PACK_DATA_FILE, err)
+                     : k3_errf(err, "out of memory");
+        int e = rc ? 0 : k3io_open(&d->data, path, O_RDONLY, true);
+        if (!rc && e)
+            rc = k3_errf(err, "drive %s: %s: %s", paths[i], path, strerror(-e));
+        if (!rc && d->data.size < headers[i].data_bytes)
+            rc = k3_errf(err, "drive %s: %s is %llu bytes, the manifest says %llu (truncated)",
+                         paths[i], path, (unsigned long long)d->data.size,
+                         (unsigned long long)headers[i].data_bytes);
+    }
+    if (!rc) {
+        int first = 0;
+        while (headers[first].drive_index != 0)
+            first++;
+        p->header = headers[first];
+        p->manifest = manifests[first];
+        manifests[first] = NULL;
+        const uint8_t *m = p->manifest;
+        const struct k3_pack_header *h = &p->header;
+        p->objects = (const void *)(m + section(h, K3_SEC_OBJECTS)->offset);
+        p->pieces = (const void *)(m + section(h, K3_SEC_PIECES)->offset);
+        p->tensors = (const void *)(m + section(h, K3_SEC_TENSORS)->offset);
+        p->names = (const char *)m + section(h, K3_SEC_NAMES)->offset;
+        p->names_bytes = section(h, K3_SEC_NAMES)->bytes;
+        p->config = (const char *)m + section(h, K3_SEC_CONFIG)->offset;
+        p->config_len = section(h, K3_SEC_CONFIG)->bytes;
+        const struct k3_pack_section *rep = section(h, K3_SEC_REPLICAS);
+        p->replicas = rep ? (const void *)(m + rep->offset) : NULL;
+        const struct k3_pack_section *tk = section(h, K3_SEC_TIKTOKEN),
+                                     *tc = section(h, K3_SEC_TOKCONFIG);
+        if (tk && tc) {
+            p->tiktoken = (const char *)m + tk->offset;
+            p->tiktoken_len = tk->bytes;
+            p->tokconfig = (const char *)m + tc->offset;
+            p->tokconfig_len = tc->bytes;
+        }
+    }
+    for (int i = 0; manifests && i < n; i++)
+        free(manifests[i]);
+    free(manifests);
+    free(headers);
+    if (rc) {
+        k3_packed_close(p);
+        return rc;
+    }
+    *out = p;
+    return 0;
+}
+
+void k3_packed_close(struct k3_packed *p)
+{
+    if (!p)
+        return;
+    for (int i = 0; p->drives && i < p->n_drives; i++) {
+        k3io_close(&p->drives[i].data);
+        free(p->drives[i].path);
+    }
+    free(p->drives);
+    free(p->manifest);
+    free(p);
+}
+
+uint64_t k3_packed_buffer_bytes(const struct k3_packed *p, uint64_t o)
+{
+    const struct k3_pack_object *x = &p->objects[o];
+    const struct k3_pack_piece *last = &p->pieces[x->first_piece + x->n_pieces - 1];
+    return (uint64_t)(x->n_pieces - 1) * x->piece_bytes +
+           k3_pack_round_up(last->bytes, K3_PACK_ALIGN);
+}
+
+void k3_packed_describe(const struct k3_packed *p, uint64_t o, char *buf, size_t len)
+{
+    const struct k3_pack_object *x = &p->objects[o];
+    if (x->expert >= 0)
+        snprintf(buf, len, "layer %d expert %d", x->layer, x->expert);
+    else if (x->layer < 0)
+        snprintf(buf, len, "the embedding");
+    else if (o + 1 == p->header.n_trunk_objects)
+        snprintf(buf, len, "the output tensors");
+    else
+        snprintf(buf, len, "the trunk of layer %d", x->layer);
+}
+
+int k3_packed_verify_piece(const struct k3_packed *p, uint64_t o, uint64_t piece,
+                           const uint8_t *dst, struct k3_err *err)
+{
+    const struct k3_pack_piece *pc = &p->pieces[piece];
+    if (XXH3_64bits(dst, pc->bytes) == pc->xxh64)
+        return 0;
+    char what[64];
+    k3_packed_describe(p, o, what, sizeof what);
+    return k3_errf(err, "drive %s: reading %s (%u bytes at offset %llu): checksum mismatch",
+                   p->drives[pc->drive].path, what, pc->bytes, (unsigned long long)pc->offset);
+}
+
+/* Reads piece k (of object o) into dst from its place, or from its replica; 0 when the
+ * bytes are there and check out. */
+static int read_piece(const struct k3_packed *p, uint64_t o, uint64_t k, bool replica,
+                      uint8_t *dst, struct k3_err *err)
+{
+    const struct k3_pack_piece *pc = &p->pieces[k];
+    uint32_t drive = replica ? p->replicas[k].drive : pc->drive;
+    uint64_t offset = replica ? p->replicas[k].offset : pc->offset;
+    const struct k3_pack_drive *d = &p->drives[drive];
+    size_t len = (size_t)k3_pack_round_up(pc->bytes, K3_PACK_ALIGN);
+    ssize_t got = k3io_pread_full(&d->data, dst, len, offset);
+    if (got < (ssize_t)pc->bytes) {
+        char what[64];
+        k3_packed_describe(p, o, what, sizeof what);
+        return k3_errf(err, "drive %s: reading %s (%u bytes at offset %llu): %s", d->path, what,
+                       pc->bytes, (unsigned long long)offset,
+                       got < 0 ? strerror((int)-got) : "short read (truncated data file)");
+    }
+    return k3_packed_verify_piece(p, o, k, dst, err);
+}
+
+int k3_packed_read_prefix(const struct k3_packed *p, uint64_t o, uint64_t bytes, uint8_t *dst,
+                          struct k3_err *err)
+{
+    const struct k3_pack_object *x = &p->objects[o];
+    uint32_t pieces = (uint32_t)((bytes + x->piece_bytes - 1) / x->piece_bytes);
+    for (uint32_t j = 0; j < x->n_pieces && j < pieces; j++) {
+        uint8_t *at = dst + (uint64_t)j * x->piece_bytes;
+        uint64_t k = x->first_piece + j;
+        if (read_piece(p, o, k, false, at, err) &&
+            (!p->replicas || read_piece(p, o, k, true, at, err)))
+            return -1;
+    }
+    return 0;
+}

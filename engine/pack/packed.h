@@ -1,0 +1,61 @@
+/* A packed model opened from its drives (the layout of pack_format.h).
+ *
+ * Owns: finding the pack from the drive folders alone, in any order, and refusing a
+ * missing drive, a drive of another pack or model, a drive-count mismatch or a damaged
+ * manifest with the drive named; bounds-checking every table before use; reading an
+ * object's pieces back into logical order with their checksums verified.
+ * Does not own: what objects mean (model.c), batched asynchronous reads (iouring/).
+ */
+#ifndef K3_PACKED_H
+#define K3_PACKED_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/base/err.h"
+#include "engine/pack/pack_format.h"
+#include "iouring/file.h"
+
+struct k3_pack_drive {
+    char *path;
+    struct k3io_file data;
+};
+
+struct k3_packed {
+    int n_drives;
+    struct k3_pack_drive *drives;  /* by drive index, whatever order they were given in */
+    struct k3_pack_header header;  /* drive 0's */
+    uint8_t *manifest;             /* drive 0's manifest bytes */
+    const struct k3_pack_object *objects;
+    const struct k3_pack_piece *pieces;
+    const struct k3_pack_tensor *tensors;
+    const struct k3_pack_replica *replicas; /* [n_pieces], or NULL */
+    const char *names;
+    uint64_t names_bytes;
+    const char *config, *tiktoken, *tokconfig;   /* section bytes (not NUL-terminated) */
+    uint64_t config_len, tiktoken_len, tokconfig_len;
+};
+
+/* Opens the pack on drive folders paths[0..n), given in any order. */
+int k3_packed_open(struct k3_packed **out, const char *const *paths, int n, struct k3_err *err);
+void k3_packed_close(struct k3_packed *p);
+
+/* Bytes a buffer needs to receive object o (its pieces rounded up to K3_PACK_ALIGN). */
+uint64_t k3_packed_buffer_bytes(const struct k3_packed *p, uint64_t o);
+
+/* Reads the pieces of object o that cover its first `bytes` bytes into dst (verified). */
+int k3_packed_read_prefix(const struct k3_packed *p, uint64_t o, uint64_t bytes, uint8_t *dst,
+                          struct k3_err *err);
+
+/* "layer 3 expert 17", "the trunk of layer 3", "the embedding", "the output tensors". */
+void k3_packed_describe(const struct k3_packed *p, uint64_t o, char *buf, size_t len);
+
+/* Checks one piece that landed at dst; names drive, offset and object on a mismatch. */
+int k3_packed_verify_piece(const struct k3_packed *p, uint64_t o, uint64_t piece,
+                           const uint8_t *dst, struct k3_err *err);
+
+/* Parses and checks a manifest held in memory (pure, for tests and fuzzing): header,
+ * checksum, section bounds and every table index.  file names it in messages. */
+int k3_pack_manifest_check(const uint8_t *m, uint64_t len, const char *file, struct k3_err *err);
+
+#endif

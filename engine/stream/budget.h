@@ -1,0 +1,70 @@
+/* The RAM budget (--ram): the floor the engine cannot go below, and how it spends the
+ * rest.
+ *
+ * Owns: the arithmetic.  The floor is the runtime itself, the session state for the
+ * context (KDA state, conv rings, MLA latent cache), the scratch of one chunk, every
+ * segment's small tensors, the expert buffers one layer keeps in flight, a buffer for
+ * embedding rows (read on demand), and the trunk at its cheapest: two stream slots (one
+ * computing, one being read) of the largest streamed segment, plus whichever largest
+ * segments are cheaper resident than streamed through slots of their size.  Above the
+ * floor, trunk segments become resident largest first (each resident byte is a byte not
+ * read per token, and the largest ones also shrink the stream slots), the embedding
+ * last; what remains holds a cache of expert records.  Does not own: allocation (stream.c), measuring RSS.
+ */
+#ifndef K3_BUDGET_H
+#define K3_BUDGET_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "engine/model/config.h"
+#include "engine/base/err.h"
+
+/* Code, libraries, thread stacks and allocator slack, measured on the tiny model
+ * (k3-uring run at the smallest budget: peak RSS minus everything planned here). */
+#define K3_RUNTIME_BYTES (48ull << 20)
+
+struct k3_budget_input {
+    const struct k3_config *cfg;
+    int ctx;                      /* positions the session holds */
+    int threads;
+    int teams;                    /* compute teams (0 counts as 1) */
+    int n_segments;               /* trunk segments: 0 embedding, 1..L layers, L+1 output */
+    const uint64_t *segment_bytes;/* [n_segments], as read (rounded to pieces) */
+    uint64_t vector_bytes;        /* every segment's small tensors, as f32 */
+    uint64_t record_bytes;        /* one expert record's buffer */
+    uint64_t piece_bytes;         /* the largest trunk piece (an embedding row's read) */
+    uint64_t manifest_bytes;
+    uint64_t logits_bytes;        /* the caller's logits buffer */
+    int inflight_records;         /* expert records one layer keeps in flight */
+};
+
+struct k3_budget {
+    uint64_t budget;
+    uint64_t floor;
+    /* fixed part of the floor */
+    uint64_t runtime, state, scratch, vectors, manifest, logits;
+    uint64_t expert_inflight;     /* inflight_records x record_bytes */
+    uint64_t embed_rows;          /* two pieces: a row may straddle a piece boundary */
+    /* spent above the fixed part */
+    bool resident[K3_MAX_LAYERS + 2]; /* by segment */
+    int n_segments;
+    uint64_t resident_bytes;
+    uint64_t stream_slot_bytes;   /* each of the two slots; 0 when all is resident */
+    int cache_records;
+    uint64_t cache_bytes;
+};
+
+/* Plans a budget of `budget` bytes; below the floor it fails with a message naming the
+ * floor and its parts. */
+int k3_budget_plan(const struct k3_budget_input *in, uint64_t budget, struct k3_budget *out,
+                   struct k3_err *err);
+
+/* The smallest budget that holds the whole trunk (no streaming). */
+uint64_t k3_budget_trunk_resident(const struct k3_budget_input *in);
+
+/* One line per part: how the budget is spent. */
+void k3_budget_print(FILE *f, const struct k3_budget *b, const struct k3_budget_input *in);
+
+#endif

@@ -1,0 +1,69 @@
+/* The expert store: gets routed-expert records into memory for the forward pass.
+ *
+ * Owns: the record buffers and the source they are read from, behind an ops table so
+ * that the checkpoint reader, the packed-drive io_uring path and the pread fallback
+ * look the same to the forward pass.  A batch is begun with the experts one layer
+ * needs; next() hands back records in the order they land (not the order asked), and
+ * every record stays valid until the next begin().
+ * Does not own: which experts to read (the router) or how they are combined.
+ */
+#ifndef K3_EXPERTS_H
+#define K3_EXPERTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/base/err.h"
+
+struct k3_model;
+struct k3_expert_store;
+
+struct k3_expert_stats {
+    uint64_t records;          /* records delivered */
+    uint64_t bytes;            /* bytes read from storage */
+    uint64_t nan_scale_groups; /* E8M0 code 255 seen (those groups decode to zero) */
+    double read_seconds;       /* time spent waiting for reads */
+};
+
+/* A record next() hands back. */
+struct k3_landed {
+    int index;             /* its position in the begin() list */
+    const uint8_t *record;
+    int team;              /* the compute team whose node holds its buffer (numa/plan.h
+                            * rule 6); 0 when the store has no placement */
+};
+
+struct k3_expert_store_ops {
+    const char *name;
+    /* Starts reading experts[0..n) of layer; n <= capacity. */
+    int (*begin)(struct k3_expert_store *s, int layer, const int *experts, int n,
+                 struct k3_err *err);
+    /* The next landed record of the batch.  wait false: returns 1 at once when none is
+     * ready yet (0 when one is, -1 on error). */
+    int (*next)(struct k3_expert_store *s, bool wait, struct k3_landed *out,
+                struct k3_err *err);
+    /* Optional: starts reading records a later begin() of layer will probably ask for
+     * (router prediction); never blocks, and may read fewer when buffers are short. */
+    int (*prefetch)(struct k3_expert_store *s, int layer, const int *experts, int n,
+                    struct k3_err *err);
+    void (*close)(struct k3_expert_store *s);
+};
+
+struct k3_expert_store {
+    const struct k3_expert_store_ops *ops;
+    int capacity; /* most experts one batch may hold */
+    struct k3_expert_stats stats;
+    char fallback[256]; /* a fallback in effect (e.g. no O_DIRECT), said once; or "" */
+};
+
+/* Reads each expert's six tensors from the checkpoint shards with pread. */
+int k3_expert_store_checkpoint(struct k3_expert_store **out, const struct k3_model *m,
+                               int capacity, struct k3_err *err);
+
+static inline void k3_expert_store_close(struct k3_expert_store *s)
+{
+    if (s)
+        s->ops->close(s);
+}
+
+#endif

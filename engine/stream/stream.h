@@ -1,0 +1,95 @@
+/* The packed model's read path: one io_uring reader (or pread pool) over every drive's
+ * data file, and the memory it reads into, laid out from the RAM budget.
+ *
+ * Owns: the registered area (resident trunk segments, two trunk stream slots, the
+ * expert record slots, embedding-row buffers); binding segments to the model (resident
+ * ones at open, streamed ones when a layer needs them, the next one read meanwhile);
+ * embedding rows read on demand; the expert store the forward pass reads records
+ * through, with a bounded cache in spare budget (a hit is a read avoided); verifying
+ * every piece's checksum as it lands; per-token counters.
+ * Does not own: the budget arithmetic (budget.h), the batched reads themselves
+ * (iouring/reader.h), the math.
+ */
+#ifndef K3_STREAM_H
+#define K3_STREAM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/stream/budget.h"
+#include "engine/base/err.h"
+#include "engine/stream/experts.h"
+#include "engine/stream/faults.h"
+#include "engine/forward/forward.h"
+#include "engine/model/model.h"
+#include "engine/base/trace.h"
+#include "iouring/reader.h"
+
+/* Budget presets for k3_stream_opts.ram. */
+#define K3_RAM_TRUNK 0           /* the whole trunk resident (and the floor's buffers) */
+#define K3_RAM_FLOOR UINT64_MAX  /* the floor: every segment streamed */
+
+struct k3_placement;
+
+struct k3_stream_opts {
+    enum k3io_backend backend; /* --io */
+    uint64_t ram;              /* budget in bytes, or a preset above */
+    int ctx;                   /* positions the session will hold */
+    int threads;
+    bool cache;                /* expert cache in the spare budget */
+    bool sync;                 /* one read at a time, waited for: the no-overlap baseline */
+    int prefetch_k;            /* records a layer may prefetch for the next (0: none) */
+    int prefetch_depth;        /* prefetch chunks in flight per drive (0: the reader's default) */
+    struct k3_trace *trace;    /* NULL: none */
+    const struct k3_placement *place; /* NUMA plan for the buffers, or NULL */
+    const char *faults;        /* fault injection spec (faults.h), or NULL */
+    uint64_t fault_seed;
+    uint64_t logits_bytes;     /* what the caller keeps for logits (counted in the budget) */
+};
+
+/* Counters since the stream opened; difference two snapshots for one token. */
+struct k3_stream_stats {
+    uint64_t bytes;            /* read from the drives */
+    uint64_t reads;            /* pieces read */
+    uint64_t records_read, records_hit;   /* expert records read / found in the cache */
+    uint64_t trunk_bytes;      /* of bytes: trunk segments and embedding rows */
+    double stall_seconds;      /* compute waiting for data */
+    double verify_seconds;     /* checking piece checksums */
+    uint64_t retries;          /* failed reads tried again (same place or replica) */
+    uint64_t replica_reads;    /* pieces read from their replica */
+};
+
+/* Per layer (index n_layers: the output), since the stream opened. */
+struct k3_layer_stats {
+    uint64_t records;          /* records the layer asked for */
+    uint64_t predicted;        /* records prefetched for it */
+    uint64_t predicted_used;   /* of those, asked for */
+    uint64_t wasted_bytes;     /* prefetched, not asked for */
+    double stall_seconds;      /* its compute waiting for data */
+    double busy_seconds;       /* reads in flight while it computed or waited */
+};
+
+struct k3_stream;
+
+/* Plans the budget for m (a packed model), allocates and registers the area, loads the
+ * resident segments.  note receives one line per fallback taken (or ""). */
+int k3_stream_open(struct k3_stream **out, struct k3_model *m, const struct k3_stream_opts *o,
+                   char *note, size_t note_len, struct k3_err *err);
+void k3_stream_close(struct k3_stream *s);
+
+const struct k3_budget *k3_stream_budget(const struct k3_stream *s,
+                                         const struct k3_budget_input **in);
+struct k3_expert_store *k3_stream_experts(struct k3_stream *s);
+/* The trunk source a session uses for this stream's model. */
+const struct k3_trunk_source *k3_stream_trunk(struct k3_stream *s);
+struct k3_stream_stats k3_stream_stats(const struct k3_stream *s);
+const struct k3_layer_stats *k3_stream_layer_stats(const struct k3_stream *s);
+const char *k3_stream_backend(const struct k3_stream *s);
+/* Replaces the fault injector (NULL spec: none) and forgets which drives failed, so one
+ * stream can serve many independent runs (tests). */
+int k3_stream_set_faults(struct k3_stream *s, const char *spec, uint64_t seed,
+                         struct k3_err *err);
+/* Faults injected so far; false when injection is off. */
+bool k3_stream_faults(const struct k3_stream *s, struct k3_fault_counts *counts);
+
+#endif

@@ -1,0 +1,772 @@
+/* Byte-level BPE training for synthetic vocabularies, and k3_tok_synthesize.
+ *
+ * The rules, all frozen (they define every synthetic tiktoken.model):
+ *  1. The corpus is k3_corpus (engine/synth/corpus/), pre-tokenized with
+ *     K3_PRETOKENIZE_PATTERN_PCRE2.  Merges never cross pieces.  Equal pieces are
+ *     counted once with their multiplicity.
+ *  2. Ranks 0..255 are the single bytes in byte order.
+ *  3. Each step takes the adjacent pair (a, b) with the largest count (occurrences in
+ *     the current segmentation, times piece multiplicity); ties go to the smaller rank
+ *     a, then the smaller rank b.  Its occurrences are merged left to right.
+ *  4. The join gets the next rank only if it stays reachable: tiktoken's encoder, run
+ *     on its bytes with the ranks so far, must end in exactly two tokens (which the
+ *     new rank then joins).  By induction every rank r then encodes to [r] from its
+ *     own bytes, and adding r changes no earlier encoding.  A pair failing this is
+ *     never merged.  A join whose bytes already are a token (reached by another
+ *     split) is merged into that token and takes no rank.
+ *  5. When no pair is left (k3-bench's 163584 ranks need more than the corpus has),
+ *     the remaining ranks are word-like joins head + tail: heads are the tokens of
+ *     two or more bytes made of letters with at most one leading space, tails those
+ *     made of lowercase letters (and marks), both in rank order.  Candidates run over the diagonals
+ *     i + j = 0, 1, 2, ... of (head i, tail j), i ascending, and are taken when the
+ *     join is new, at most 32 bytes, one whole K3 pre-token piece, and reachable as in
+ *     rule 4.  (Should that ever run dry, any two tokens are joined the same way.)
+ */
+#include "engine/synth/bpe_train.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "engine/text/tokenizer.h"
+#include "engine/text/tokenizer_internal.h"
+
+/* ============================================================ pair table ==== */
+
+struct pair {
+    int32_t a, b;
+    int64_t count;
+    uint32_t *pos; /* [npos] symbol positions where the pair may start (may be stale) */
+    uint32_t npos, cap;
+    uint32_t stamp; /* last merge step that touched it */
+    bool banned;
+};
+
+struct heap_ent {
+    int64_t count;
+    int32_t a, b;
+};
+
+struct trainer {
+    /* symbols of all unique pieces, one linked list per piece */
+    int32_t *sym;  /* [n_sym] token id, -1: merged away */
+    int32_t *nxt, *prv; /* [n_sym] neighbours in the piece, -1 at the ends */
+    uint32_t *word; /* [n_sym] piece of the symbol */
+    int64_t *wcount; /* [n_words] multiplicity of each piece */
+    size_t n_sym, n_words;
+
+    struct pair *pairs; /* [n_pairs] */
+    size_t n_pairs, cap_pairs;
+    int32_t *ptab; /* [pmask + 1] pair index, -1 empty */
+    size_t pmask;
+
+    struct heap_ent *heap; /* [n_heap] */
+    size_t n_heap, cap_heap;
+
+    uint32_t *touched; /* pair indices changed in this step */
+    size_t n_touched, cap_touched;
+    uint32_t step;
+    bool oom;
+};
+
+static inline uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static inline uint64_t pair_key(int32_t a, int32_t b)
+{
+    return (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
+}
+
+static int64_t pair_find(const struct trainer *t, int32_t a, int32_t b)
+{
+    if (!t->ptab)
+        return -1;
+    for (size_t i = mix64(pair_key(a, b)) & t->pmask;; i = (i + 1) & t->pmask) {
+        int32_t p = t->ptab[i];
+        if (p < 0)
+            return -1;
+        if (t->pairs[p].a == a && t->pairs[p].b == b)
+            return p;
+    }
+}
+
+static int64_t pair_get(struct trainer *t, int32_t a, int32_t b)
+{
+    int64_t p = pair_find(t, a, b);
+    if (p >= 0)
+        return p;
+    if (t->n_pairs == t->cap_pairs) {
+        size_t cap = t->cap_pairs ? 2 * t->cap_pairs : 1 << 16;
+        struct pair *np = realloc(t->pairs, cap * sizeof *np);
+        if (!np)
+            return -1;
+        t->pairs = np;
+        t->cap_pairs = cap;
+    }
+    if (2 * (t->n_pairs + 1) > t->pmask + 1) {
+        size_t cap = t->pmask ? 2 * (t->pmask + 1) : 1 << 17;
+        int32_t *tab = malloc(cap * sizeof *tab);
+        if (!tab)
+            return -1;
+        for (size_t i = 0; i < cap; i++)
+            tab[i] = -1;
+        for (size_t k = 0; k < t->n_pairs; k++) {
+            size_t i = mix64(pair_key(t->pairs[k].a, t->pairs[k].b)) & (cap - 1);
+            while (tab[i] >= 0)
+                i = (i + 1) & (cap - 1);
+            tab[i] = (int32_t)k;
+        }
+        free(t->ptab);
+        t->ptab = tab;
+        t->pmask = cap - 1;
+    }
+    p = (int64_t)t->n_pairs++;
+    t->pairs[p] = (struct pair){.a = a, .b = b};
+    size_t i = mix64(pair_key(a, b)) & t->pmask;
+    while (t->ptab[i] >= 0)
+        i = (i + 1) & t->pmask;
+    t->ptab[i] = (int32_t)p;
+    return p;
+}
+
+/* Adds delta to the count of (a, b); a positive delta also records position pos. */
+static void pair_add(struct trainer *t, int32_t a, int32_t b, int64_t delta, uint32_t pos)
+{
+    int64_t p = pair_get(t, a, b);
+    if (p < 0) {
+        t->oom = true;
+        return;
+    }
+    struct pair *pr = &t->pairs[p];
+    pr->count += delta;
+    if (delta > 0) {
+        if (pr->npos == pr->cap) {
+            uint32_t cap = pr->cap ? 2 * pr->cap : 4;
+            uint32_t *np = realloc(pr->pos, cap * sizeof *np);
+            if (!np) {
+                t->oom = true;
+                return;
+            }
+            pr->pos = np;
+            pr->cap = cap;
+        }
+        pr->pos[pr->npos++] = pos;
+    }
+    if (pr->stamp != t->step) {
+        pr->stamp = t->step;
+        if (t->n_touched == t->cap_touched) {
+            size_t cap = t->cap_touched ? 2 * t->cap_touched : 1024;
+            uint32_t *nt = realloc(t->touched, cap * sizeof *nt);
+            if (!nt) {
+                t->oom = true;
+                return;
+            }
+            t->touched = nt;
+            t->cap_touched = cap;
+        }
+        t->touched[t->n_touched++] = (uint32_t)p;
+    }
+}
+
+/* Max-heap on count; ties: smaller a, then smaller b (rule 3). */
+static inline bool ent_before(const struct heap_ent *x, const struct heap_ent *y)
+{
+    if (x->count != y->count)
+        return x->count > y->count;
+    if (x->a != y->a)
+        return x->a < y->a;
+    return x->b < y->b;
+}
+
+static int heap_push_ent(struct trainer *t, struct heap_ent e)
+{
+    if (t->n_heap == t->cap_heap) {
+        size_t cap = t->cap_heap ? 2 * t->cap_heap : 1 << 16;
+        struct heap_ent *nh = realloc(t->heap, cap * sizeof *nh);
+        if (!nh)
+            return -1;
+        t->heap = nh;
+        t->cap_heap = cap;
+    }
+    size_t i = t->n_heap++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!ent_before(&e, &t->heap[p]))
+            break;
+        t->heap[i] = t->heap[p];
+        i = p;
+    }
+    t->heap[i] = e;
+    return 0;
+}
+
+static struct heap_ent heap_pop_ent(struct trainer *t)
+{
+    struct heap_ent top = t->heap[0], e = t->heap[--t->n_heap];
+    size_t i = 0, n = t->n_heap;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && ent_before(&t->heap[c + 1], &t->heap[c]))
+            c++;
+        if (!ent_before(&t->heap[c], &e))
+            break;
+        t->heap[i] = t->heap[c];
+        i = c;
+    }
+    if (n)
+        t->heap[i] = e;
+    return top;
+}
+
+static void trainer_free(struct trainer *t)
+{
+    free(t->sym);
+    free(t->nxt);
+    free(t->prv);
+    free(t->word);
+    free(t->wcount);
+    for (size_t i = 0; i < t->n_pairs; i++)
+        free(t->pairs[i].pos);
+    free(t->pairs);
+    free(t->ptab);
+    free(t->heap);
+    free(t->touched);
+}
+
+static int cmp_u32(const void *x, const void *y)
+{
+    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* ============================================================ corpus pieces = */
+
+/* Counts the distinct pieces of text and lays their bytes out as symbols. */
+static int collect_pieces(struct trainer *t, const struct k3_pretok *pre, const uint8_t *text,
+                          size_t len, struct k3_bpe_stats *st, struct k3_err *err)
+{
+    struct k3_bytemap seen; /* piece bytes -> piece index */
+    if (k3_bm_init(&seen, (int32_t)(len + 16), 1 << 14))
+        return k3_errf(err, "synthesize: out of memory");
+    struct k3_pretok_iter it;
+    if (k3_pretok_iter_init(&it, pre, text, len, err)) {
+        k3_bm_free(&seen);
+        return -1;
+    }
+    size_t cap_w = 1 << 14, cap_s = 1 << 16;
+    t->wcount = malloc(cap_w * sizeof *t->wcount);
+    t->sym = malloc(cap_s * sizeof *t->sym);
+    int rc = 0;
+    size_t a, b;
+    while (t->wcount && t->sym && (rc = k3_pretok_next(&it, &a, &b, err)) == 1) {
+        st->pieces++;
+        int32_t w = k3_bm_find(&seen, text + a, b - a);
+        if (w >= 0) {
+            t->wcount[w]++;
+            continue;
+        }
+        if (t->n_words == cap_w) {
+            cap_w *= 2;
+            int64_t *nw = realloc(t->wcount, cap_w * sizeof *nw);
+            if (!nw)
+                break;
+            t->wcount = nw;
+        }
+        while (t->n_sym + (b - a) > cap_s) {
+            cap_s *= 2;
+            int32_t *ns = realloc(t->sym, cap_s * sizeof *ns);
+            if (!ns) {
+                free(t->sym);
+                t->sym = NULL;
+                break;
+            }
+            t->sym = ns;
+        }
+        if (!t->sym || k3_bm_add(&seen, text + a, b - a, (int32_t)t->n_words, true))
+            break;
+        t->wcount[t->n_words++] = 1;
+        for (size_t k = a; k < b; k++)
+            t->sym[t->n_sym++] = text[k];
+    }
+    k3_pretok_iter_free(&it);
+    if (rc < 0) {
+        k3_bm_free(&seen);
+        return -1;
+    }
+    if (rc == 1 || !t->wcount || !t->sym) {
+        k3_bm_free(&seen);
+        return k3_errf(err, "synthesize: out of memory");
+    }
+    t->nxt = malloc((t->n_sym + 1) * sizeof *t->nxt);
+    t->prv = malloc((t->n_sym + 1) * sizeof *t->prv);
+    t->word = malloc((t->n_sym + 1) * sizeof *t->word);
+    if (!t->nxt || !t->prv || !t->word) {
+        k3_bm_free(&seen);
+        return k3_errf(err, "synthesize: out of memory");
+    }
+    /* Symbols were appended piece by piece, in piece order. */
+    size_t s = 0;
+    for (size_t w = 0; w < t->n_words; w++) {
+        size_t n;
+        k3_bm_bytes(&seen, (int32_t)w, &n);
+        for (size_t k = 0; k < n; k++) {
+            t->word[s + k] = (uint32_t)w;
+            t->prv[s + k] = k ? (int32_t)(s + k - 1) : -1;
+            t->nxt[s + k] = k + 1 < n ? (int32_t)(s + k + 1) : -1;
+        }
+        s += n;
+    }
+    st->unique_pieces = t->n_words;
+    k3_bm_free(&seen);
+    return 0;
+}
+
+/* ============================================================ learning ====== */
+
+/* Does tiktoken's encoder, run on p[0..n) with the ranks in vocab, end in 2 tokens? */
+static bool joins_in_two(const struct k3_bytemap *vocab, const uint8_t *p, size_t n,
+                         struct k3_bpe_scratch *s, int32_t *tmp)
+{
+    return k3_bpe_merge(vocab, p, n, s, tmp) == 2;
+}
+
+static int add_token(struct k3_bytemap *vocab, const uint8_t *p, size_t n, int32_t id,
+                     struct k3_err *err)
+{
+    if (k3_bm_add(vocab, p, n, id, true))
+        return k3_errf(err, "synthesize: out of memory");
+    return 0;
+}
+
+/* One merge step of (a, b) into token id tok at every live occurrence. */
+static void apply_merge(struct trainer *t, uint32_t pi, int32_t tok)
+{
+    int32_t a = t->pairs[pi].a, b = t->pairs[pi].b;
+    uint32_t *list = t->pairs[pi].pos, n = t->pairs[pi].npos;
+    t->pairs[pi].pos = NULL;
+    t->pairs[pi].npos = t->pairs[pi].cap = 0;
+    qsort(list, n, sizeof *list, cmp_u32);
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t i = list[k];
+        if (k && list[k - 1] == i)
+            continue;
+        int32_t j = t->nxt[i];
+        if (t->sym[i] != a || j < 0 || t->sym[j] != b)
+            continue;
+        int64_t c = t->wcount[t->word[i]];
+        int32_t l = t->prv[i], r = t->nxt[j];
+        if (l >= 0) {
+            pair_add(t, t->sym[l], a, -c, 0);
+            pair_add(t, t->sym[l], tok, c, (uint32_t)l);
+        }
+        if (r >= 0) {
+            pair_add(t, b, t->sym[r], -c, 0);
+            pair_add(t, tok, t->sym[r], c, i);
+        }
+        pair_add(t, a, b, -c, 0);
+        t->sym[i] = tok;
+        t->sym[j] = -1;
+        t->nxt[i] = r;
+        if (r >= 0)
+            t->prv[r] = (int32_t)i;
+    }
+    free(list);
+}
+
+/* Rule 5: word-like joins once the corpus has no pairs left. */
+static int fill_ranks(struct k3_bytemap *vocab, int32_t *n_tok, int n_base,
+                      const struct k3_pretok *pre, struct k3_bpe_scratch *s,
+                      struct k3_bpe_stats *st, struct k3_err *err)
+{
+    enum { MAX_JOIN = 32 };
+    struct k3_pretok head_re, tail_re;
+    if (k3_pretok_init(&head_re, "^ ?[\\p{L}\\p{M}]+\\z", err))
+        return -1;
+    if (k3_pretok_init(&tail_re, "^[\\p{Ll}\\p{M}]+\\z", err)) {
+        k3_pretok_free(&head_re);
+        return -1;
+    }
+    int32_t *heads = malloc((size_t)*n_tok * sizeof *heads);
+    int32_t *tails = malloc((size_t)*n_tok * sizeof *tails);
+    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+    int rc = -1;
+    if (!heads || !tails || !md) {
+        k3_errf(err, "synthesize: out of memory");
+        goto out;
+    }
+    size_t nh = 0, nt = 0;
+    for (int32_t id = 0; id < *n_tok; id++) {
+        size_t n;
+        const uint8_t *p = k3_bm_bytes(vocab, id, &n);
+        if (n < 2 || k3_utf8_invalid_at(p, n) != n)
+            continue;
+        if (pcre2_match(head_re.code, p, n, 0, PCRE2_NO_UTF_CHECK, md, NULL) > 0)
+            heads[nh++] = id;
+        if (pcre2_match(tail_re.code, p, n, 0, PCRE2_NO_UTF_CHECK, md, NULL) > 0)
+            tails[nt++] = id;
+    }
+    uint8_t buf[2 * MAX_JOIN];
+    int32_t tmp[2 * MAX_JOIN];
+    /* Pass 0: head + tail, whole pieces.  Pass 1 (fallback): any two tokens. */
+    for (int pass = 0; pass < 2 && *n_tok < n_base; pass++) {
+        int32_t *L = heads, *R = tails;
+        size_t nl = nh, nr = nt;
+        if (pass == 1) {
+            free(heads);
+            free(tails);
+            tails = NULL;
+            heads = L = R = malloc((size_t)*n_tok * sizeof *heads);
+            if (!heads) {
+                k3_errf(err, "synthesize: out of memory");
+                goto out;
+            }
+            for (int32_t id = 0; id < *n_tok; id++)
+                L[id] = id;
+            nl = nr = (size_t)*n_tok;
+        }
+        for (size_t d = 0; nl && nr && d + 1 < nl + nr && *n_tok < n_base; d++) {
+            size_t i0 = d + 1 > nr ? d + 1 - nr : 0;
+            for (size_t i = i0; i <= d && i < nl && *n_tok < n_base; i++) {
+                size_t la, lb;
+                const uint8_t *pa = k3_bm_bytes(vocab, L[i], &la);
+                const uint8_t *pb = k3_bm_bytes(vocab, R[d - i], &lb);
+                if (la + lb > MAX_JOIN)
+                    continue;
+                memcpy(buf, pa, la);
+                memcpy(buf + la, pb, lb);
+                size_t n = la + lb;
+                if (k3_bm_find(vocab, buf, n) >= 0)
+                    continue;
+                if (pass == 0) {
+                    /* The first piece the pre-tokenizer would cut is the whole join. */
+                    int m = pcre2_match(pre->code, buf, n, 0, PCRE2_NO_UTF_CHECK, md, NULL);
+                    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+                    if (m <= 0 || ov[0] != 0 || ov[1] != n)
+                        continue;
+                }
+                if (!joins_in_two(vocab, buf, n, s, tmp))
+                    continue;
+                if (add_token(vocab, buf, n, *n_tok, err))
+                    goto out;
+                ++*n_tok;
+                st->filled++;
+            }
+        }
+    }
+    if (*n_tok < n_base) {
+        k3_errf(err, "synthesize: only %d distinct reachable tokens, n_base is %d", *n_tok,
+                n_base);
+        goto out;
+    }
+    rc = 0;
+out:
+    pcre2_match_data_free(md);
+    free(heads);
+    free(tails);
+    k3_pretok_free(&head_re);
+    k3_pretok_free(&tail_re);
+    return rc;
+}
+
+int k3_bpe_learn(const uint8_t *text, size_t len, int n_base, uint8_t **tokens_out,
+                 uint32_t **off_out, struct k3_bpe_stats *stats, struct k3_err *err)
+{
+    struct k3_bpe_stats st = {.corpus_bytes = len};
+    *tokens_out = NULL;
+    *off_out = NULL;
+    if (n_base < 256)
+        return k3_errf(err, "synthesize: n_base %d < 256 (the single bytes)", n_base);
+    struct trainer t = {0};
+    struct k3_pretok pre = {0};
+    struct k3_bytemap vocab = {0};
+    struct k3_bpe_scratch s = {0};
+    int rc = -1;
+    if (k3_pretok_init(&pre, K3_PRETOKENIZE_PATTERN_PCRE2, err))
+        return -1;
+    if (k3_bm_init(&vocab, n_base, (size_t)n_base)) {
+        k3_errf(err, "synthesize: out of memory");
+        goto out;
+    }
+    for (int c = 0; c < 256; c++) {
+        uint8_t byte = (uint8_t)c;
+        if (add_token(&vocab, &byte, 1, c, err))
+            goto out;
+    }
+    if (collect_pieces(&t, &pre, text, len, &st, err))
+        goto out;
+
+    /* Initial pair counts. */
+    t.step = 1;
+    for (size_t i = 0; i < t.n_sym; i++)
+        if (t.nxt[i] >= 0)
+            pair_add(&t, t.sym[i], t.sym[t.nxt[i]], t.wcount[t.word[i]], (uint32_t)i);
+    for (size_t p = 0; p < t.n_pairs; p++)
+        if (heap_push_ent(&t, (struct heap_ent){t.pairs[p].count, t.pairs[p].a, t.pairs[p].b}))
+            t.oom = true;
+    if (t.oom) {
+        k3_errf(err, "synthesize: out of memory");
+        goto out;
+    }
+
+    int32_t n_tok = 256;
+    uint8_t *buf = NULL;
+    int32_t *tmp = NULL;
+    size_t buf_cap = 0;
+    while (n_tok < n_base && t.n_heap) {
+        struct heap_ent e = heap_pop_ent(&t);
+        int64_t pi = pair_find(&t, e.a, e.b);
+        if (pi < 0 || t.pairs[pi].banned || t.pairs[pi].count != e.count || e.count <= 0)
+            continue;
+        size_t la, lb;
+        const uint8_t *pa = k3_bm_bytes(&vocab, e.a, &la);
+        const uint8_t *pb = k3_bm_bytes(&vocab, e.b, &lb);
+        if (la + lb > buf_cap) {
+            buf_cap = 2 * (la + lb);
+            free(buf);
+            free(tmp);
+            buf = malloc(buf_cap);
+            tmp = malloc(buf_cap * sizeof *tmp);
+            if (!buf || !tmp) {
+                free(buf);
+                free(tmp);
+                k3_errf(err, "synthesize: out of memory");
+                goto out;
+            }
+        }
+        memcpy(buf, pa, la);
+        memcpy(buf + la, pb, lb);
+        int32_t tok = k3_bm_find(&vocab, buf, la + lb);
+        if (tok < 0) {
+            if (!joins_in_two(&vocab, buf, la + lb, &s, tmp)) {
+                t.pairs[pi].banned = true;
+                st.skipped_pairs++;
+                continue;
+            }
+            tok = n_tok++;
+            if (add_token(&vocab, buf, la + lb, tok, err)) {
+                free(buf);
+                free(tmp);
+                goto out;
+            }
+            st.learned++;
+        } else
+            st.reused_merges++;
+        t.step++;
+        t.n_touched = 0;
+        apply_merge(&t, (uint32_t)pi, tok);
+        for (size_t k = 0; k < t.n_touched; k++) {
+            const struct pair *p = &t.pairs[t.touched[k]];
+            if (p->count > 0 && !p->banned &&
+                heap_push_ent(&t, (struct heap_ent){p->count, p->a, p->b}))
+                t.oom = true;
+        }
+        if (t.oom) {
+            free(buf);
+            free(tmp);
+            k3_errf(err, "synthesize: out of memory");
+            goto out;
+        }
+    }
+    free(buf);
+    free(tmp);
+    if (n_tok < n_base && fill_ranks(&vocab, &n_tok, n_base, &pre, &s, &st, err))
+        goto out;
+
+    uint32_t *off = malloc(((size_t)n_base + 1) * sizeof *off);
+    uint8_t *tokens = malloc(vocab.arena_len ? vocab.arena_len : 1);
+    if (!off || !tokens) {
+        free(off);
+        free(tokens);
+        k3_errf(err, "synthesize: out of memory");
+        goto out;
+    }
+    size_t o = 0;
+    for (int32_t id = 0; id < n_base; id++) {
+        size_t n;
+        const uint8_t *p = k3_bm_bytes(&vocab, id, &n);
+        off[id] = (uint32_t)o;
+        memcpy(tokens + o, p, n);
+        o += n;
+    }
+    off[n_base] = (uint32_t)o;
+    *tokens_out = tokens;
+    *off_out = off;
+    rc = 0;
+out:
+    if (stats)
+        *stats = st;
+    trainer_free(&t);
+    k3_bm_free(&vocab);
+    k3_bpe_scratch_free(&s);
+    k3_pretok_free(&pre);
+    return rc;
+}
+
+/* ============================================================ writing files = */
+
+const char *k3_special_name(int32_t id, int n_base, int vocab_size, char *buf, size_t size)
+{
+    int i = id - n_base, n_slots = vocab_size - n_base;
+    const char *name = NULL;
+    if (i == n_slots - 2)
+        name = "[UNK]";
+    else if (i == n_slots - 1)
+        name = "[PAD]";
+    else
+        switch (i) {
+        case 0: name = "[BOS]"; break;
+        case 1: name = "[EOS]"; break;
+        case 2: name = "<|end_of_msg|>"; break;
+        case 3: name = "<|open|>"; break;
+        case 4: name = "<|close|>"; break;
+        case 5: name = "<|sep|>"; break;
+        case 9: name = "[EOT]"; break;
+        case 18: name = "<|media_begin|>"; break;
+        case 19: name = "<|media_content|>"; break;
+        case 20: name = "<|media_end|>"; break;
+        case 21: name = "<|media_pad|>"; break;
+        default: break;
+        }
+    if (name)
+        snprintf(buf, size, "%s", name);
+    else
+        snprintf(buf, size, "<|reserved_token_%d|>", (int)id);
+    return buf;
+}
+
+static size_t b64_encode(const uint8_t *p, size_t n, char *out)
+{
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t o = 0, i = 0;
+    for (; i + 3 <= n; i += 3) {
+        uint32_t w = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
+        out[o++] = A[w >> 18];
+        out[o++] = A[(w >> 12) & 63];
+        out[o++] = A[(w >> 6) & 63];
+        out[o++] = A[w & 63];
+    }
+    if (i < n) {
+        uint32_t w = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0);
+        out[o++] = A[w >> 18];
+        out[o++] = A[(w >> 12) & 63];
+        out[o++] = i + 1 < n ? A[(w >> 6) & 63] : '=';
+        out[o++] = '=';
+    }
+    return o;
+}
+
+static int write_ranks(const char *path, const uint8_t *tokens, const uint32_t *off, int n_base,
+                       struct k3_err *err)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return k3_errf(err, "%s: %s", path, strerror(errno));
+    char *line = NULL;
+    size_t line_cap = 0;
+    int rc = 0;
+    for (int32_t id = 0; id < n_base && !rc; id++) {
+        size_t n = off[id + 1] - off[id], need = (n + 2) / 3 * 4 + 16;
+        if (need > line_cap) {
+            free(line);
+            line_cap = 2 * need;
+            line = malloc(line_cap);
+            if (!line) {
+                rc = k3_errf(err, "%s: out of memory", path);
+                break;
+            }
+        }
+        size_t o = b64_encode(tokens + off[id], n, line);
+        o += (size_t)snprintf(line + o, line_cap - o, " %d\n", (int)id);
+        if (fwrite(line, 1, o, f) != o)
+            rc = k3_errf(err, "%s: write failed: %s", path, strerror(errno));
+    }
+    free(line);
+    if (fclose(f) && !rc)
+        rc = k3_errf(err, "%s: write failed: %s", path, strerror(errno));
+    return rc;
+}
+
+static int write_config(const char *path, int n_base, int vocab_size, struct k3_err *err)
+{
+    json_t *root = json_object(), *dec = json_object();
+    char name[64], key[16];
+    for (int32_t id = n_base; id < vocab_size; id++) {
+        json_t *e = json_object();
+        json_object_set_new(e, "content", json_string(k3_special_name(id, n_base, vocab_size,
+                                                                      name, sizeof name)));
+        json_object_set_new(e, "lstrip", json_false());
+        json_object_set_new(e, "normalized", json_false());
+        json_object_set_new(e, "rstrip", json_false());
+        json_object_set_new(e, "single_word", json_false());
+        json_object_set_new(e, "special", json_true());
+        snprintf(key, sizeof key, "%d", (int)id);
+        json_object_set_new(dec, key, e);
+    }
+    json_object_set_new(root, "added_tokens_decoder", dec);
+    json_object_set_new(root, "bos_token", json_string("[BOS]"));
+    json_object_set_new(root, "clean_up_tokenization_spaces", json_false());
+    json_object_set_new(root, "eos_token", json_string("[EOS]"));
+    json_object_set_new(root, "model_max_length", json_integer(1048576));
+    json_object_set_new(root, "pad_token", json_string("[PAD]"));
+    json_object_set_new(root, "tokenizer_class", json_string("TikTokenTokenizer"));
+    json_object_set_new(root, "unk_token", json_string("[UNK]"));
+    char *text = json_dumps(root, JSON_INDENT(2));
+    json_decref(root);
+    if (!text)
+        return k3_errf(err, "%s: out of memory", path);
+    int rc = 0;
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        rc = k3_errf(err, "%s: %s", path, strerror(errno));
+    else {
+        size_t n = strlen(text);
+        if (fwrite(text, 1, n, f) != n || fputc('\n', f) == EOF)
+            rc = k3_errf(err, "%s: write failed: %s", path, strerror(errno));
+        if (fclose(f) && !rc)
+            rc = k3_errf(err, "%s: write failed: %s", path, strerror(errno));
+    }
+    free(text);
+    return rc;
+}
+
+int k3_tok_synthesize(const char *dir, int vocab_size, int n_base, struct k3_err *err)
+{
+    if (n_base < 256)
+        return k3_errf(err, "synthesize: n_base %d < 256 (the single bytes)", n_base);
+    if (vocab_size < n_base + 2)
+        return k3_errf(err, "synthesize: vocab_size %d leaves fewer than 2 special slots after "
+                       "n_base %d ([UNK] and [PAD] need them)", vocab_size, n_base);
+    if (mkdir(dir, 0755) && errno != EEXIST)
+        return k3_errf(err, "%s: %s", dir, strerror(errno));
+    const uint8_t *corpus = (const uint8_t *)k3_corpus;
+    size_t len = (size_t)(k3_corpus_end - k3_corpus);
+    size_t bad = k3_utf8_invalid_at(corpus, len);
+    if (bad != len)
+        return k3_errf(err, "synthesize: embedded corpus: invalid UTF-8 at byte %zu", bad);
+    uint8_t *tokens;
+    uint32_t *off;
+    if (k3_bpe_learn(corpus, len, n_base, &tokens, &off, NULL, err))
+        return -1;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tiktoken.model", dir);
+    int rc = write_ranks(path, tokens, off, n_base, err);
+    free(tokens);
+    free(off);
+    if (rc)
+        return -1;
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    return write_config(path, n_base, vocab_size, err);
+}

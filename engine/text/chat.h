@@ -1,0 +1,24 @@
+/* K3's chat markup (k3-model.md §5, "XTML"): a system and a user message, then the
+ * assistant's generation prompt, with or without the thinking block.
+ *
+ * Owns: the markup.  Only <|open|>, <|close|>, <|sep|> and <|end_of_msg|> are special
+ * tokens; the markup between them ("message role=\"user\"", tag names) is plain text.
+ * Message text is encoded with specials disallowed, so "<|open|>" typed by a user is
+ * ordinary text, never markup.
+ */
+#ifndef K3_CHAT_H
+#define K3_CHAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/base/err.h"
+#include "engine/text/tokenizer.h"
+
+/* Token ids of a one-turn conversation: system (may be NULL), user, then the assistant
+ * prompt opening a think block (thinking) or the response directly.  *ids is malloc'd. */
+int k3_chat_prompt(const struct k3_tokenizer *tok, const char *system, const char *user,
+                   bool thinking, int32_t **ids, size_t *n, struct k3_err *err);
+
+#endif
