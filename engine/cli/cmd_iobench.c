@@ -30,7 +30,7 @@ static int one_token(struct k3_stream *s, const struct k3_model *m, struct k3_rn
     struct k3_expert_store *store = k3_stream_experts(s);
     int ex[1024];
     for (int l = 0; l < c->n_layers; l++) {
-        if (trunk->segment(trunk->ctx, l + 1, err))
+        if (trunk->segment(trunk->ctx, k3_seg_layer(l), err))
             return -1;
         if (!k3_layer_is_moe(c, l))
             continue;
@@ -43,7 +43,7 @@ static int one_token(struct k3_stream *s, const struct k3_model *m, struct k3_rn
                 return -1;
         }
     }
-    return trunk->segment(trunk->ctx, c->n_layers + 1, err);
+    return trunk->segment(trunk->ctx, k3_seg_output(c), err);
 }
 
 int cmd_iobench(int argc, char **argv)

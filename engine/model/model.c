@@ -198,7 +198,7 @@ void k3_model_bind_segment(struct k3_model *m, int seg, const uint8_t *base)
     for (int i = 0; i < p->n_specs; i++)
         if (p->specs[i].kind == K3_T_MATRIX && p->layout.segment[i] == seg)
             place(m, &p->specs[i], (void *)(base + p->layout.offset[i]));
-    if (seg == 0 && m->cfg.tie_embeddings)
+    if (seg == K3_SEG_EMBED && m->cfg.tie_embeddings)
         m->w.lm_head = m->w.embed;
 }
 
@@ -243,7 +243,7 @@ static int model_common_init(struct k3_model *m, struct k3_err *err)
     k3_record_layout_init(&m->record, c);
     m->w.layers = calloc((size_t)c->n_layers, sizeof *m->w.layers);
     m->moe_index = calloc((size_t)c->n_layers, sizeof *m->moe_index);
-    m->segment_base = calloc((size_t)c->n_layers + 2, sizeof *m->segment_base);
+    m->segment_base = calloc((size_t)k3_seg_count(c), sizeof *m->segment_base);
     if (!m->w.layers || !m->moe_index || !m->segment_base)
         return k3_errf(err, "out of memory");
     for (int l = 0, k = 0; l < c->n_layers; l++)
@@ -414,7 +414,7 @@ int k3_model_tokenizer(const struct k3_model *m, struct k3_tokenizer **tok, stru
 
 uint64_t k3_model_record_object(const struct k3_model *m, int layer, int expert)
 {
-    return (uint64_t)m->cfg.n_layers + 2 +
+    return (uint64_t)k3_seg_count(&m->cfg) +
            (uint64_t)m->moe_index[layer] * (uint64_t)m->cfg.n_experts + (uint64_t)expert;
 }
 

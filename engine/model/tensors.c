@@ -182,7 +182,7 @@ void k3_expert_tensor_name(char *buf, size_t len, int layer, int expert, enum k3
 int k3_trunk_layout_init(struct k3_trunk_layout *t, const struct k3_config *c,
                          const struct k3_tensor_spec *specs, int n, const uint64_t *bytes)
 {
-    t->n_segments = c->n_layers + 2;
+    t->n_segments = k3_seg_count(c);
     t->segment_bytes = calloc((size_t)t->n_segments, sizeof *t->segment_bytes);
     t->segment = calloc((size_t)n + 1, sizeof *t->segment);
     t->offset = calloc((size_t)n + 1, sizeof *t->offset);
@@ -196,9 +196,9 @@ int k3_trunk_layout_init(struct k3_trunk_layout *t, const struct k3_config *c,
         for (int i = 0; i < n; i++) {
             if ((specs[i].kind == K3_T_MATRIX) != (pass == 1))
                 continue;
-            int seg = specs[i].layer >= 0 ? specs[i].layer + 1
-                      : specs[i].slot == K3_SLOT_EMBED ? 0
-                                                       : c->n_layers + 1;
+            int seg = specs[i].layer >= 0 ? k3_seg_layer(specs[i].layer)
+                      : specs[i].slot == K3_SLOT_EMBED ? K3_SEG_EMBED
+                                                       : k3_seg_output(c);
             uint64_t at = (t->segment_bytes[seg] + K3_SEGMENT_TENSOR_ALIGN - 1) /
                           K3_SEGMENT_TENSOR_ALIGN * K3_SEGMENT_TENSOR_ALIGN;
             t->segment[i] = seg;

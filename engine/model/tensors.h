@@ -80,6 +80,12 @@ enum k3_dtype k3_spec_dtype(const struct k3_tensor_spec *s);
  * and every tensor at a K3_SEGMENT_TENSOR_ALIGN-aligned offset. */
 #define K3_SEGMENT_TENSOR_ALIGN 64
 
+/* Segment ids by name: the numbering above, which the pack format freezes. */
+#define K3_SEG_EMBED 0
+static inline int k3_seg_layer(int layer) { return 1 + layer; }
+static inline int k3_seg_output(const struct k3_config *c) { return c->n_layers + 1; }
+static inline int k3_seg_count(const struct k3_config *c) { return c->n_layers + 2; }
+
 struct k3_trunk_layout {
     int n_segments;
     uint64_t *segment_bytes; /* [n_segments] */
