@@ -168,7 +168,8 @@ struct runner {
     struct k3_expert_store *ckpt_store;/* checkpoint models */
     struct k3_expert_store *store;     /* whichever serves the experts */
     struct k3_tokenizer *tok;
-    struct k3_session ss;
+    struct k3_forward fwd;
+    struct k3_seq seq;
     struct k3_sampler sampler;
     struct layer_dump dump;
     int32_t *prompt;
@@ -301,14 +302,16 @@ static int setup(struct runner *r, struct k3_err *err)
         k3_trace_open(&r->trace, o->trace_path, r->m.packed ? r->m.packed->n_drives : 0, err))
         return -1;
     if (prepare_prompt(r, err) || open_read_path(r, err) ||
-        k3_session_init_placed(&r->ss, &r->m, r->store, r->ctx, r->place.plan, err) ||
+        k3_forward_init(&r->fwd, &r->m, r->store, r->ctx, r->place.plan, err) ||
+        k3_seq_init(&r->seq, c, r->ctx, err) ||
         k3_sampler_init(&r->sampler, c->vocab, o->temp, o->top_k, o->top_p, o->seed, err))
         return -1;
-    if (r->stream)
-        r->ss.trunk = k3_stream_trunk(r->stream);
-    r->ss.predict = r->stream && !o->sync ? o->predict : K3_PREDICT_OFF;
-    r->ss.predict_k = o->prefetch_k;
-    r->ss.trace = r->trace;
+    r->fwd.hooks = (struct k3_forward_hooks){
+        .trunk = r->stream ? k3_stream_trunk(r->stream) : NULL,
+        .predict = r->stream && !o->sync ? o->predict : K3_PREDICT_OFF,
+        .predict_k = o->prefetch_k,
+        .trace = r->trace,
+    };
     if (!(r->logits = malloc(sizeof(float) * (size_t)K3_CHUNK * c->vocab)))
         return k3_errf(err, "out of memory for logits");
     if (o->dump_layers) {
@@ -317,8 +320,8 @@ static int setup(struct runner *r, struct k3_err *err)
         r->dump.stats = calloc((size_t)r->ctx * (c->n_layers + 1) * 3, sizeof(float));
         if (!r->dump.stats)
             return k3_errf(err, "out of memory for --dump-layers");
-        r->ss.hook = dump_hook;
-        r->ss.hook_ctx = &r->dump;
+        r->fwd.hooks.on_layer = dump_hook;
+        r->fwd.hooks.on_layer_ctx = &r->dump;
     }
     return 0;
 }
@@ -335,7 +338,8 @@ static void teardown(struct runner *r)
     if (r->prompt != r->o->ids)
         free(r->prompt);
     k3_sampler_free(&r->sampler);
-    k3_session_free(&r->ss);
+    k3_seq_free(&r->seq);
+    k3_forward_free(&r->fwd);
     k3_expert_store_close(r->ckpt_store);
     k3_stream_close(r->stream);
     k3_trace_close(r->trace, NULL);
@@ -448,7 +452,7 @@ static int generate(const struct run_opts *o, struct k3_err *err)
     for (int done = 0; !rc && !interrupted && done < r.n_prompt; done += K3_CHUNK) {
         int T = r.n_prompt - done < K3_CHUNK ? r.n_prompt - done : K3_CHUNK;
         k3_trace_begin(r.trace, "prompt chunk", NULL);
-        rc = k3_forward(&r.ss, r.prompt + done, T, r.logits, r.lf != NULL, err);
+        rc = k3_forward_tokens(&r.fwd, &r.seq, r.prompt + done, T, r.logits, r.lf != NULL, err);
         k3_trace_end(r.trace);
         if (!rc && r.lf) {
             rc = write_rows(r.lf, r.logits, T, c->vocab, r.logits_tmp, err);
@@ -481,7 +485,7 @@ static int generate(const struct run_opts *o, struct k3_err *err)
             snprintf(args, sizeof args, "\"token\": %d", generated);
             k3_trace_begin(r.trace, "token", args);
         }
-        rc = k3_forward(&r.ss, &next, 1, r.logits, false, err);
+        rc = k3_forward_tokens(&r.fwd, &r.seq, &next, 1, r.logits, false, err);
         k3_trace_end(r.trace);
         if (!rc && r.lf)
             rc = write_rows(r.lf, r.logits, 1, c->vocab, r.logits_tmp, err);
@@ -506,7 +510,7 @@ static int generate(const struct run_opts *o, struct k3_err *err)
             unlink(r.logits_tmp);
     }
     if (!rc && o->dump_layers)
-        rc = write_layer_dump(&r.dump, r.ss.pos, o->dump_layers, err);
+        rc = write_layer_dump(&r.dump, r.seq.pos, o->dump_layers, err);
     if (r.trace) {
         struct k3_trace *t = r.trace;
         r.trace = NULL;
@@ -543,14 +547,14 @@ static int generate(const struct run_opts *o, struct k3_err *err)
                     (unsigned long long)fc.corrupt, (unsigned long long)fc.lost,
                     (unsigned long long)st.retries, (unsigned long long)st.replica_reads);
         }
-        int n_teams = k3numa_teams_count(r.ss.teams);
+        int n_teams = k3numa_teams_count(r.fwd.teams);
         if (o->verbose && n_teams > 1) {
             char line[1024];
             int at = snprintf(line, sizeof line, "k3-uring: routed experts computed by");
             for (int i = 0; i < n_teams && at < (int)sizeof line; i++)
                 at += snprintf(line + at, sizeof line - (size_t)at, "%s team %d (node %d) %llu",
-                               i ? "," : "", i, k3numa_teams_node(r.ss.teams, i),
-                               (unsigned long long)k3_session_team_experts(&r.ss, i));
+                               i ? "," : "", i, k3numa_teams_node(r.fwd.teams, i),
+                               (unsigned long long)k3_forward_team_experts(&r.fwd, i));
             fprintf(stderr, "%s\n", line);
         }
         if (r.store->stats.nan_scale_groups)

@@ -9,8 +9,8 @@ static const double GIB = 1073741824.0;
 static uint64_t fixed_part(const struct k3_budget_input *in, struct k3_budget *b)
 {
     b->runtime = K3_RUNTIME_BYTES;
-    b->state = k3_session_state_bytes(in->cfg, in->ctx);
-    b->scratch = k3_session_scratch_bytes(in->cfg, in->ctx, in->threads, in->teams);
+    b->state = k3_seq_state_bytes(in->cfg, in->ctx);
+    b->scratch = k3_forward_scratch_bytes(in->cfg, in->ctx, in->threads, in->teams);
     b->vectors = in->vector_bytes;
     b->manifest = in->manifest_bytes;
     b->logits = in->logits_bytes;

@@ -30,8 +30,8 @@ static void test_full_k3(void)
     CHECK(r.bytes * 16 * 92 == 25829572608ull, "25.83 GB routed per token");
     /* KDA state + conv rings: 434,110,464 + 30,523,392 bytes (k3-model.md §6.3), plus
      * the MLA cache of one position: 24 layers × 576 floats. */
-    CHECK(k3_session_state_bytes(&c, 1) == 434110464ull + 30523392ull + 24ull * 576 * 4,
-          "state bytes %llu", (unsigned long long)k3_session_state_bytes(&c, 1));
+    CHECK(k3_seq_state_bytes(&c, 1) == 434110464ull + 30523392ull + 24ull * 576 * 4,
+          "state bytes %llu", (unsigned long long)k3_seq_state_bytes(&c, 1));
     struct k3_tensor_spec *specs;
     int n;
     REQUIRE(k3_trunk_specs(&c, &specs, &n) == 0, "specs");

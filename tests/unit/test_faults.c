@@ -25,19 +25,24 @@ struct outcome {
 /* Prompt, then STEPS greedy tokens; the logits of every step into rows. */
 static int generate(struct k3_model *m, struct k3_stream *s, float *rows, struct k3_err *err)
 {
-    struct k3_session ss;
-    if (k3_session_init(&ss, m, k3_stream_experts(s), 8, err))
+    struct k3_forward f;
+    struct k3_seq q;
+    if (k3_forward_init(&f, m, k3_stream_experts(s), 8, NULL, err))
         return -1;
-    ss.trunk = k3_stream_trunk(s);
-    ss.predict = K3_PREDICT_MOE_INPUT_NEXT;
-    ss.predict_k = 20;
+    if (k3_seq_init(&q, &m->cfg, 8, err)) {
+        k3_forward_free(&f);
+        return -1;
+    }
+    f.hooks = (struct k3_forward_hooks){.trunk = k3_stream_trunk(s),
+                                        .predict = K3_PREDICT_MOE_INPUT_NEXT, .predict_k = 20};
     int32_t tok[3] = {5, 17, 300};
-    int rc = k3_forward(&ss, tok, 3, rows, false, err);
+    int rc = k3_forward_tokens(&f, &q, tok, 3, rows, false, err);
     for (int i = 0; !rc && i < STEPS; i++) {
         int32_t next = k3_argmax(rows + (size_t)i * VOCAB, VOCAB);
-        rc = k3_forward(&ss, &next, 1, rows + (size_t)(i + 1) * VOCAB, false, err);
+        rc = k3_forward_tokens(&f, &q, &next, 1, rows + (size_t)(i + 1) * VOCAB, false, err);
     }
-    k3_session_free(&ss);
+    k3_seq_free(&q);
+    k3_forward_free(&f);
     return rc;
 }
 

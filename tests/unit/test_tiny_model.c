@@ -153,28 +153,29 @@ static float *run_model(struct runner *r, const int32_t *prompt, int n_prompt, i
                         token_by_token, int32_t *out_ids, struct stats_capture *cap)
 {
     int V = r->m.cfg.vocab;
-    struct k3_session ss;
+    struct k3_forward f;
+    struct k3_seq q;
     struct k3_err e = {{0}};
-    REQUIRE(k3_session_init(&ss, &r->m, r->store, n_prompt + n, &e) == 0, "%s", e.msg);
-    if (cap) {
-        ss.hook = capture_hook;
-        ss.hook_ctx = cap;
-    }
+    REQUIRE(k3_forward_init(&f, &r->m, r->store, n_prompt + n, NULL, &e) == 0, "%s", e.msg);
+    REQUIRE(k3_seq_init(&q, &r->m.cfg, n_prompt + n, &e) == 0, "%s", e.msg);
+    if (cap)
+        f.hooks = (struct k3_forward_hooks){.on_layer = capture_hook, .on_layer_ctx = cap};
     float *rows = calloc((size_t)(n_prompt + n) * V, sizeof(float));
     if (token_by_token) {
         for (int i = 0; i < n_prompt; i++)
-            REQUIRE(k3_forward(&ss, prompt + i, 1, rows + (size_t)i * V, true, &e) == 0, "%s", e.msg);
+            REQUIRE(k3_forward_tokens(&f, &q, prompt + i, 1, rows + (size_t)i * V, true, &e) == 0, "%s", e.msg);
     } else {
-        REQUIRE(k3_forward(&ss, prompt, n_prompt, rows, true, &e) == 0, "%s", e.msg);
+        REQUIRE(k3_forward_tokens(&f, &q, prompt, n_prompt, rows, true, &e) == 0, "%s", e.msg);
     }
     for (int i = 0; i < n; i++) {
         const float *last = rows + (size_t)(n_prompt + i - 1) * V;
         out_ids[i] = k3_argmax(last, V);
         if (i + 1 < n)
-            REQUIRE(k3_forward(&ss, &out_ids[i], 1, rows + (size_t)(n_prompt + i) * V, false, &e) == 0,
+            REQUIRE(k3_forward_tokens(&f, &q, &out_ids[i], 1, rows + (size_t)(n_prompt + i) * V, false, &e) == 0,
                     "%s", e.msg);
     }
-    k3_session_free(&ss);
+    k3_seq_free(&q);
+    k3_forward_free(&f);
     return rows;
 }
 

@@ -48,26 +48,26 @@ static void make_trace(const char *path)
                                 .prefetch_k = 24, .trace = t, .place = &pl};
     struct k3_stream *s;
     REQUIRE(k3_stream_open(&s, &m, &so, NULL, 0, &e) == 0, "%s", e.msg);
-    struct k3_session ss;
-    REQUIRE(k3_session_init_placed(&ss, &m, k3_stream_experts(s), 16, pl.plan, &e) == 0, "%s",
-            e.msg);
-    ss.trunk = k3_stream_trunk(s);
-    ss.trace = t;
-    ss.predict = K3_PREDICT_MOE_INPUT_NEXT;
-    ss.predict_k = 24;
+    struct k3_forward f;
+    struct k3_seq q;
+    REQUIRE(k3_forward_init(&f, &m, k3_stream_experts(s), 16, pl.plan, &e) == 0, "%s", e.msg);
+    REQUIRE(k3_seq_init(&q, &m.cfg, 16, &e) == 0, "%s", e.msg);
+    f.hooks = (struct k3_forward_hooks){.trunk = k3_stream_trunk(s), .trace = t,
+                                        .predict = K3_PREDICT_MOE_INPUT_NEXT, .predict_k = 24};
     static float logits[2048];
     int32_t prompt[3] = {5, 17, 300};
     k3_trace_begin(t, "prompt", NULL);
-    REQUIRE(k3_forward(&ss, prompt, 3, logits, false, &e) == 0, "%s", e.msg);
+    REQUIRE(k3_forward_tokens(&f, &q, prompt, 3, logits, false, &e) == 0, "%s", e.msg);
     k3_trace_end(t);
     for (int i = 0; i < 4; i++) {
         int32_t next = 7 + i;
         k3_trace_begin(t, "token", NULL);
-        REQUIRE(k3_forward(&ss, &next, 1, logits, false, &e) == 0, "%s", e.msg);
+        REQUIRE(k3_forward_tokens(&f, &q, &next, 1, logits, false, &e) == 0, "%s", e.msg);
         k3_trace_end(t);
     }
     REQUIRE(k3_trace_close(t, &e) == 0, "%s", e.msg);
-    k3_session_free(&ss);
+    k3_seq_free(&q);
+    k3_forward_free(&f);
     k3_stream_close(s);
     k3_model_close(&m);
     k3_placement_free(&pl);

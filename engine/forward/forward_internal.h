@@ -1,0 +1,115 @@
+/* Inside the forward pass: the scratch of one step and the stages the layer loop calls.
+ * Not part of the public interface.
+ *
+ * Files: forward.c the layer loop and AttnRes; attention.c KDA and MLA; moe.c the latent
+ * MoE; stages.c what runs beside the math (streaming, prediction, tracing); scratch.c
+ * the buffers and a sequence's state.  C below is K3_CHUNK, the rows of one step.
+ */
+#ifndef K3_FORWARD_INTERNAL_H
+#define K3_FORWARD_INTERNAL_H
+
+#include "engine/forward/forward.h"
+
+/* A routed expert whose record has landed, for its team to compute. */
+struct expert_job {
+    int expert;
+    const uint8_t *record;
+    double began, ended;  /* trace times of its computation */
+};
+
+/* What one compute team uses for routed experts (numa/teams.h). */
+struct team_scratch {
+    float *zt;            /* [C][H_l] one expert's gathered inputs */
+    float *fg;            /* [C][moe_inter] SiTU(W1 z, W3 z) */
+    float *yt;            /* [C][H_l] its outputs */
+    struct expert_job *jobs; /* [C * k] this round's experts, in the order they landed */
+    int n_jobs;
+    uint64_t computed;    /* experts computed since the context began */
+};
+
+/* The experts a step's rows chose, grouped: each chosen expert once, ascending, with the
+ * (row, slot) pairs that use it. */
+struct expert_groups {
+    int n;                /* chosen experts */
+    int *expert;          /* [min(E, C * k)] ascending */
+    int *user_off;        /* [E + 1] CSR offsets of users per expert */
+    int *users;           /* [C * k] row * k + slot */
+};
+
+/* Attention Residuals (§3.2): the blocks stored so far and the live partial sum. */
+struct attn_res {
+    float *p;             /* [C][H] partial sum of the current block */
+    float *blocks;        /* [C][max_blocks][H] stored block representations */
+    int n_blocks;         /* the same for every row */
+    bool p_empty;         /* a block just started: the next add sets p */
+};
+
+struct k3_forward_scratch {
+    void *block;     /* the one allocation every buffer below lives in */
+    int threads;
+    int n_teams;
+    /* the step */
+    int *row_pos;    /* [C] each row's position in its sequence */
+    bool decode;     /* every row is the only row of its sequence */
+    struct attn_res res;
+    float *a;        /* [C][H] mixed input of the current sublayer */
+    float *hn;       /* [C][H] normalized input of the current sublayer */
+    float *o;        /* [C][H] output of the current sublayer */
+    /* attention */
+    float *kq, *kk, *kv, *ku, *kz, *kout; /* [C][P] KDA projections and gated output */
+    float *kfa;      /* [C][kda_head_dim] low-rank gate */
+    float *kbeta;    /* [C][kda_heads] */
+    float *mcq;      /* [C][q_lora] */
+    float *mq;       /* [C][mla_heads * (nope + rope)] */
+    float *mkv;      /* [C][kv_lora + rope] */
+    float *mo, *mg;  /* [C][mla_heads * v_head] attention output and gate */
+    float *mla_tmp;  /* [threads][max_ctx + 2 * kv_lora] */
+    /* feed-forward */
+    float *fg;       /* [C][max(dense, shared, expert) width] SiTU(gate, up) of an MLP */
+    float *rlogit;   /* [C][E] router logits */
+    float *rkey;     /* [E] router selection keys */
+    int *sel;        /* [C][k] selected experts, selection order */
+    float *selw;     /* [C][k] their weights */
+    float *z;        /* [C][H_l] latent inputs */
+    float *y;        /* [C][k][H_l] expert output per (row, slot) */
+    float *lat;      /* [C][H_l] combined, normalized latent outputs */
+    float *routed;   /* [C][H] the routed experts' output, projected up */
+    struct expert_groups groups;
+    struct team_scratch *team; /* [n_teams] */
+    /* prediction */
+    float *pred_h;   /* [C][H] the hidden states a prediction routes */
+    float *pred_logit; /* [C][E] */
+    int *pred_idx;   /* [C][E] each row's predicted experts, best first */
+    float *pred_w;   /* [C][E] */
+    int *pred_list;  /* [E] the union to prefetch */
+    bool *pred_mark; /* [E] */
+    /* output */
+    int *out_rows;   /* [C] rows whose output is computed */
+};
+
+/* ---- attention.c ---- */
+void k3_kda_rows(struct k3_forward *f, const struct k3_step *st, int l);
+void k3_mla_rows(struct k3_forward *f, const struct k3_step *st, int l);
+
+/* ---- moe.c ---- */
+/* out[T][H] = SiTU MLP(in[T][H]) of width I; act [T][I] scratch. */
+void k3_mlp_rows(const struct k3_config *c, const struct k3_mlp_weights *w, int I,
+                 const float *in, float *out, float *act, int T);
+/* The latent MoE of layer l on s->hn (s->a before the norm), output in s->o. */
+int k3_moe_rows(struct k3_forward *f, int l, int T, struct k3_err *err);
+
+/* ---- stages.c: what runs beside the math ---- */
+enum k3_stage { K3_STAGE_LAYER, K3_STAGE_ATTENTION, K3_STAGE_FFN, K3_STAGE_OUTPUT };
+/* Before a stage: its weights streamed in when not resident, its trace span opened. */
+int k3_stage_enter(struct k3_forward *f, enum k3_stage stage, int l, struct k3_err *err);
+void k3_stage_leave(struct k3_forward *f);
+/* Where a prediction of layer l + 1's experts may be made: the FFN input (after layer
+ * l's own reads are issued) or the layer's output; --predict-from picks one. */
+enum k3_predict_point { K3_AT_FFN_INPUT, K3_AT_LAYER_OUTPUT };
+int k3_stage_predict(struct k3_forward *f, int l, enum k3_predict_point at, int T,
+                     struct k3_err *err);
+/* The embedding rows of the step's tokens into out [T][H]. */
+int k3_stage_embed(struct k3_forward *f, const int32_t *tokens, int T, float *out,
+                   struct k3_err *err);
+
+#endif

@@ -1,0 +1,184 @@
+/* The feed-forward sublayers: the dense SiTU-GLU MLP and the latent MoE (§3.7-3.8).
+ *
+ * The MoE reads each expert the step's rows chose once, however many rows chose it, and
+ * multiplies it for all of them; records are computed in the order they land, each by
+ * the team whose node holds it, and the outputs are combined in selection order, never
+ * arrival order. */
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/forward/forward_internal.h"
+#include "engine/forward/layers.h"
+#include "engine/kernels/kernels.h"
+#include "engine/kernels/mxfp4.h"
+#include "numa/teams.h"
+
+void k3_mlp_rows(const struct k3_config *c, const struct k3_mlp_weights *w, int I,
+                 const float *in, float *out, float *act, int T)
+{
+    int H = c->hidden;
+    k3_matmul_bf16_situ(w->gate, w->up, I, H, in, H, act, I, T, c->situ_beta, c->situ_linear_beta);
+    k3_matmul_bf16(w->down, H, I, act, I, out, H, T);
+}
+
+/* Groups the n (row, slot) choices sel[] of E experts by expert (a counting sort). */
+static void group_by_expert(struct expert_groups *g, const int *sel, int n, int E)
+{
+    memset(g->user_off, 0, sizeof(int) * (size_t)(E + 1));
+    for (int i = 0; i < n; i++)
+        g->user_off[sel[i] + 1]++;
+    g->n = 0;
+    for (int e = 0; e < E; e++) {
+        if (g->user_off[e + 1])
+            g->expert[g->n++] = e;
+        g->user_off[e + 1] += g->user_off[e];
+    }
+    for (int i = 0; i < n; i++) /* fill, then shift the offsets back */
+        g->users[g->user_off[sel[i]]++] = i;
+    for (int e = E; e > 0; e--)
+        g->user_off[e] = g->user_off[e - 1];
+    g->user_off[0] = 0;
+}
+
+/* One expert on the rows that chose it, y = W2·SiTU(W1 z, W3 z), by every thread of a
+ * team: the leader gathers the inputs and scatters the outputs, the mat-vecs split their
+ * rows over the team and return once it is done (numa/teams.h). */
+static void run_expert(struct k3_forward *f, struct team_scratch *ts, bool leader,
+                       const uint8_t *rec, int n_users, const int *users)
+{
+    const struct k3_config *c = &f->m->cfg;
+    const struct k3_record_layout *r = &f->m->record;
+    struct k3_forward_scratch *s = f->s;
+    int Hl = c->latent, I = c->moe_inter, K = c->top_k;
+    if (leader)
+        for (int u = 0; u < n_users; u++)
+            memcpy(ts->zt + (size_t)u * Hl, s->z + (size_t)(users[u] / K) * Hl, sizeof(float) * Hl);
+    k3numa_team_barrier();
+    k3_matmul_mxfp4_situ(rec + r->off[K3_W1_PACKED], rec + r->off[K3_W1_SCALE],
+                         rec + r->off[K3_W3_PACKED], rec + r->off[K3_W3_SCALE], I, Hl, ts->zt, Hl,
+                         ts->fg, I, n_users, c->situ_beta, c->situ_linear_beta);
+    k3_matmul_mxfp4(rec + r->off[K3_W2_PACKED], rec + r->off[K3_W2_SCALE], Hl, I, ts->fg, I,
+                    ts->yt, Hl, n_users);
+    if (leader)
+        for (int u = 0; u < n_users; u++)
+            memcpy(s->y + (size_t)users[u] * Hl, ts->yt + (size_t)u * Hl, sizeof(float) * Hl);
+}
+
+/* A team's share of one round: the experts whose records landed in its node's buffers. */
+static void team_experts(void *arg, int team)
+{
+    struct k3_forward *f = arg;
+    const struct expert_groups *g = &f->s->groups;
+    struct team_scratch *ts = &f->s->team[team];
+    int member = 0, n_members = 1;
+    k3numa_team_self(&member, &n_members);
+    for (int j = 0; j < ts->n_jobs; j++) {
+        struct expert_job *job = &ts->jobs[j];
+        int e = job->expert;
+        if (member == 0)
+            job->began = k3_trace_now(f->hooks.trace);
+        run_expert(f, ts, member == 0, job->record, g->user_off[e + 1] - g->user_off[e],
+                   g->users + g->user_off[e]);
+        if (member == 0)
+            job->ended = k3_trace_now(f->hooks.trace);
+    }
+}
+
+static void trace_round(struct k3_forward *f, int l)
+{
+    struct k3_forward_scratch *s = f->s;
+    for (int i = 0; f->hooks.trace && i < s->n_teams; i++)
+        for (int j = 0; j < s->team[i].n_jobs; j++) {
+            const struct expert_job *job = &s->team[i].jobs[j];
+            char args[64];
+            snprintf(args, sizeof args, "\"layer\": %d, \"expert\": %d", l, job->expert);
+            k3_trace_team_span(f->hooks.trace, i, k3numa_teams_node(f->teams, i), "expert", args,
+                               job->began, job->ended);
+        }
+}
+
+/* Computes the records of experts[0..n) as they land: whatever has landed goes to the
+ * teams whose nodes hold it, all teams computing at once, until all n are done. */
+static int routed_experts(struct k3_forward *f, int l, const int *experts, int n,
+                          struct k3_err *err)
+{
+    struct k3_forward_scratch *s = f->s;
+    struct k3_expert_store *store = f->experts;
+    for (int done = 0; done < n;) {
+        for (int i = 0; i < s->n_teams; i++)
+            s->team[i].n_jobs = 0;
+        struct k3_landed got;
+        int rc = store->ops->next(store, true, &got, err);
+        for (; rc == 0; rc = store->ops->next(store, false, &got, err)) {
+            struct team_scratch *ts = &s->team[got.team % s->n_teams];
+            ts->jobs[ts->n_jobs++] = (struct expert_job){experts[got.index], got.record, 0, 0};
+            ts->computed++;
+            if (++done == n)
+                break;
+        }
+        if (rc < 0)
+            return -1;
+        k3numa_teams_run(f->teams, team_experts, f);
+        trace_round(f, l);
+    }
+    return 0;
+}
+
+/* lat[t] = norm(Σ_j w[t][j] · y[t][j]) over the row's slots in selection order. */
+static void combine_rows(const struct k3_config *c, struct k3_forward_scratch *s,
+                         const float *latent_norm, int T)
+{
+    int Hl = c->latent, K = c->top_k;
+    for (int t = 0; t < T; t++) {
+        float *lat = s->lat + (size_t)t * Hl;
+        const float *wt = s->selw + (size_t)t * K;
+        const float *yt = s->y + (size_t)t * K * Hl;
+        for (int i = 0; i < Hl; i++) {
+            float acc = 0;
+            for (int j = 0; j < K; j++)
+                acc += wt[j] * yt[(size_t)j * Hl + i];
+            lat[i] = acc;
+        }
+        k3_rmsnorm(lat, lat, latent_norm, Hl, c->rms_eps);
+    }
+}
+
+int k3_moe_rows(struct k3_forward *f, int l, int T, struct k3_err *err)
+{
+    const struct k3_config *c = &f->m->cfg;
+    const struct k3_moe_weights *w = &f->m->w.layers[l].moe;
+    struct k3_forward_scratch *s = f->s;
+    struct k3_expert_store *store = f->experts;
+    int H = c->hidden, Hl = c->latent, E = c->n_experts, K = c->top_k;
+
+    k3_matmul_bf16(w->router, E, H, s->hn, H, s->rlogit, E, T);
+    for (int t = 0; t < T; t++)
+        k3_route(c, s->rlogit + (size_t)t * E, w->router_bias, s->sel + (size_t)t * K,
+                 s->selw + (size_t)t * K, s->rkey);
+    group_by_expert(&s->groups, s->sel, T * K, E);
+
+    /* The reads go out first; the next layer's prediction, the latent projection and the
+     * shared experts compute while they land. */
+    const int *chosen = s->groups.expert;
+    int n_first = s->groups.n < store->capacity ? s->groups.n : store->capacity;
+    if (store->ops->begin(store, l, chosen, n_first, err) ||
+        k3_stage_predict(f, l, K3_AT_FFN_INPUT, T, err))
+        return -1;
+    k3_trace_begin(f->hooks.trace, "shared + latent", NULL);
+    k3_matmul_bf16(w->latent_down, Hl, H, s->hn, H, s->z, Hl, T);
+    /* Shared experts see the full-width input; their output adds unweighted. */
+    k3_mlp_rows(c, &w->shared, k3_shared_inter(c), s->hn, s->o, s->fg, T);
+    k3_trace_end(f->hooks.trace);
+    for (int at = 0; at < s->groups.n; at += store->capacity) {
+        int n = s->groups.n - at < store->capacity ? s->groups.n - at : store->capacity;
+        if ((at && store->ops->begin(store, l, chosen + at, n, err)) ||
+            routed_experts(f, l, chosen + at, n, err))
+            return -1;
+    }
+
+    combine_rows(c, s, w->latent_norm, T);
+    k3_matmul_bf16(w->latent_up, H, Hl, s->lat, Hl, s->routed, H, T);
+    for (size_t i = 0; i < (size_t)T * H; i++)
+        s->o[i] += s->routed[i];
+    return 0;
+}

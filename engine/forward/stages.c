@@ -1,0 +1,117 @@
+/* What runs beside the math, called by the layer loop at its stages: the read path
+ * brings a segment in before its weights are used (when the trunk is not all resident),
+ * the trace opens a span per stage, and a decode step predicts the next layer's experts
+ * and prefetches them while this layer computes.  None of it changes a byte of output. */
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/forward/forward_internal.h"
+#include "engine/forward/layers.h"
+#include "engine/kernels/kernels.h"
+
+static const char *stage_name(const struct k3_config *c, enum k3_stage stage, int l)
+{
+    switch (stage) {
+    case K3_STAGE_LAYER: return "layer";
+    case K3_STAGE_ATTENTION: return c->attn[l] == K3_ATTN_KDA ? "KDA" : "MLA";
+    case K3_STAGE_FFN: return k3_layer_is_moe(c, l) ? "MoE" : "MLP";
+    case K3_STAGE_OUTPUT: return "output";
+    }
+    return "?";
+}
+
+/* The span opens first, so that a wait for the stage's weights shows inside it. */
+int k3_stage_enter(struct k3_forward *f, enum k3_stage stage, int l, struct k3_err *err)
+{
+    const struct k3_config *c = &f->m->cfg;
+    const struct k3_trunk_source *trunk = f->hooks.trunk;
+    char args[32] = "";
+    if (stage == K3_STAGE_LAYER)
+        snprintf(args, sizeof args, "\"layer\": %d", l);
+    k3_trace_begin(f->hooks.trace, stage_name(c, stage, l), args[0] ? args : NULL);
+    if (!trunk || (stage != K3_STAGE_LAYER && stage != K3_STAGE_OUTPUT))
+        return 0;
+    if (stage == K3_STAGE_OUTPUT)
+        return trunk->segment(trunk->ctx, k3_seg_output(c), err);
+    return trunk->segment(trunk->ctx, k3_seg_layer(l), err) ? k3_err_prefix(err, "layer %d", l) : 0;
+}
+
+void k3_stage_leave(struct k3_forward *f)
+{
+    k3_trace_end(f->hooks.trace);
+}
+
+int k3_stage_embed(struct k3_forward *f, const int32_t *tokens, int T, float *out,
+                   struct k3_err *err)
+{
+    const struct k3_trunk_source *trunk = f->hooks.trunk;
+    if (trunk)
+        return trunk->embed(trunk->ctx, tokens, T, out, err);
+    int H = f->m->cfg.hidden;
+    for (int t = 0; t < T; t++) {
+        const uint16_t *row = f->m->w.embed + (size_t)tokens[t] * H;
+        for (int i = 0; i < H; i++)
+            out[(size_t)t * H + i] = k3_bf16_to_f32(row[i]);
+    }
+    return 0;
+}
+
+/* The hidden states --predict-from routes at this point, or NULL when it routes
+ * another; *renorm: normalize them with the next layer's gain first. */
+static const float *predict_source(const struct k3_forward *f, enum k3_predict_point at,
+                                   bool *renorm)
+{
+    const struct k3_forward_scratch *s = f->s;
+    *renorm = true;
+    switch (f->hooks.predict) {
+    case K3_PREDICT_MOE_INPUT: *renorm = false; return at == K3_AT_FFN_INPUT ? s->hn : NULL;
+    case K3_PREDICT_MOE_INPUT_NEXT: return at == K3_AT_FFN_INPUT ? s->a : NULL;
+    case K3_PREDICT_LAYER_OUTPUT: return at == K3_AT_LAYER_OUTPUT ? s->res.p : NULL;
+    case K3_PREDICT_OFF: break;
+    }
+    return NULL;
+}
+
+/* The union of every row's top-k predicted experts, best ranks first. */
+static int predicted_union(struct k3_forward_scratch *s, int E, int k, int T)
+{
+    int n = 0;
+    memset(s->pred_mark, 0, sizeof(bool) * (size_t)E);
+    for (int rank = 0; rank < k; rank++)
+        for (int t = 0; t < T; t++) {
+            int e = s->pred_idx[(size_t)t * E + rank];
+            if (!s->pred_mark[e]) {
+                s->pred_mark[e] = true;
+                s->pred_list[n++] = e;
+            }
+        }
+    return n;
+}
+
+/* Decode steps only: a prompt step reads the union of its rows' experts anyway. */
+int k3_stage_predict(struct k3_forward *f, int l, enum k3_predict_point at, int T,
+                     struct k3_err *err)
+{
+    const struct k3_config *c = &f->m->cfg;
+    struct k3_expert_store *store = f->experts;
+    struct k3_forward_scratch *s = f->s;
+    int next = l + 1, H = c->hidden, E = c->n_experts;
+    bool renorm;
+    const float *h = predict_source(f, at, &renorm);
+    if (!h || !s->decode || next >= c->n_layers || !k3_layer_is_moe(c, next) ||
+        !store->ops->prefetch)
+        return 0;
+    const struct k3_layer_weights *w = &f->m->w.layers[next];
+    if (renorm) {
+        for (int t = 0; t < T; t++)
+            k3_rmsnorm(s->pred_h + (size_t)t * H, h + (size_t)t * H, w->post_attn_norm, H,
+                       c->rms_eps);
+        h = s->pred_h;
+    }
+    k3_matmul_bf16(w->moe.router, E, H, h, H, s->pred_logit, E, T);
+    int k = f->hooks.predict_k < E ? f->hooks.predict_k : E;
+    for (int t = 0; t < T; t++)
+        k3_route_k(c, s->pred_logit + (size_t)t * E, w->moe.router_bias, k,
+                   s->pred_idx + (size_t)t * E, s->pred_w + (size_t)t * E, s->rkey);
+    return store->ops->prefetch(store, next, s->pred_list, predicted_union(s, E, k, T), err);
+}
