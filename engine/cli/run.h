@@ -1,0 +1,95 @@
+/* Inside `k3-uring run`: the options, what one run holds, and the helpers its files share.
+ * cmd_run.c parses and generates; run_output.c writes what a run produces (text or ids
+ * on stdout, --logits-out, --dump-layers); run_stats.c prints the statistics. */
+#ifndef K3_CLI_RUN_H
+#define K3_CLI_RUN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "engine/base/files.h"
+#include "engine/forward/forward.h"
+#include "engine/forward/sampler.h"
+#include "engine/runtime/runtime.h"
+#include "engine/text/tokenizer.h"
+
+struct run_opts {
+    const char *model, *drives, *ids_text, *prompt, *logits_out, *dump_layers;
+    const char *ram_text, *io_text, *predict_text, *predict_from_text, *trace_path;
+    const char *prompt_file, *system, *think_text, *numa_text;
+    int32_t *ids; /* --ids, parsed while validating options */
+    int n_ids;
+    int n_predict, threads, top_k, ctx, prefetch_k, prefetch_depth;
+    float temp, top_p;
+    uint64_t seed, ram;
+    enum k3io_backend io;
+    enum k3_predict_from predict;
+    bool print_ids, ignore_eos, quiet, stats, verbose, no_cache, sync, chat, special;
+};
+
+/* ---- run_output.c ---- */
+
+/* Generated tokens out: text through the UTF-8 stream, or ids. */
+struct emitter {
+    const struct k3_tokenizer *tok;
+    struct k3_utf8_stream utf8;
+    bool ids;
+    bool special; /* print special tokens' text too */
+    int count;
+};
+void run_emit(struct emitter *e, int32_t id);
+void run_emit_end(struct emitter *e);
+
+/* --logits-out: rows go to PATH.partial, renamed to PATH once the run is complete, so a
+ * failed run leaves no file that looks whole. */
+struct logits_file {
+    const char *path;
+    FILE *f;
+    char tmp[K3_PATH_MAX];
+};
+int run_logits_open(struct logits_file *lf, const char *path, struct k3_err *err);
+int run_logits_write(struct logits_file *lf, const float *rows, int n, int vocab,
+                     struct k3_err *err);
+int run_logits_commit(struct logits_file *lf, struct k3_err *err);
+/* Closes; keep: leave the partial file for the user (interrupted runs). */
+void run_logits_close(struct logits_file *lf, bool keep);
+
+/* --dump-layers: per-layer summaries of the hidden state, [positions][layers + 1][rms,
+ * mean, max_abs], compared with the reference's to find the first layer that diverges. */
+struct layer_dump {
+    int layers, positions;
+    float *stats;
+};
+void run_dump_hook(void *ctx, int pos, int layer, const float *x, int H);
+int run_dump_write(const struct layer_dump *d, int positions, const char *path,
+                   struct k3_err *err);
+
+/* ---- run_stats.c ---- */
+
+/* Everything one run holds, set up in order and torn down in reverse. */
+struct runner {
+    const struct run_opts *o;
+    struct k3_runtime rt;
+    struct k3_seq seq;
+    struct k3_sampler sampler;
+    struct layer_dump dump;
+    struct logits_file lf;
+    int32_t *prompt;
+    int n_prompt, ctx;
+    float *logits;                     /* [K3_CHUNK][vocab] */
+    struct k3_layer_stats *layers_at_prompt_end; /* [n_layers + 1] */
+};
+
+/* --stats: one line for a step between two snapshots. */
+void run_print_step(const struct runner *r, const char *what, int index,
+                    const struct k3_runtime_snapshot *a, const struct k3_runtime_snapshot *b);
+/* --stats: per layer over the generated tokens. */
+void run_print_layers(const struct runner *r);
+/* The closing lines: speed, bytes, stall, hits, RSS; faults; teams; reserved scales. */
+void run_print_summary(const struct runner *r, int generated,
+                       const struct k3_runtime_snapshot *start,
+                       const struct k3_runtime_snapshot *prompt_end,
+                       const struct k3_runtime_snapshot *end);
+
+#endif

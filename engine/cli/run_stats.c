@@ -1,0 +1,140 @@
+/* `run`'s statistics on stderr: per step (--stats), per layer over the generated tokens
+ * (--stats), and the closing summary lines. */
+#include <stdlib.h>
+#include <sys/resource.h>
+
+#include "engine/cli/run.h"
+#include "numa/teams.h"
+
+void run_print_step(const struct runner *r, const char *what, int index,
+                    const struct k3_runtime_snapshot *a, const struct k3_runtime_snapshot *b)
+{
+    double dt = b->t - a->t;
+    if (!r->rt.stream) {
+        fprintf(stderr, "k3-uring: %s %d: %.4f s\n", what, index, dt);
+        return;
+    }
+    const struct k3_stream_stats *x = &a->io, *y = &b->io;
+    uint64_t bytes = y->bytes - x->bytes;
+    fprintf(stderr,
+            "k3-uring: %s %d: %.4f s, %.1f MB in %llu reads (%.1f MB trunk, %.2f GB/s), "
+            "stall %.4f s, %llu records read, %llu cache hits, verify %.4f s\n",
+            what, index, dt, bytes / 1e6, (unsigned long long)(y->reads - x->reads),
+            (y->trunk_bytes - x->trunk_bytes) / 1e6,
+            dt > 0 ? bytes / dt / 1e9 : 0, y->stall_seconds - x->stall_seconds,
+            (unsigned long long)(y->records_read - x->records_read),
+            (unsigned long long)(y->records_hit - x->records_hit),
+            y->verify_seconds - x->verify_seconds);
+}
+
+/* Layer l's counters since the prompt ended. */
+static struct k3_layer_stats decode_layer(const struct runner *r, int l)
+{
+    const struct k3_layer_stats *a = &r->layers_at_prompt_end[l];
+    const struct k3_layer_stats *b = &k3_stream_layer_stats(r->rt.stream)[l];
+    return (struct k3_layer_stats){
+        .records = b->records - a->records,
+        .predicted = b->predicted - a->predicted,
+        .predicted_used = b->predicted_used - a->predicted_used,
+        .wasted_bytes = b->wasted_bytes - a->wasted_bytes,
+        .stall_seconds = b->stall_seconds - a->stall_seconds,
+        .busy_seconds = b->busy_seconds - a->busy_seconds,
+    };
+}
+
+/* Prediction hits, wasted bytes, stall and overlap (the share of the time reads were in
+ * flight that compute did not wait). */
+void run_print_layers(const struct runner *r)
+{
+    fprintf(stderr, "k3-uring: decode, per layer:\n"
+                    "k3-uring: layer  records  predicted  used  hit%%  wasted MB  stall s  busy s  overlap\n");
+    for (int l = 0; l <= r->rt.m.cfg.n_layers; l++) {
+        struct k3_layer_stats x = decode_layer(r, l);
+        if (!x.records && !x.busy_seconds && !x.stall_seconds)
+            continue;
+        char name[16];
+        snprintf(name, sizeof name, l < r->rt.m.cfg.n_layers ? "%d" : "output", l);
+        fprintf(stderr, "k3-uring: %5s %8llu %10llu %5llu %5.1f %10.1f %8.4f %7.4f %7.1f%%\n", name,
+                (unsigned long long)x.records, (unsigned long long)x.predicted,
+                (unsigned long long)x.predicted_used,
+                x.records ? 100.0 * (double)x.predicted_used / (double)x.records : 0.0,
+                x.wasted_bytes / 1e6, x.stall_seconds, x.busy_seconds,
+                x.busy_seconds > 0 ? 100.0 * (1 - x.stall_seconds / x.busy_seconds) : 100.0);
+    }
+}
+
+/* Records the generated tokens asked for, and how many of them a prediction had already
+ * read. */
+static void decode_records(const struct runner *r, uint64_t *asked, uint64_t *predicted)
+{
+    *asked = *predicted = 0;
+    for (int l = 0; r->rt.stream && r->layers_at_prompt_end && l <= r->rt.m.cfg.n_layers; l++) {
+        struct k3_layer_stats x = decode_layer(r, l);
+        *asked += x.records;
+        *predicted += x.predicted_used;
+    }
+}
+
+static void print_speed(const struct runner *r, int generated, const struct k3_runtime_snapshot *start,
+                        const struct k3_runtime_snapshot *prompt_end,
+                        const struct k3_runtime_snapshot *end)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double t_gen = end->t - prompt_end->t;
+    uint64_t bytes = end->io.bytes - prompt_end->io.bytes, asked, predicted;
+    int steps = generated > 1 ? generated - 1 : 1;
+    decode_records(r, &asked, &predicted);
+    uint64_t hits = end->io.records_hit - prompt_end->io.records_hit + predicted;
+    fprintf(stderr,
+            "k3-uring: prompt %d tokens in %.3f s; generated %d tokens, %.4f s/token; "
+            "%.1f MB read per token (%.2f GB/s), stall %.4f s/token, %.1f%% of records "
+            "ready when asked (prefetched or cached); peak RSS %ld MB\n",
+            r->n_prompt, prompt_end->t - start->t, generated, generated > 1 ? t_gen / steps : 0.0,
+            generated > 1 ? bytes / 1e6 / steps : 0.0, t_gen > 0 ? bytes / t_gen / 1e9 : 0.0,
+            generated > 1 ? (end->io.stall_seconds - prompt_end->io.stall_seconds) / steps : 0.0,
+            asked ? 100.0 * (double)hits / (double)asked : 0.0, ru.ru_maxrss / 1024);
+}
+
+static void print_faults(const struct runner *r)
+{
+    struct k3_fault_counts fc;
+    if (!r->rt.stream || !k3_stream_faults(r->rt.stream, &fc))
+        return;
+    struct k3_stream_stats st = k3_stream_stats(r->rt.stream);
+    fprintf(stderr,
+            "k3-uring: faults injected: %llu eio, %llu short, %llu eagain, %llu delays, "
+            "%llu corrupt, %llu on a lost drive; %llu reads retried, %llu from replicas\n",
+            (unsigned long long)fc.eio, (unsigned long long)fc.shorts,
+            (unsigned long long)fc.eagain, (unsigned long long)fc.delays,
+            (unsigned long long)fc.corrupt, (unsigned long long)fc.lost,
+            (unsigned long long)st.retries, (unsigned long long)st.replica_reads);
+}
+
+static void print_teams(const struct runner *r)
+{
+    const struct k3_forward *f = &r->rt.fwd;
+    int n_teams = k3numa_teams_count(f->teams);
+    if (!r->o->verbose || n_teams < 2)
+        return;
+    char line[1024];
+    int at = snprintf(line, sizeof line, "k3-uring: routed experts computed by");
+    for (int i = 0; i < n_teams && at < (int)sizeof line; i++)
+        at += snprintf(line + at, sizeof line - (size_t)at, "%s team %d (node %d) %llu",
+                       i ? "," : "", i, k3numa_teams_node(f->teams, i),
+                       (unsigned long long)k3_forward_team_experts(f, i));
+    fprintf(stderr, "%s\n", line);
+}
+
+void run_print_summary(const struct runner *r, int generated,
+                       const struct k3_runtime_snapshot *start,
+                       const struct k3_runtime_snapshot *prompt_end,
+                       const struct k3_runtime_snapshot *end)
+{
+    print_speed(r, generated, start, prompt_end, end);
+    print_faults(r);
+    print_teams(r);
+    if (r->rt.store->stats.nan_scale_groups)
+        fprintf(stderr, "k3-uring: %llu MXFP4 groups had the reserved scale 255 (zeroed)\n",
+                (unsigned long long)r->rt.store->stats.nan_scale_groups);
+}

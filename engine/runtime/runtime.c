@@ -1,0 +1,149 @@
+#include "engine/runtime/runtime.h"
+
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/pack/packed.h"
+#include "engine/stream/faults.h"
+#include "engine/text/tokenizer.h"
+
+#define MAX_DRIVES 256
+
+static void note(struct k3_runtime *rt, const char *line)
+{
+    size_t at = strlen(rt->notes);
+    snprintf(rt->notes + at, sizeof rt->notes - at, "%s%s", at ? "\n" : "", line);
+}
+
+/* Splits "a,b,c" in place into at most cap items. */
+static int split_list(char *text, const char **items, int cap)
+{
+    int n = 0;
+    for (char *tok = strtok(text, ","); tok && n < cap; tok = strtok(NULL, ","))
+        items[n++] = tok;
+    return n;
+}
+
+int k3_runtime_open(struct k3_runtime *rt, const struct k3_runtime_opts *o, struct k3_err *err)
+{
+    memset(rt, 0, sizeof *rt);
+    rt->o = *o;
+    char *list = o->drives ? strdup(o->drives) : NULL;
+    if (o->drives && !list)
+        return k3_errf(err, "out of memory");
+    const char *drives[MAX_DRIVES];
+    int n = list ? split_list(list, drives, MAX_DRIVES) : 0;
+    int rc = k3_placement_init(&rt->place, drives, n, o->threads, o->numa_off, err);
+    if (!rc && o->model_dir)
+        rc = k3_model_open_checkpoint(&rt->m, o->model_dir, err);
+    else if (!rc)
+        rc = n ? k3_model_open_packed(&rt->m, drives, n, err) : k3_errf(err, "--drives: no drives");
+    free(list);
+    return rc;
+}
+
+static int open_checkpoint_store(struct k3_runtime *rt, struct k3_err *err)
+{
+    if (k3_expert_store_checkpoint(&rt->ckpt_store, &rt->m, rt->m.cfg.top_k, err))
+        return -1;
+    rt->store = rt->ckpt_store;
+    if (rt->store->fallback[0])
+        note(rt, rt->store->fallback);
+    return 0;
+}
+
+static int open_stream(struct k3_runtime *rt, int ctx, int logits_rows, struct k3_err *err)
+{
+    const struct k3_runtime_opts *o = &rt->o;
+    uint64_t fault_seed;
+    if (k3_faults_seed_env(&fault_seed, err))
+        return -1;
+    struct k3_stream_opts so = {
+        .backend = o->io,
+        .ram = o->ram,
+        .ctx = ctx,
+        .threads = omp_get_max_threads(),
+        .cache = !o->no_cache,
+        .sync = o->sync,
+        .prefetch_k = o->predict != K3_PREDICT_OFF ? o->prefetch_k : 0,
+        .prefetch_depth = o->prefetch_depth,
+        .trace = rt->trace,
+        .place = &rt->place,
+        .faults = getenv("K3_FAULTS"),
+        .fault_seed = fault_seed,
+        .logits_bytes = sizeof(float) * (size_t)logits_rows * (size_t)rt->m.cfg.vocab,
+    };
+    char line[256] = "";
+    if (k3_stream_open(&rt->stream, &rt->m, &so, line, sizeof line, err))
+        return -1;
+    if (line[0])
+        note(rt, line);
+    for (int d = 0; d < rt->m.packed->n_drives; d++)
+        if (!rt->m.packed->drives[d].data.direct) {
+            snprintf(line, sizeof line, "drive %s refuses O_DIRECT; reading it through the page cache",
+                     rt->m.packed->drives[d].path);
+            note(rt, line);
+            break;
+        }
+    rt->store = k3_stream_experts(rt->stream);
+    return 0;
+}
+
+int k3_runtime_start(struct k3_runtime *rt, int ctx, int logits_rows, struct k3_err *err)
+{
+    const struct k3_runtime_opts *o = &rt->o;
+    const struct k3_packed *p = rt->m.packed;
+    if (o->trace_path && k3_trace_open(&rt->trace, o->trace_path, p ? p->n_drives : 0, err))
+        return -1;
+    if ((p ? open_stream(rt, ctx, logits_rows, err) : open_checkpoint_store(rt, err)) ||
+        k3_forward_init(&rt->fwd, &rt->m, rt->store, ctx, rt->place.plan, err))
+        return -1;
+    rt->fwd.hooks = (struct k3_forward_hooks){
+        .trunk = rt->stream ? k3_stream_trunk(rt->stream) : NULL,
+        .predict = rt->stream && !o->sync ? o->predict : K3_PREDICT_OFF,
+        .predict_k = o->prefetch_k,
+        .trace = rt->trace,
+    };
+    return 0;
+}
+
+/* The trace closes after the stream, whose last reads may still land into it. */
+int k3_runtime_close(struct k3_runtime *rt, struct k3_err *err)
+{
+    k3_forward_free(&rt->fwd);
+    k3_expert_store_close(rt->ckpt_store);
+    k3_stream_close(rt->stream);
+    int rc = k3_trace_close(rt->trace, err);
+    k3_tok_free(rt->tok);
+    k3_model_close(&rt->m);
+    k3_placement_free(&rt->place);
+    memset(rt, 0, sizeof *rt);
+    return rc;
+}
+
+int k3_runtime_tokenizer(struct k3_runtime *rt, const struct k3_tokenizer **tok,
+                         struct k3_err *err)
+{
+    if (!rt->tok && k3_model_tokenizer(&rt->m, &rt->tok, err))
+        return -1;
+    *tok = rt->tok;
+    return 0;
+}
+
+struct k3_runtime_snapshot k3_runtime_snap(const struct k3_runtime *rt)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    struct k3_runtime_snapshot s = {.t = (double)ts.tv_sec + ts.tv_nsec * 1e-9};
+    if (rt->stream) {
+        s.io = k3_stream_stats(rt->stream);
+    } else if (rt->store) { /* checkpoint reads: experts only, no cache */
+        s.io.bytes = rt->store->stats.bytes;
+        s.io.records_read = rt->store->stats.records;
+        s.io.stall_seconds = rt->store->stats.read_seconds;
+    }
+    return s;
+}

@@ -1,0 +1,72 @@
+/* A model opened for generation: what `run` and `serve` share.
+ *
+ * Owns: opening in order and closing in reverse: NUMA placement (threads pinned before
+ * anything allocates), the model (a checkpoint folder or packed drives), the trace file,
+ * the read path (the stream over the drives with its RAM budget, or the checkpoint's
+ * expert reader), the compute context with its hooks, and the tokenizer on demand; the
+ * notes a run should show (fallbacks taken), and I/O counters read as one snapshot
+ * whichever read path serves.
+ * Does not own: sequences and sampling (the caller's), printing (the CLI's), the math.
+ */
+#ifndef K3_RUNTIME_H
+#define K3_RUNTIME_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/base/err.h"
+#include "engine/base/trace.h"
+#include "engine/forward/forward.h"
+#include "engine/model/model.h"
+#include "engine/stream/placement.h"
+#include "engine/stream/stream.h"
+#include "iouring/reader.h"
+
+struct k3_runtime_opts {
+    const char *model_dir;    /* a checkpoint folder as shipped, or */
+    const char *drives;       /* "D0,D1,..": packed drive folders, any order */
+    int threads;              /* 0: one per core */
+    bool numa_off;
+    /* packed drives only */
+    uint64_t ram;             /* bytes, K3_RAM_TRUNK or K3_RAM_FLOOR */
+    enum k3io_backend io;
+    bool no_cache, sync;
+    int prefetch_k, prefetch_depth;
+    enum k3_predict_from predict;
+    const char *trace_path;   /* NULL: no trace */
+};
+
+struct k3_runtime {
+    struct k3_runtime_opts o;
+    struct k3_placement place;
+    struct k3_model m;
+    struct k3_trace *trace;
+    struct k3_stream *stream;          /* packed models: the read path */
+    struct k3_expert_store *ckpt_store;/* checkpoint models */
+    struct k3_expert_store *store;     /* whichever serves the experts */
+    struct k3_forward fwd;
+    struct k3_tokenizer *tok;          /* loaded by k3_runtime_tokenizer */
+    char notes[1024];                  /* fallbacks taken, a line each, or "" */
+};
+
+/* Placement and the model; nothing is read beyond the config, the tensor table and the
+ * small tensors yet. */
+int k3_runtime_open(struct k3_runtime *rt, const struct k3_runtime_opts *o, struct k3_err *err);
+/* The trace, the read path planned for sequences of ctx positions (the budget counts
+ * logits_rows rows of logits the caller keeps), and the compute context. */
+int k3_runtime_start(struct k3_runtime *rt, int ctx, int logits_rows, struct k3_err *err);
+/* Closes everything; -1 with err (when not NULL) if the trace could not be completed. */
+int k3_runtime_close(struct k3_runtime *rt, struct k3_err *err);
+
+/* The model's tokenizer, loaded on first use. */
+int k3_runtime_tokenizer(struct k3_runtime *rt, const struct k3_tokenizer **tok,
+                         struct k3_err *err);
+
+/* Counters since the read path opened; difference two for one step. */
+struct k3_runtime_snapshot {
+    double t;                  /* seconds, monotonic */
+    struct k3_stream_stats io; /* checkpoint models: expert bytes, records, read wait */
+};
+struct k3_runtime_snapshot k3_runtime_snap(const struct k3_runtime *rt);
+
+#endif
