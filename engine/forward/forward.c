@@ -193,6 +193,10 @@ int k3_forward_step(struct k3_forward *f, const struct k3_step *st, struct k3_er
     for (int t = 0; t < st->n; t++)
         if (t + 1 == st->n || st->seq[t + 1] != st->seq[t])
             st->seq[t]->pos = s->row_pos[t] + 1;
+    f->stats.steps++;
+    f->stats.rows += (uint64_t)st->n;
+    f->stats.decode_steps += s->decode;
+    f->stats.decode_rows += s->decode ? (uint64_t)st->n : 0;
     return 0;
 }
 

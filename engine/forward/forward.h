@@ -89,6 +89,14 @@ struct k3_forward_scratch;
 struct k3numa_plan;
 struct k3numa_teams;
 
+/* Counters since the context began. */
+struct k3_forward_stats {
+    uint64_t steps, rows;
+    uint64_t decode_steps, decode_rows; /* steps whose every row is its sequence's only one */
+    uint64_t *decode_experts;           /* [n_layers] experts a layer read in decode steps:
+                                         * the union of its rows' choices */
+};
+
 /* The compute context steps run in. */
 struct k3_forward {
     const struct k3_model *m;
@@ -97,6 +105,7 @@ struct k3_forward {
     int max_ctx;                 /* the longest sequence it serves */
     struct k3_forward_scratch *s;
     struct k3numa_teams *teams;  /* who computes routed experts (numa/teams.h) */
+    struct k3_forward_stats stats;
 };
 
 /* A compute team per team of plan (numa/plan.h; NULL: one team of every OpenMP thread).

@@ -156,6 +156,8 @@ int k3_moe_rows(struct k3_forward *f, int l, int T, struct k3_err *err)
         k3_route(c, s->rlogit + (size_t)t * E, w->router_bias, s->sel + (size_t)t * K,
                  s->selw + (size_t)t * K, s->rkey);
     group_by_expert(&s->groups, s->sel, T * K, E);
+    if (s->decode)
+        f->stats.decode_experts[l] += (uint64_t)s->groups.n;
 
     /* The reads go out first; the next layer's prediction, the latent projection and the
      * shared experts compute while they land. */

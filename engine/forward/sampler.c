@@ -7,10 +7,7 @@ int k3_sampler_init(struct k3_sampler *s, int vocab, float temp, int top_k, floa
                     uint64_t seed, struct k3_err *err)
 {
     s->vocab = vocab;
-    s->temp = temp;
-    s->top_k = top_k > 0 && top_k < vocab ? top_k : 0;
-    s->top_p = top_p;
-    k3_rng_seed(&s->rng, seed);
+    k3_sampler_set(s, temp, top_k, top_p, seed);
     s->order = malloc(sizeof(int) * (size_t)vocab);
     s->prob = malloc(sizeof(float) * (size_t)vocab);
     if (!s->order || !s->prob) {
@@ -18,6 +15,14 @@ int k3_sampler_init(struct k3_sampler *s, int vocab, float temp, int top_k, floa
         return k3_errf(err, "out of memory for the sampler");
     }
     return 0;
+}
+
+void k3_sampler_set(struct k3_sampler *s, float temp, int top_k, float top_p, uint64_t seed)
+{
+    s->temp = temp;
+    s->top_k = top_k > 0 && top_k < s->vocab ? top_k : 0;
+    s->top_p = top_p;
+    k3_rng_seed(&s->rng, seed);
 }
 
 void k3_sampler_free(struct k3_sampler *s)

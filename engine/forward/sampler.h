@@ -22,6 +22,8 @@ struct k3_sampler {
 int k3_sampler_init(struct k3_sampler *s, int vocab, float temp, int top_k, float top_p,
                     uint64_t seed, struct k3_err *err);
 void k3_sampler_free(struct k3_sampler *s);
+/* New settings and seed for the same buffers (a server reuses a sampler per slot). */
+void k3_sampler_set(struct k3_sampler *s, float temp, int top_k, float top_p, uint64_t seed);
 
 /* The index of the largest logit; the lower id wins ties. */
 int k3_argmax(const float *logits, int n);

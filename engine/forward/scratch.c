@@ -110,7 +110,8 @@ int k3_forward_init(struct k3_forward *f, const struct k3_model *m,
     f->m = m;
     f->experts = experts;
     f->max_ctx = max_ctx;
-    if (!(f->s = calloc(1, sizeof *f->s)) || k3numa_teams_create(&f->teams, plan))
+    if (!(f->s = calloc(1, sizeof *f->s)) || k3numa_teams_create(&f->teams, plan) ||
+        !(f->stats.decode_experts = calloc((size_t)m->cfg.n_layers, sizeof(uint64_t))))
         goto oom;
     f->s->threads = omp_get_max_threads();
     f->s->n_teams = k3numa_teams_count(f->teams);
@@ -133,6 +134,7 @@ void k3_forward_free(struct k3_forward *f)
         free(f->s->block);
     free(f->s);
     k3numa_teams_destroy(f->teams);
+    free(f->stats.decode_experts);
     memset(f, 0, sizeof *f);
 }
 

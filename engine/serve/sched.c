@@ -1,0 +1,364 @@
+#include "engine/serve/sched.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/forward/sampler.h"
+
+enum slot_state { SLOT_FREE, SLOT_PREFILL, SLOT_DECODE };
+
+struct slot {
+    enum slot_state state;
+    struct k3_request *req;
+    struct k3_seq seq;
+    struct k3_sampler sampler;
+    int prompt_done;     /* prompt rows run so far */
+    int32_t next;        /* DECODE: the sampled token to feed */
+    uint64_t admitted;   /* admission order: prompts are read first come, first served */
+};
+
+struct k3_sched {
+    struct k3_runtime *rt;
+    struct k3_sched_opts o;
+    struct slot *slots;  /* [parallel] */
+    int32_t eos, close;  /* <|end_of_msg|>; <|close|> or -1 */
+    uint64_t admissions;
+    /* one step */
+    int32_t tokens[K3_CHUNK];
+    struct k3_seq *seq[K3_CHUNK];
+    bool want[K3_CHUNK];
+    int owner[K3_CHUNK]; /* the slot of each logit row */
+    float *logits;       /* [K3_CHUNK][vocab] */
+
+    pthread_mutex_t lock;   /* the queue, the stop flag, the statistics */
+    pthread_cond_t arrived;
+    struct k3_request **queue; /* [queue_max] ring */
+    int q_head, q_len;
+    bool stopping;
+    struct k3_sched_stats stats;
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void check_slot(const struct slot *sl)
+{
+    assert((sl->state == SLOT_FREE) == (sl->req == NULL));
+    assert(sl->state != SLOT_PREFILL || sl->prompt_done < sl->req->n_prompt);
+    assert(sl->state != SLOT_DECODE || sl->prompt_done == sl->req->n_prompt);
+    (void)sl;
+}
+
+int k3_sched_create(struct k3_sched **out, struct k3_runtime *rt, const struct k3_sched_opts *o,
+                    struct k3_err *err)
+{
+    const struct k3_config *c = &rt->m.cfg;
+    if (o->parallel < 1 || o->parallel > K3_CHUNK)
+        return k3_errf(err, "--parallel %d: 1 to %d sequences", o->parallel, K3_CHUNK);
+    struct k3_sched *s = calloc(1, sizeof *s);
+    if (!s)
+        return k3_errf(err, "out of memory");
+    s->rt = rt;
+    s->o = *o;
+    s->slots = calloc((size_t)o->parallel, sizeof *s->slots);
+    s->queue = calloc((size_t)(o->queue_max > 0 ? o->queue_max : 1), sizeof *s->queue);
+    s->logits = malloc(sizeof(float) * (size_t)K3_CHUNK * (size_t)c->vocab);
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->arrived, NULL);
+    int rc = s->slots && s->queue && s->logits ? 0 : k3_errf(err, "out of memory");
+    for (int i = 0; !rc && i < o->parallel; i++)
+        rc = k3_seq_init(&s->slots[i].seq, c, o->ctx, err) ||
+             k3_sampler_init(&s->slots[i].sampler, c->vocab, 0, 0, 1, 0, err);
+    const struct k3_tokenizer *tok;
+    if (!rc && !k3_runtime_tokenizer(rt, &tok, err)) {
+        s->close = k3_tok_special(tok, "<|close|>");
+    } else {
+        rc = -1;
+    }
+    s->eos = c->eos_id;
+    if (rc) {
+        k3_sched_destroy(s);
+        return -1;
+    }
+    *out = s;
+    return 0;
+}
+
+void k3_sched_destroy(struct k3_sched *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; s->slots && i < s->o.parallel; i++) {
+        if (s->slots[i].req)
+            k3_request_release(s->slots[i].req);
+        k3_seq_free(&s->slots[i].seq);
+        k3_sampler_free(&s->slots[i].sampler);
+    }
+    for (int i = 0; i < s->q_len; i++)
+        k3_request_release(s->queue[(s->q_head + i) % s->o.queue_max]);
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->arrived);
+    free(s->slots);
+    free(s->queue);
+    free(s->logits);
+    free(s);
+}
+
+int k3_sched_submit(struct k3_sched *s, struct k3_request *r)
+{
+    if (r->n_prompt < 1 || r->n_prompt >= s->o.ctx)
+        return -E2BIG;
+    pthread_mutex_lock(&s->lock);
+    int rc = s->stopping ? -ESHUTDOWN : s->q_len >= s->o.queue_max ? -EBUSY : 0;
+    if (!rc) {
+        k3_request_retain(r);
+        s->queue[(s->q_head + s->q_len++) % s->o.queue_max] = r;
+        s->stats.queued = s->q_len;
+        pthread_cond_signal(&s->arrived);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+void k3_sched_stop(struct k3_sched *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->stopping = true;
+    pthread_cond_signal(&s->arrived);
+    pthread_mutex_unlock(&s->lock);
+}
+
+struct k3_sched_stats k3_sched_stats(struct k3_sched *s)
+{
+    pthread_mutex_lock(&s->lock);
+    struct k3_sched_stats st = s->stats;
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+/* ---- slots ---------------------------------------------------------------------- */
+
+static void end_slot(struct k3_sched *s, struct slot *sl, enum k3_finish f, const char *error)
+{
+    k3_request_finish(sl->req, f, error);
+    k3_request_release(sl->req);
+    sl->req = NULL;
+    sl->state = SLOT_FREE;
+    pthread_mutex_lock(&s->lock);
+    s->stats.requests_done++;
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void admit(struct k3_sched *s, struct slot *sl, struct k3_request *r)
+{
+    const struct k3_gen_params *p = &r->p;
+    k3_seq_reset(&sl->seq, &s->rt->m.cfg);
+    k3_sampler_set(&sl->sampler, p->temperature, p->top_k, p->top_p, p->seed);
+    sl->req = r;
+    sl->prompt_done = 0;
+    sl->state = SLOT_PREFILL;
+    sl->admitted = s->admissions++;
+    check_slot(sl);
+    pthread_mutex_lock(&s->lock);
+    s->stats.prompt_tokens += (uint64_t)r->n_prompt;
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Queued requests into free slots; with stop, every queued one ends instead. */
+static void admit_queued(struct k3_sched *s, bool stop)
+{
+    for (int i = 0; i < s->o.parallel; i++) {
+        struct slot *sl = &s->slots[i];
+        pthread_mutex_lock(&s->lock);
+        struct k3_request *r = NULL;
+        if ((sl->state == SLOT_FREE || stop) && s->q_len) {
+            r = s->queue[s->q_head];
+            s->q_head = (s->q_head + 1) % s->o.queue_max;
+            s->stats.queued = --s->q_len;
+        }
+        pthread_mutex_unlock(&s->lock);
+        if (r && (stop || k3_request_cancelled(r))) {
+            k3_request_finish(r, K3_FINISH_ERROR,
+                              stop ? "the server is shutting down" : "the client went away");
+            k3_request_release(r);
+            i--; /* the same slot may take the next */
+        } else if (r) {
+            admit(s, sl, r);
+        }
+    }
+}
+
+/* Running requests whose client left, or every one when stopping. */
+static void drop_ended(struct k3_sched *s, bool stop)
+{
+    for (int i = 0; i < s->o.parallel; i++) {
+        struct slot *sl = &s->slots[i];
+        if (sl->state == SLOT_FREE)
+            continue;
+        if (k3_request_cancelled(sl->req))
+            end_slot(s, sl, K3_FINISH_ERROR, "the client went away");
+        else if (stop)
+            end_slot(s, sl, K3_FINISH_LENGTH, NULL);
+    }
+}
+
+/* ---- one step -------------------------------------------------------------------- */
+
+static void add_row(struct k3_sched *s, int *n, int32_t token, struct slot *sl, bool want)
+{
+    s->tokens[*n] = token;
+    s->seq[*n] = &sl->seq;
+    s->want[*n] = want;
+    (*n)++;
+}
+
+/* The next prefilling slot in admission order, or NULL. */
+static struct slot *oldest_prefill(struct k3_sched *s, const struct slot *after)
+{
+    struct slot *best = NULL;
+    for (int i = 0; i < s->o.parallel; i++) {
+        struct slot *sl = &s->slots[i];
+        if (sl->state == SLOT_PREFILL && (!after || sl->admitted > after->admitted) &&
+            (!best || sl->admitted < best->admitted))
+            best = sl;
+    }
+    return best;
+}
+
+/* One row per decoding slot, then prompt rows, oldest request first, up to prefill_chunk
+ * of them; the logit rows' owners in s->owner. */
+static int build_step(struct k3_sched *s, int *n_logits)
+{
+    int n = 0;
+    *n_logits = 0;
+    for (int i = 0; i < s->o.parallel; i++)
+        if (s->slots[i].state == SLOT_DECODE) {
+            s->owner[(*n_logits)++] = i;
+            add_row(s, &n, s->slots[i].next, &s->slots[i], true);
+        }
+    int budget = s->o.prefill_chunk;
+    for (struct slot *sl = oldest_prefill(s, NULL); sl && budget > 0 && n < K3_CHUNK;
+         sl = oldest_prefill(s, sl)) {
+        const struct k3_request *r = sl->req;
+        int take = r->n_prompt - sl->prompt_done;
+        take = take < budget ? take : budget;
+        take = take < K3_CHUNK - n ? take : K3_CHUNK - n;
+        for (int t = 0; t < take; t++) {
+            bool last = sl->prompt_done + t + 1 == r->n_prompt;
+            if (last)
+                s->owner[(*n_logits)++] = (int)(sl - s->slots);
+            add_row(s, &n, r->prompt[sl->prompt_done + t], sl, last);
+        }
+        sl->prompt_done += take;
+        budget -= take;
+    }
+    return n;
+}
+
+/* A logit row drawn from: the token goes to the request; the slot decodes on, or ends at
+ * end of message, a stop string, max_tokens or a full context. */
+static void take_token(struct k3_sched *s, struct slot *sl, const float *logits)
+{
+    const struct k3_tokenizer *tok = s->rt->tok;
+    int vocab = s->rt->m.cfg.vocab;
+    int32_t id = k3_sample(&sl->sampler, logits);
+    bool ends = id == s->eos || (sl->req->p.stop_at_close && id == s->close);
+    size_t len = 0;
+    const uint8_t *bytes = ends || k3_tok_is_special(tok, id) ? NULL : k3_tok_bytes(tok, id, &len);
+    bool stopped = k3_request_add_token(sl->req, bytes, len, logits, vocab);
+    int made = sl->req->completion_tokens;
+    sl->state = SLOT_DECODE;
+    sl->next = id;
+    check_slot(sl);
+    pthread_mutex_lock(&s->lock);
+    s->stats.tokens_generated++;
+    pthread_mutex_unlock(&s->lock);
+    if (ends || stopped)
+        end_slot(s, sl, K3_FINISH_STOP, NULL);
+    else if ((sl->req->p.max_tokens && made >= sl->req->p.max_tokens) || sl->seq.pos >= s->o.ctx)
+        end_slot(s, sl, K3_FINISH_LENGTH, NULL);
+}
+
+static int step(struct k3_sched *s, struct k3_err *err)
+{
+    int n_logits, n = build_step(s, &n_logits);
+    if (!n)
+        return 0;
+    double t0 = now();
+    struct k3_step st = {.n = n, .tokens = s->tokens, .seq = s->seq, .want_logits = s->want,
+                         .logits = s->logits};
+    if (k3_forward_step(&s->rt->fwd, &st, err))
+        return -1;
+    for (int j = 0; j < n_logits; j++)
+        take_token(s, &s->slots[s->owner[j]], s->logits + (size_t)j * s->rt->m.cfg.vocab);
+    pthread_mutex_lock(&s->lock);
+    s->stats.steps++;
+    s->stats.busy_seconds += now() - t0;
+    s->stats.decode_steps = s->rt->fwd.stats.decode_steps;
+    s->stats.decode_rows = s->rt->fwd.stats.decode_rows;
+    pthread_mutex_unlock(&s->lock);
+    return 0;
+}
+
+/* Nothing to run: sleep until a request arrives or a stop (checked every 100 ms, for the
+ * signal flag). */
+static void idle(struct k3_sched *s)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 100000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&s->lock);
+    if (!s->q_len && !s->stopping)
+        pthread_cond_timedwait(&s->arrived, &s->lock, &until);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static int running(const struct k3_sched *s)
+{
+    int n = 0;
+    for (int i = 0; i < s->o.parallel; i++)
+        n += s->slots[i].state != SLOT_FREE;
+    return n;
+}
+
+void k3_sched_run(struct k3_sched *s)
+{
+    struct k3_err e = {{0}}, *err = &e;
+    for (;;) {
+        if (s->o.stop_signal && *s->o.stop_signal)
+            k3_sched_stop(s);
+        pthread_mutex_lock(&s->lock);
+        bool stop = s->stopping;
+        pthread_mutex_unlock(&s->lock);
+        drop_ended(s, stop);
+        admit_queued(s, stop);
+        int n = running(s);
+        pthread_mutex_lock(&s->lock);
+        s->stats.running = n;
+        pthread_mutex_unlock(&s->lock);
+        if (!n && stop)
+            return;
+        if (!n) {
+            idle(s);
+            continue;
+        }
+        /* A failed step (a read that failed on every copy) ends the requests in it, whose
+         * state it left half-updated, with its error; the server serves on. */
+        if (step(s, err))
+            for (int i = 0; i < s->o.parallel; i++)
+                if (s->slots[i].state != SLOT_FREE)
+                    end_slot(s, &s->slots[i], K3_FINISH_ERROR, err->msg);
+    }
+}

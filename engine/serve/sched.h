@@ -1,0 +1,58 @@
+/* Continuous batching: many requests decoding in shared steps.
+ *
+ * Owns: the slots (a sequence and a sampler each, allocated once), the queue of requests
+ * waiting for one, and the decode loop: every step takes one row from each decoding slot
+ * and up to prefill_chunk rows of joining prompts, so each MoE layer reads the union of
+ * the rows' experts once and running streams keep flowing while a long prompt is read.
+ * Requests join and leave between steps.  A request's tokens and logits are the same
+ * bytes whatever shares its steps (the forward pass computes every row alone, in a fixed
+ * order; each request has its own seeded sampler).
+ * Invariants: a slot is FREE, PREFILL (prompt rows left) or DECODE (a sampled token to
+ * feed); only a FREE slot has no request; the queue never exceeds queue_max.
+ * Does not own: HTTP and JSON (serve/http.c, serve/api.c), the model (runtime/).
+ */
+#ifndef K3_SERVE_SCHED_H
+#define K3_SERVE_SCHED_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "engine/base/err.h"
+#include "engine/runtime/runtime.h"
+#include "engine/serve/request.h"
+
+struct k3_sched_opts {
+    int parallel;      /* sequences decoding at once, 1..K3_CHUNK */
+    int ctx;           /* positions each sequence holds */
+    int prefill_chunk; /* prompt rows one step takes, at most */
+    int queue_max;     /* requests waiting for a slot; beyond, submit refuses */
+    volatile sig_atomic_t *stop_signal; /* set (by a signal handler): as k3_sched_stop */
+};
+
+struct k3_sched_stats {
+    int running, queued;
+    uint64_t requests_done, tokens_generated, prompt_tokens;
+    uint64_t steps, decode_steps, decode_rows;
+    double busy_seconds;                 /* in steps */
+};
+
+struct k3_sched;
+
+int k3_sched_create(struct k3_sched **out, struct k3_runtime *rt, const struct k3_sched_opts *o,
+                    struct k3_err *err);
+void k3_sched_destroy(struct k3_sched *s);
+
+/* Queues r (the scheduler takes a reference of its own until it is done).  0, -EBUSY when
+ * the queue is full, -ESHUTDOWN once stopping, -E2BIG when the prompt leaves no room in
+ * the context. */
+int k3_sched_submit(struct k3_sched *s, struct k3_request *r);
+/* Runs steps until stopped and every running request has ended.  A step that fails
+ * ends the requests in it with the error; the loop goes on. */
+void k3_sched_run(struct k3_sched *s);
+/* Stops taking requests; queued ones end with an error, running ones at the next step
+ * (finish "length": as if their limit were reached).  Safe from any thread. */
+void k3_sched_stop(struct k3_sched *s);
+
+struct k3_sched_stats k3_sched_stats(struct k3_sched *s);
+
+#endif
