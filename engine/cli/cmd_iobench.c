@@ -11,7 +11,7 @@
 
 #include "engine/cli/cli.h"
 #include "engine/model/model.h"
-#include "engine/cli/options.h"
+#include "engine/base/options.h"
 #include "engine/base/rng.h"
 #include "engine/stream/stream.h"
 

@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "engine/cli/cli.h"
-#include "engine/cli/options.h"
+#include "engine/base/options.h"
 #include "engine/pack/pack.h"
 #include "engine/pack/pack_format.h"
 

@@ -10,7 +10,7 @@
 #include "engine/cli/cli.h"
 #include "engine/model/config.h"
 #include "engine/forward/forward.h"
-#include "engine/cli/options.h"
+#include "engine/base/options.h"
 #include "engine/pack/pack_format.h"
 #include "engine/model/tensors.h"
 

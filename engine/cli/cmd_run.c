@@ -22,7 +22,7 @@
 #include "engine/base/files.h"
 #include "engine/forward/forward.h"
 #include "engine/model/model.h"
-#include "engine/cli/options.h"
+#include "engine/base/options.h"
 #include "engine/pack/packed.h"
 #include "engine/stream/placement.h"
 #include "engine/forward/sampler.h"

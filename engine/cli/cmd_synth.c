@@ -3,7 +3,7 @@
 
 #include "engine/cli/cli.h"
 #include "engine/model/config.h"
-#include "engine/cli/options.h"
+#include "engine/base/options.h"
 #include "engine/synth/synth.h"
 
 int cmd_synth(int argc, char **argv)

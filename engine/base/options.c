@@ -1,4 +1,4 @@
-#include "engine/cli/options.h"
+#include "engine/base/options.h"
 
 #include <errno.h>
 #include <math.h>
