@@ -125,6 +125,21 @@ static void join_choices(const struct k3_opt_choice *c, const char *sep, const c
     }
 }
 
+/* The value's placeholder: the table's, else from the choices ("a|b", a SET's "a,b",
+ * "SIZE|a|b"), else "VALUE". */
+static void placeholder(const struct k3_opt *o, char *buf, size_t len)
+{
+    char names[128];
+    if (o->arg) {
+        snprintf(buf, len, "%s", o->arg);
+    } else if (o->choices) {
+        join_choices(o->choices, o->type == K3_OPT_SET ? "," : "|", NULL, names, sizeof names);
+        snprintf(buf, len, "%s%s", o->type == K3_OPT_SIZE ? "SIZE|" : "", names);
+    } else {
+        snprintf(buf, len, "VALUE");
+    }
+}
+
 /* ---- parsing one value ----------------------------------------------------------------- */
 
 static bool has_range(const struct k3_opt *o)
@@ -327,11 +342,13 @@ int k3_opts_parse(const struct k3_opt *opts, int n_opts, int argc, char **argv,
             continue;
         }
         const char *val = inline_val;
-        if (!val) {
-            if (i + 1 >= argc)
-                return k3_errf(err, "%s: needs a value (%s)", a, o->arg ? o->arg : "VALUE");
-            val = argv[++i];
+        if (!val && i + 1 >= argc) {
+            char arg[160];
+            placeholder(o, arg, sizeof arg);
+            return k3_errf(err, "%s: needs a value (%s)", a, arg);
         }
+        if (!val)
+            val = argv[++i];
         if (set_value(o, a, val, err))
             return -1;
     }
@@ -404,17 +421,12 @@ static void default_text(const struct k3_opt *o, char *buf, size_t len)
         snprintf(buf, len, " (default %s)", value);
 }
 
-/* "-x, --name ARG", "    --name ARG" or a positional's "ARG"; ARG from the choices when
- * the table gives none. */
+/* "-x, --name ARG", "    --name ARG" (no ARG for a flag) or a positional's name. */
 static void flag_text(const struct k3_opt *o, char *buf, size_t len)
 {
-    char arg[160] = "", names[128];
-    if (o->arg) {
-        snprintf(arg, sizeof arg, "%s", o->arg);
-    } else if (o->choices) {
-        join_choices(o->choices, "|", NULL, names, sizeof names);
-        snprintf(arg, sizeof arg, "%s%s", o->type == K3_OPT_SIZE ? "SIZE|" : "", names);
-    }
+    char arg[160] = "";
+    if (o->type != K3_OPT_FLAG)
+        placeholder(o, arg, sizeof arg);
     if (o->positional)
         snprintf(buf, len, "%s", o->name);
     else if (o->short_name)
