@@ -65,25 +65,26 @@ int k3_parse_id_list(const char *flag, const char *text, int32_t **ids, int *n,
     if (!out)
         return k3_errf(err, "%s: out of memory", flag);
     int count = 0;
-    const char *p = skip_space(text);
-    while (*p) {
+    const char *p = skip_space(text), *why = NULL;
+    while (*p && !why) {
         char *end;
         errno = 0;
         long v = strtol(p, &end, 10);
         if (end == p || errno || v < 0 || v > INT32_MAX || *p == '+' || *p == '-') {
-            free(out);
-            return k3_errf(err, "%s: \"%.60s\" is not a comma-separated list of token ids "
-                                "(bad id at \"%.20s\")", flag, text, p);
+            why = "bad id";
+            break;
         }
         out[count++] = (int32_t)v;
         p = skip_space(end);
-        if (*p && *p != ',') {
-            free(out);
-            return k3_errf(err, "%s: \"%.60s\" is not a comma-separated list of token ids "
-                                "(expected ',' at \"%.20s\")", flag, text, p);
-        }
-        if (*p)
-            p = skip_space(p + 1);
+        if (*p && *p != ',')
+            why = "expected ','";
+        else if (*p && !*(p = skip_space(p + 1)))
+            why = "bad id"; /* a comma promises another id */
+    }
+    if (why) {
+        free(out);
+        return k3_errf(err, "%s: \"%.60s\" is not a comma-separated list of token ids "
+                            "(%s at \"%.20s\")", flag, text, why, p);
     }
     if (!count) {
         free(out);
