@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include <emmintrin.h>
 
+#include "engine/base/options.h"
 #include "engine/kernels/kernels.h"
 #include "engine/kernels/kernels_isa.h"
 #include "engine/kernels/mxfp4.h"
@@ -34,108 +35,64 @@
 
 /* ---- options ------------------------------------------------------------------------ */
 
-struct opts {
-    char variants[64], threads[32], sets[32], tokens[32], only[64], csv[512], json[512];
-    long reps, arena_mib, copy_mib, lm_head, thp, teams, seed;
+/* The variants in the order they run: the first that runs is the best, the one the goals
+ * and the calibration report. */
+static const struct k3_opt_choice variant_choices[] = {
+    {"all", 15}, {"avx512vnni", 1}, {"avx512", 2}, {"avx2", 4}, {"scalar", 8}, {NULL, 0}};
+static const struct k3_opt_choice set_choices[] = {{"bench", 1}, {"k3", 2}, {NULL, 0}};
+
+static struct opts {
+    unsigned variants, sets; /* bits of variant_choices, set_choices */
+    struct k3_opt_ints threads, tokens;
+    const char *only, *csv, *json; /* NULL: all cases, no CSV, no calibration */
+    int reps, arena_mib, copy_mib, lm_head, thp, teams;
+    uint64_t seed;
+} o = {.variants = 15, .sets = 3, .threads = {2, {1, 2}}, .tokens = {1, {1}}, .reps = 5,
+       .arena_mib = 512, .copy_mib = 256, .lm_head = 1, .thp = 1, .teams = 1, .seed = 1};
+
+#define MAX_REPS 64
+
+static const struct k3_opt opt_table[] = {
+    {.name = "variants", .type = K3_OPT_SET, .dst = &o.variants, .choices = variant_choices,
+     .help = "comma list of kernel variants; all = those this CPU has"},
+    {.name = "threads", .type = K3_OPT_INTS, .dst = &o.threads, .arg = "N,..",
+     .help = "comma list of OpenMP thread counts", .min = 1, .max = 4096},
+    {.name = "sets", .type = K3_OPT_SET, .dst = &o.sets, .choices = set_choices,
+     .help = "shape sets: bench (k3-bench), k3 (full K3)"},
+    {.name = "tokens", .type = K3_OPT_INTS, .dst = &o.tokens, .arg = "T,..",
+     .help = "comma list of tokens per call (T); 1 = decode", .min = 1, .max = 1024},
+    {.name = "only", .type = K3_OPT_STRING, .dst = &o.only, .arg = "TEXT",
+     .help = "only cases whose name contains this text", .def = "all"},
+    {.name = "reps", .type = K3_OPT_INT, .dst = &o.reps, .arg = "N",
+     .help = "repetitions of every measurement", .min = 1, .max = MAX_REPS},
+    {.name = "arena-mib", .type = K3_OPT_INT, .dst = &o.arena_mib, .arg = "MIB",
+     .help = "small matrices are copied across this much RAM", .min = 64, .max = 1 << 20},
+    {.name = "copy-mib", .type = K3_OPT_INT, .dst = &o.copy_mib, .arg = "MIB",
+     .help = "STREAM copy: size of each of its two arrays", .min = 64, .max = 1 << 20},
+    {.name = "lm-head", .type = K3_OPT_INT, .dst = &o.lm_head, .arg = "0|1",
+     .help = "1: include full K3's lm_head (2.35 GB) when RAM allows", .min = 0, .max = 1},
+    {.name = "thp", .type = K3_OPT_INT, .dst = &o.thp, .arg = "0|1",
+     .help = "1: weights on transparent huge pages (as the engine's read areas)", .min = 0,
+     .max = 1},
+    {.name = "teams", .type = K3_OPT_INT, .dst = &o.teams, .arg = "0|1",
+     .help = "1: MXFP4 calls inside a team's work (numa/teams.h), as the engine's expert path; "
+             "0: each call its own OpenMP region", .min = 0, .max = 1},
+    {.name = "seed", .type = K3_OPT_U64, .dst = &o.seed, .arg = "N",
+     .help = "weight and activation generator seed"},
+    {.name = "csv", .type = K3_OPT_STRING, .dst = &o.csv, .arg = "FILE",
+     .help = "write results to this CSV file", .def = "none"},
+    {.name = "json", .type = K3_OPT_STRING, .dst = &o.json, .arg = "FILE",
+     .help = "write the planner's calibration (k3-uring plan --calibration) here", .def = "none"},
 };
+#define N_OPTS K3_OPTS_COUNT(opt_table)
 
-static struct opts o = {"all", "1,2", "bench,k3", "1", "", "", "", 5, 512, 256, 1, 1, 1, 1};
-
-static const struct opt {
-    const char *name;
-    char *text; /* one of text or num */
-    long *num;
-    long min;
-    const char *help;
-} opt_table[] = {
-    {"--variants", o.variants, NULL, 0, "comma list of scalar, avx2, avx512, avx512vnni; all = those this CPU has"},
-    {"--threads", o.threads, NULL, 0, "comma list of OpenMP thread counts"},
-    {"--sets", o.sets, NULL, 0, "shape sets: bench (k3-bench), k3 (full K3)"},
-    {"--tokens", o.tokens, NULL, 0, "comma list of tokens per call (T); 1 = decode"},
-    {"--only", o.only, NULL, 0, "only cases whose name contains this text (empty: all)"},
-    {"--reps", NULL, &o.reps, 1, "repetitions of every measurement"},
-    {"--arena-mib", NULL, &o.arena_mib, 64, "small matrices are copied across this much RAM"},
-    {"--copy-mib", NULL, &o.copy_mib, 64, "STREAM copy: size of each of its two arrays"},
-    {"--lm-head", NULL, &o.lm_head, 0, "1: include full K3's lm_head (2.35 GB) when RAM allows"},
-    {"--thp", NULL, &o.thp, 0, "1: weights on transparent huge pages (as the engine's read areas)"},
-    {"--teams", NULL, &o.teams, 0, "1: MXFP4 calls inside a team's work (numa/teams.h), as the "
-                                   "engine's expert path; 0: each call its own OpenMP region"},
-    {"--seed", NULL, &o.seed, 0, "weight and activation generator seed"},
-    {"--csv", o.csv, NULL, 0, "write results to this CSV file (empty: none)"},
-    {"--json", o.json, NULL, 0, "write the planner's calibration (k3-uring plan --calibration) here"},
-};
-#define N_OPTS (sizeof opt_table / sizeof opt_table[0])
-
-static void usage(FILE *to)
+/* Whether --sets asks for the shape set named set. */
+static bool set_chosen(const char *set)
 {
-    fprintf(to, "usage: kernels [options]\n");
-    for (size_t i = 0; i < N_OPTS; i++) {
-        const struct opt *p = &opt_table[i];
-        if (p->text)
-            fprintf(to, "  %-12s %s (default \"%s\")\n", p->name, p->help, p->text);
-        else
-            fprintf(to, "  %-12s %s (default %ld)\n", p->name, p->help, *p->num);
-    }
-}
-
-static int parse(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help")) {
-            usage(stdout);
-            exit(0);
-        }
-        size_t k = 0;
-        while (k < N_OPTS && strcmp(argv[i], opt_table[k].name))
-            k++;
-        if (k == N_OPTS || i + 1 == argc) {
-            fprintf(stderr, "kernels: bad option %s (--help lists them)\n", argv[i]);
-            return -1;
-        }
-        const char *v = argv[++i];
-        if (opt_table[k].text) {
-            size_t cap = opt_table[k].text == o.csv || opt_table[k].text == o.json ? sizeof o.csv
-                                                                                 : sizeof o.variants;
-            if (strlen(v) >= cap) {
-                fprintf(stderr, "kernels: %s: value too long\n", argv[i - 1]);
-                return -1;
-            }
-            strcpy(opt_table[k].text, v);
-        } else {
-            char *end;
-            *opt_table[k].num = strtol(v, &end, 10);
-            if (*end || *opt_table[k].num < opt_table[k].min) {
-                fprintf(stderr, "kernels: %s wants a number >= %ld, not %s\n", argv[i - 1],
-                        opt_table[k].min, v);
-                return -1;
-            }
-        }
-    }
-    return 0;
-}
-
-/* Splits a comma list of numbers. */
-static int parse_ints(const char *s, int *out, int cap)
-{
-    int n = 0;
-    while (*s && n < cap) {
-        char *end;
-        long v = strtol(s, &end, 10);
-        if (end == s || v < 1)
-            return -1;
-        out[n++] = (int)v;
-        s = *end == ',' ? end + 1 : end;
-    }
-    return n;
-}
-
-static int in_list(const char *list, const char *word)
-{
-    size_t n = strlen(word);
-    for (const char *p = list; (p = strstr(p, word)); p += n)
-        if ((p == list || p[-1] == ',') && (p[n] == ',' || !p[n]))
-            return 1;
-    return 0;
+    for (const struct k3_opt_choice *c = set_choices; c->name; c++)
+        if (!strcmp(c->name, set))
+            return o.sets & c->value;
+    return false;
 }
 
 /* ---- helpers ------------------------------------------------------------------------ */
@@ -272,8 +229,8 @@ static void measure_memory(int threads, struct membw *m)
     memset(a, 1, n * 8);
     memset(c, 2, n * 8);
     omp_set_num_threads(threads);
-    double cp[64], rd[64];
-    int reps = o.reps > 64 ? 64 : (int)o.reps;
+    double cp[MAX_REPS], rd[MAX_REPS];
+    int reps = o.reps;
     stream_copy(a, c, n); /* warm: page faults, thread pool */
     for (int r = 0; r < reps; r++) {
         cp[r] = stream_copy(a, c, n);
@@ -419,7 +376,6 @@ static const struct bcase cases[] = {
     {"k3", "lm_head", BF16, 163840, 7168, 0},
 };
 #define N_CASES (int)(sizeof cases / sizeof cases[0])
-_Static_assert(sizeof cases / sizeof cases[0] <= 40, "case_read holds 40 cases");
 
 static size_t case_bytes(const struct bcase *c)
 {
@@ -506,17 +462,31 @@ static void run_pass(struct k3numa_teams *teams, const struct pass *p)
         pass_calls((void *)p, 0);
 }
 
-/* ---- main --------------------------------------------------------------------------- */
+/* ---- the run ------------------------------------------------------------------------ */
 
 struct result {
     struct stat3 gbps;
     double us; /* median time per call */
 };
 
-/* The same-time reference of a case: a read sweep over the same weight bytes, per thread
- * count (medians over the reps, interleaved with the variants'). */
-static struct stat3 case_read[40][8];
-#define MAX_CASES 40
+#define MAX_THREADS K3_OPT_INTS_MAX /* entries of --threads */
+#define MAX_TOKENS K3_OPT_INTS_MAX  /* entries of --tokens */
+
+/* What the run measures, as the reports read it.  Indices: case (cases[]), variant (vars),
+ * thread count (o.threads), token count (o.tokens). */
+static struct {
+    const struct k3_kernel_ops *vars[4];
+    int n_vars;
+    double avail_gb;                       /* RAM available at the start */
+    uint8_t *arena;
+    struct membw mem[MAX_THREADS];         /* at the start of the run */
+    struct membw mem_end[MAX_THREADS];     /* at the end */
+    struct result res[N_CASES][4][MAX_THREADS][MAX_TOKENS];
+    struct stat3 ceiling[N_CASES][4][MAX_THREADS][MAX_TOKENS]; /* MXFP4 cases, T = 1 */
+    /* The same-time reference of a case: a read sweep over the same weight bytes, per
+     * thread count (medians over the reps, interleaved with the variants'). */
+    struct stat3 case_read[N_CASES][MAX_THREADS];
+} run;
 
 static FILE *csv;
 
@@ -530,379 +500,480 @@ static void csv_row(const char *section, const char *name, const char *kind, int
                 frac_read);
 }
 
-/* Measures the memory at `threads` into *m and reports it, as "memory" at the start of
- * the run and "memory at the end" (section memory_end) after the cases. */
-static void memory_row(int threads, bool at_end, struct membw *m)
+/* The variants --variants asks for that this CPU has, best first; how many. */
+static int choose_variants(void)
 {
-    measure_memory(threads, m);
-    printf("memory%s, %d thread(s): STREAM copy %.1f GB/s [%.1f-%.1f], read %.1f GB/s "
-           "[%.1f-%.1f]\n",
-           at_end ? " at the end" : "", threads, m->copy.median, m->copy.min, m->copy.max,
-           m->read.median, m->read.min, m->read.max);
-    const char *section = at_end ? "memory_end" : "memory";
-    csv_row(section, "stream copy", "-", 0, 0, 0, "-", threads, 32.0 * (o.copy_mib << 20),
-            m->copy, 0, 1, m->copy.median / m->read.median);
-    csv_row(section, "read sweep", "-", 0, 0, 0, "-", threads, 8.0 * (o.copy_mib << 20), m->read,
-            0, m->read.median / m->copy.median, 1);
-}
-
-int main(int argc, char **argv)
-{
-    if (parse(argc, argv))
-        return 2;
-    int threads[8], tokens[8];
-    int n_threads = parse_ints(o.threads, threads, 8), n_tokens = parse_ints(o.tokens, tokens, 8);
-    if (n_threads < 1 || n_tokens < 1) {
-        fprintf(stderr, "kernels: --threads and --tokens want comma lists of positive numbers\n");
-        return 2;
-    }
-    const struct k3_kernel_ops *vars[4];
-    int n_vars = 0;
-    const char *const all[] = {"avx512vnni", "avx512", "avx2", "scalar"};
-    for (int i = 0; i < 4; i++) {
-        const struct k3_kernel_ops *k = k3_kernels_find(all[i]);
-        if (strcmp(o.variants, "all") && !in_list(o.variants, all[i]))
+    for (const struct k3_opt_choice *v = variant_choices; v->name; v++) {
+        if (!strcmp(v->name, "all") || !(o.variants & v->value))
             continue;
+        const struct k3_kernel_ops *k = k3_kernels_find(v->name);
         if (!k->supported()) {
-            printf("kernels: %s: this CPU lacks it, skipped\n", all[i]);
+            printf("kernels: %s: this CPU lacks it, skipped\n", v->name);
             continue;
         }
-        vars[n_vars++] = k;
+        run.vars[run.n_vars++] = k;
     }
-    if (!n_vars) {
-        fprintf(stderr, "kernels: no variant to run (--variants %s)\n", o.variants);
-        return 2;
-    }
+    return run.n_vars;
+}
+
+/* Every knob with its value, the variants that run and the machine's RAM. */
+static void print_setup(void)
+{
     long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    double avail_gb = (double)pages * page / 1e9;
-
+    run.avail_gb = (double)pages * page / 1e9;
     printf("kernels: every knob (--help for meanings):\n");
-    for (size_t i = 0; i < N_OPTS; i++) {
-        const struct opt *p = &opt_table[i];
-        if (p->text)
-            printf("  %-12s %s\n", p->name, p->text);
-        else
-            printf("  %-12s %ld\n", p->name, *p->num);
-    }
+    k3_opts_print_values(stdout, opt_table, N_OPTS);
     printf("kernels: auto variant %s; running", k3_kernels_name());
-    for (int i = 0; i < n_vars; i++)
-        printf(" %s", vars[i]->name);
-    printf("; OpenMP max threads %d; %.1f GB RAM available\n", omp_get_max_threads(), avail_gb);
+    for (int i = 0; i < run.n_vars; i++)
+        printf(" %s", run.vars[i]->name);
+    printf("; OpenMP max threads %d; %.1f GB RAM available\n", omp_get_max_threads(), run.avail_gb);
+}
 
-    if (o.csv[0] && !(csv = fopen(o.csv, "w"))) {
+static int open_csv(void)
+{
+    if (!o.csv || !o.csv[0])
+        return 0;
+    if (!(csv = fopen(o.csv, "w"))) {
         fprintf(stderr, "kernels: %s: %s\n", o.csv, strerror(errno));
-        return 1;
+        return -1;
     }
-    if (csv)
-        fprintf(csv, "section,name,kind,rows,cols,tokens,variant,threads,bytes,gbps_median,"
-                     "gbps_min,gbps_max,us_median,frac_of_copy,frac_of_read\n");
+    fprintf(csv, "section,name,kind,rows,cols,tokens,variant,threads,bytes,gbps_median,"
+                 "gbps_min,gbps_max,us_median,frac_of_copy,frac_of_read\n");
+    return 0;
+}
 
-    /* Memory bandwidth at every thread count. */
-    struct membw mem[8];
-    for (int ti = 0; ti < n_threads; ti++)
-        memory_row(threads[ti], false, &mem[ti]);
+/* Measures the memory at every thread count into m and reports it, as "memory" at the
+ * start of the run and "memory at the end" (section memory_end) after the cases. */
+static void memory_rows(bool at_end, struct membw *m)
+{
+    for (int ti = 0; ti < o.threads.n; ti++) {
+        int threads = o.threads.v[ti];
+        measure_memory(threads, &m[ti]);
+        printf("memory%s, %d thread(s): STREAM copy %.1f GB/s [%.1f-%.1f], read %.1f GB/s "
+               "[%.1f-%.1f]\n",
+               at_end ? " at the end" : "", threads, m[ti].copy.median, m[ti].copy.min,
+               m[ti].copy.max, m[ti].read.median, m[ti].read.min, m[ti].read.max);
+        const char *section = at_end ? "memory_end" : "memory";
+        double mib = (double)((size_t)o.copy_mib << 20);
+        csv_row(section, "stream copy", "-", 0, 0, 0, "-", threads, 32.0 * mib, m[ti].copy, 0, 1,
+                m[ti].copy.median / m[ti].read.median);
+        csv_row(section, "read sweep", "-", 0, 0, 0, "-", threads, 8.0 * mib, m[ti].read, 0,
+                m[ti].read.median / m[ti].copy.median, 1);
+    }
+}
 
-    size_t arena_bytes = (size_t)o.arena_mib << 20;
-    uint8_t *arena = big_alloc(arena_bytes);
-    static struct result res[N_CASES][4][8][8]; /* case, variant, threads, tokens */
-    static struct stat3 ceiling[N_CASES][4][8][8]; /* the MXFP4 cases' compute ceilings */
+/* ---- one case ----------------------------------------------------------------------- */
+
+/* A case's weights for the run: copies across the arena, or the matrix alone when it is
+ * bigger; and its activations. */
+struct weights {
+    uint8_t *base, *own; /* own: the matrix alone, else NULL */
+    size_t stride, n_copies;
+    float *X, *Y, *U;    /* [max T][cols], [max T][rows], [max T][rows] */
+};
+
+static int weights_prepare(const struct bcase *c, struct weights *w)
+{
+    size_t bytes = case_bytes(c), arena_bytes = (size_t)o.arena_mib << 20;
+    *w = (struct weights){.base = run.arena, .stride = (bytes + 4095) / 4096 * 4096};
+    w->n_copies = arena_bytes / w->stride;
+    if (w->n_copies < 2) {
+        w->base = w->own = big_alloc(bytes);
+        w->n_copies = 1;
+    }
+    size_t n_sub = (size_t)c->rows * c->cols;
+    for (size_t k = 0; k < w->n_copies; k++) {
+        uint8_t *at = w->base + k * w->stride;
+        if (c->kind == BF16)
+            fill_bf16((uint16_t *)at, n_sub, o.seed * 1000003 + k * n_sub);
+        else
+            for (int half = 0; half < (c->kind == MXFP4 || c->kind == MXFP4_Q8 ? 1 : 2); half++)
+                fill_mxfp4(at + half * (n_sub / 2 + n_sub / 32), n_sub / 2,
+                           at + half * (n_sub / 2 + n_sub / 32) + n_sub / 2, n_sub / 32,
+                           o.seed * 1000003 + (2 * k + half) * n_sub);
+    }
     int max_T = 1;
-    for (int i = 0; i < n_tokens; i++)
-        max_T = tokens[i] > max_T ? tokens[i] : max_T;
+    for (int i = 0; i < o.tokens.n; i++)
+        max_T = o.tokens.v[i] > max_T ? o.tokens.v[i] : max_T;
+    w->X = malloc(sizeof(float) * (size_t)max_T * c->cols);
+    w->Y = malloc(sizeof(float) * (size_t)max_T * c->rows);
+    w->U = malloc(sizeof(float) * (size_t)max_T * c->rows);
+    if (!w->X || !w->Y || !w->U) {
+        fprintf(stderr, "kernels: out of memory for activations\n");
+        return -1;
+    }
+    fill_x(w->X, (size_t)max_T * c->cols, o.seed + 17);
+    return 0;
+}
 
+static void weights_free(struct weights *w)
+{
+    free(w->X), free(w->Y), free(w->U), free(w->own);
+}
+
+/* Every rep's GB/s: [thread count][variant][rep]; rd: the read sweep, cg: the ceiling. */
+struct samples {
+    double g[MAX_THREADS][4][MAX_REPS], rd[MAX_THREADS][MAX_REPS], cg[MAX_THREADS][4][MAX_REPS];
+};
+
+/* The reps of one case at T tokens per call, cl (NULL: none) its compute ceiling.  The
+ * thread counts take turns rep by rep, as the variants do: this machine's pace drifts by a
+ * fifth over minutes (the host's other tenants), and a scaling taken from measurements
+ * minutes apart would measure the drift. */
+static int measure_reps(const struct bcase *c, const struct weights *w, int T,
+                        const struct ceiling *cl, struct samples *s)
+{
+    size_t bytes = case_bytes(c);
+    struct k3numa_teams *teams[MAX_THREADS] = {NULL};
+    struct pass warm = {c, w->base, w->stride, 1, w->X, w->Y, w->U, T},
+                every = {c, w->base, w->stride, w->n_copies, w->X, w->Y, w->U, T};
+    long ceil_calls[4];
+    for (int vi = 0; cl && vi < run.n_vars; vi++)
+        ceil_calls[vi] = ceiling_calls(run.vars[vi], cl);
+    int rc = 0;
+    for (int ti = 0; !rc && ti < o.threads.n; ti++) {
+        omp_set_num_threads(o.threads.v[ti]);
+        if (o.teams && k3numa_teams_create(&teams[ti], NULL)) {
+            fprintf(stderr, "kernels: out of memory for a team\n");
+            rc = -1;
+            break;
+        }
+        /* A pass to warm the thread pool (and, with one copy, nothing else). */
+        for (int vi = 0; vi < run.n_vars; vi++) {
+            k3_kernels_select(run.vars[vi]->name);
+            run_pass(teams[ti], &warm);
+        }
+    }
+    for (int r = 0; !rc && r < o.reps; r++)
+        for (int ti = 0; ti < o.threads.n; ti++) {
+            omp_set_num_threads(o.threads.v[ti]);
+            s->rd[ti][r] = read_sweep(w->base, w->n_copies * w->stride);
+            for (int vi = 0; vi < run.n_vars; vi++) {
+                k3_kernels_select(run.vars[vi]->name);
+                double t0 = now();
+                run_pass(teams[ti], &every);
+                double dt = now() - t0;
+                s->g[ti][vi][r] = (double)bytes * w->n_copies / dt / 1e9;
+                if (cl)
+                    s->cg[ti][vi][r] = ceiling_pass(run.vars[vi], cl, o.threads.v[ti],
+                                                    ceil_calls[vi]);
+            }
+        }
+    for (int ti = 0; ti < o.threads.n; ti++)
+        k3numa_teams_destroy(teams[ti]);
+    return rc;
+}
+
+/* The rows of one case at token count xi: the read sweep, each variant, each ceiling;
+ * their medians kept in run for the summaries. */
+static void report_reps(int ci, int xi, struct samples *s, const struct ceiling *cl)
+{
+    const struct bcase *c = &cases[ci];
+    int T = o.tokens.v[xi];
+    size_t bytes = case_bytes(c);
+    for (int ti = 0; ti < o.threads.n; ti++) {
+        int threads = o.threads.v[ti];
+        double copy = run.mem[ti].copy.median;
+        struct stat3 rs3 = stats(s->rd[ti], o.reps);
+        if (xi == 0)
+            run.case_read[ci][ti] = rs3;
+        printf("%-48s %-5s %-10s %2s %-10s %3d %10.2f %8.2f [%5.2f-%5.2f] %9s %6.2f %6.2f\n",
+               c->name, c->set, "read sweep", "-", "-", threads, bytes / 1e6, rs3.median, rs3.min,
+               rs3.max, "", rs3.median / copy, 1.0);
+        csv_row("matmul", c->name, "read sweep", c->rows, c->cols, T, "-", threads, (double)bytes,
+                rs3, 0, rs3.median / copy, 1);
+        for (int vi = 0; vi < run.n_vars; vi++) {
+            struct result *rs = &run.res[ci][vi][ti][xi];
+            rs->gbps = stats(s->g[ti][vi], o.reps);
+            rs->us = bytes / rs->gbps.median / 1e3;
+            double frac = rs->gbps.median / copy, frac_read = rs->gbps.median / rs3.median;
+            printf("%-48s %-5s %-10.10s %2d %-10s %3d %10.2f %8.2f [%5.2f-%5.2f] %9.1f %6.2f %6.2f\n",
+                   c->name, c->set, kind_name[c->kind], T, run.vars[vi]->name, threads,
+                   bytes / 1e6, rs->gbps.median, rs->gbps.min, rs->gbps.max, rs->us, frac,
+                   frac_read);
+            csv_row("matmul", c->name, kind_name[c->kind], c->rows, c->cols, T,
+                    run.vars[vi]->name, threads, (double)bytes, rs->gbps, rs->us, frac, frac_read);
+        }
+        for (int vi = 0; cl && vi < run.n_vars; vi++) {
+            struct stat3 cs = stats(s->cg[ti][vi], o.reps);
+            run.ceiling[ci][vi][ti][xi] = cs;
+            double cbytes = (double)(cl->np + cl->ns);
+            printf("%-48s %-5s %-10s %2d %-10s %3d %10.2f %8.2f [%5.2f-%5.2f] %9.2f %6.2f %6.2f\n",
+                   c->name, c->set, "mxfp4 (L1)", T, run.vars[vi]->name, threads, cbytes / 1e6,
+                   cs.median, cs.min, cs.max, cbytes / cs.median / 1e3, cs.median / copy,
+                   cs.median / rs3.median);
+            csv_row("matmul", c->name, "mxfp4 weights in L1", CEIL_ROWS, c->cols, T,
+                    run.vars[vi]->name, threads, cbytes, cs, cbytes / cs.median / 1e3,
+                    cs.median / copy, cs.median / rs3.median);
+        }
+    }
+}
+
+/* One case at every token count; beside each MXFP4 decode case, its compute ceiling. */
+static int measure_case(int ci)
+{
+    static struct samples s;
+    const struct bcase *c = &cases[ci];
+    struct weights w;
+    int rc = weights_prepare(c, &w);
+    for (int xi = 0; !rc && xi < o.tokens.n; xi++) {
+        struct ceiling cl;
+        bool with_ceiling = c->kind == MXFP4 && o.tokens.v[xi] == 1;
+        if (with_ceiling)
+            ceiling_prepare(&cl, c->cols);
+        rc = measure_reps(c, &w, o.tokens.v[xi], with_ceiling ? &cl : NULL, &s);
+        if (!rc)
+            report_reps(ci, xi, &s, with_ceiling ? &cl : NULL);
+        if (with_ceiling)
+            ceiling_free(&cl);
+    }
+    fflush(stdout);
+    weights_free(&w);
+    return rc;
+}
+
+static int measure_cases(void)
+{
     printf("\n%-48s %-5s %-10s %2s %-10s %3s %10s %22s %9s %6s %6s\n", "case", "set", "kind", "T",
            "variant", "thr", "MB/call", "GB/s median [min-max]", "us/call", "x copy", "x read");
     for (int ci = 0; ci < N_CASES; ci++) {
         const struct bcase *c = &cases[ci];
-        if (!in_list(o.sets, c->set) || (o.only[0] && !strstr(c->name, o.only)))
+        if (!set_chosen(c->set) || (o.only && !strstr(c->name, o.only)))
             continue;
-        size_t bytes = case_bytes(c);
         if (!strcmp(c->set, "k3") && !strcmp(c->name, "lm_head") &&
-            (!o.lm_head || bytes * 1.3 > avail_gb * 1e9)) {
-            printf("%-48s %-5s skipped (--lm-head %ld, %.1f GB available)\n", c->name, c->set,
-                   o.lm_head, avail_gb);
+            (!o.lm_head || case_bytes(c) * 1.3 > run.avail_gb * 1e9)) {
+            printf("%-48s %-5s skipped (--lm-head %d, %.1f GB available)\n", c->name, c->set,
+                   o.lm_head, run.avail_gb);
             continue;
         }
-        /* Copies across the arena, or the matrix alone when it is bigger. */
-        uint8_t *base = arena, *own = NULL;
-        size_t stride = (bytes + 4095) / 4096 * 4096, n_copies = arena_bytes / stride;
-        if (n_copies < 2) {
-            base = own = big_alloc(bytes);
-            n_copies = 1;
-        }
-        size_t n_sub = (size_t)c->rows * c->cols;
-        for (size_t k = 0; k < n_copies; k++) {
-            uint8_t *at = base + k * stride;
-            if (c->kind == BF16)
-                fill_bf16((uint16_t *)at, n_sub, (uint64_t)o.seed * 1000003 + k * n_sub);
-            else
-                for (int half = 0; half < (c->kind == MXFP4 || c->kind == MXFP4_Q8 ? 1 : 2); half++)
-                    fill_mxfp4(at + half * (n_sub / 2 + n_sub / 32), n_sub / 2,
-                               at + half * (n_sub / 2 + n_sub / 32) + n_sub / 2, n_sub / 32,
-                               (uint64_t)o.seed * 1000003 + (2 * k + half) * n_sub);
-        }
-        float *X = malloc(sizeof(float) * (size_t)max_T * c->cols);
-        float *Y = malloc(sizeof(float) * (size_t)max_T * c->rows);
-        float *U = malloc(sizeof(float) * (size_t)max_T * c->rows);
-        if (!X || !Y || !U) {
-            fprintf(stderr, "kernels: out of memory for activations\n");
-            return 1;
-        }
-        fill_x(X, (size_t)max_T * c->cols, (uint64_t)o.seed + 17);
-
-        for (int xi = 0; xi < n_tokens; xi++) {
-            int T = tokens[xi];
-            int reps = o.reps > 64 ? 64 : (int)o.reps;
-            /* The thread counts take turns rep by rep, as the variants do: this machine's
-             * pace drifts by a fifth over minutes (the host's other tenants), and a scaling
-             * taken from measurements minutes apart would measure the drift. */
-            static double g[8][4][64], rd[8][64], cg[8][4][64];
-            struct k3numa_teams *teams[8] = {NULL};
-            struct pass warm = {c, base, stride, 1, X, Y, U, T},
-                        every = {c, base, stride, n_copies, X, Y, U, T};
-            struct ceiling cl;
-            bool with_ceiling = c->kind == MXFP4 && T == 1;
-            long ceil_calls[4];
-            if (with_ceiling)
-                ceiling_prepare(&cl, c->cols);
-            for (int vi = 0; with_ceiling && vi < n_vars; vi++)
-                ceil_calls[vi] = ceiling_calls(vars[vi], &cl);
-            for (int ti = 0; ti < n_threads; ti++) {
-                omp_set_num_threads(threads[ti]);
-                if (o.teams && k3numa_teams_create(&teams[ti], NULL)) {
-                    fprintf(stderr, "kernels: out of memory for a team\n");
-                    return 1;
-                }
-                /* A pass to warm the thread pool (and, with one copy, nothing else). */
-                for (int vi = 0; vi < n_vars; vi++) {
-                    k3_kernels_select(vars[vi]->name);
-                    run_pass(teams[ti], &warm);
-                }
-            }
-            for (int r = 0; r < reps; r++)
-                for (int ti = 0; ti < n_threads; ti++) {
-                    omp_set_num_threads(threads[ti]);
-                    rd[ti][r] = read_sweep(base, n_copies * stride);
-                    for (int vi = 0; vi < n_vars; vi++) {
-                        k3_kernels_select(vars[vi]->name);
-                        double t0 = now();
-                        run_pass(teams[ti], &every);
-                        double dt = now() - t0;
-                        g[ti][vi][r] = (double)bytes * n_copies / dt / 1e9;
-                        if (with_ceiling)
-                            cg[ti][vi][r] = ceiling_pass(vars[vi], &cl, threads[ti], ceil_calls[vi]);
-                    }
-                }
-            if (with_ceiling)
-                ceiling_free(&cl);
-            for (int ti = 0; ti < n_threads; ti++) {
-                k3numa_teams_destroy(teams[ti]);
-                struct stat3 rs3 = stats(rd[ti], reps);
-                if (xi == 0)
-                    case_read[ci][ti] = rs3;
-                printf("%-48s %-5s %-10s %2s %-10s %3d %10.2f %8.2f [%5.2f-%5.2f] %9s %6.2f %6.2f\n",
-                       c->name, c->set, "read sweep", "-", "-", threads[ti], bytes / 1e6,
-                       rs3.median, rs3.min, rs3.max, "", rs3.median / mem[ti].copy.median, 1.0);
-                csv_row("matmul", c->name, "read sweep", c->rows, c->cols, T, "-", threads[ti],
-                        (double)bytes, rs3, 0, rs3.median / mem[ti].copy.median, 1);
-                for (int vi = 0; vi < n_vars; vi++) {
-                    struct result *rs = &res[ci][vi][ti][xi];
-                    rs->gbps = stats(g[ti][vi], reps);
-                    rs->us = bytes / rs->gbps.median / 1e3;
-                    double frac = rs->gbps.median / mem[ti].copy.median;
-                    double frac_read = rs->gbps.median / rs3.median;
-                    printf("%-48s %-5s %-10.10s %2d %-10s %3d %10.2f %8.2f [%5.2f-%5.2f] %9.1f %6.2f %6.2f\n",
-                           c->name, c->set, kind_name[c->kind], T, vars[vi]->name, threads[ti],
-                           bytes / 1e6, rs->gbps.median, rs->gbps.min, rs->gbps.max, rs->us, frac,
-                           frac_read);
-                    csv_row("matmul", c->name, kind_name[c->kind], c->rows, c->cols, T,
-                            vars[vi]->name, threads[ti], (double)bytes, rs->gbps, rs->us, frac,
-                            frac_read);
-                }
-                for (int vi = 0; with_ceiling && vi < n_vars; vi++) {
-                    struct stat3 cs = stats(cg[ti][vi], reps);
-                    ceiling[ci][vi][ti][xi] = cs;
-                    double cbytes = (double)(cl.np + cl.ns);
-                    printf("%-48s %-5s %-10s %2d %-10s %3d %10.2f %8.2f [%5.2f-%5.2f] %9.2f %6.2f %6.2f\n",
-                           c->name, c->set, "mxfp4 (L1)", T, vars[vi]->name, threads[ti],
-                           cbytes / 1e6, cs.median, cs.min, cs.max, cbytes / cs.median / 1e3,
-                           cs.median / mem[ti].copy.median, cs.median / rs3.median);
-                    csv_row("matmul", c->name, "mxfp4 weights in L1", CEIL_ROWS, c->cols, T,
-                            vars[vi]->name, threads[ti], cbytes, cs, cbytes / cs.median / 1e3,
-                            cs.median / mem[ti].copy.median, cs.median / rs3.median);
-                }
-            }
-        }
-        fflush(stdout);
-        free(X), free(Y), free(U), free(own);
+        if (measure_case(ci))
+            return -1;
     }
+    return 0;
+}
 
+/* ---- summaries ---------------------------------------------------------------------- */
+
+/* k3-bench: the mat-muls of one decode token (token count t1, T = 1), from the medians. */
+static void report_per_token(int t1)
+{
+    printf("\nk3-bench, one decode token: the mat-muls' compute (weights in RAM; the reads "
+           "from drives not included)\n");
+    printf("%-10s %3s %12s %12s %12s %10s %10s\n", "variant", "thr", "trunk ms", "experts ms",
+           "total ms", "MB/token", "GB/s");
+    for (int vi = 0; vi < run.n_vars; vi++)
+        for (int ti = 0; ti < o.threads.n; ti++) {
+            const char *variant = run.vars[vi]->name;
+            int threads = o.threads.v[ti];
+            double trunk = 0, experts = 0, tb = 0, eb = 0;
+            for (int ci = 0; ci < N_CASES; ci++) {
+                const struct bcase *c = &cases[ci];
+                if (strcmp(c->set, "bench") || !c->per_token)
+                    continue;
+                double us = run.res[ci][vi][ti][t1].us * c->per_token;
+                double b = (double)case_bytes(c) * c->per_token;
+                if (c->kind == BF16)
+                    trunk += us, tb += b;
+                else
+                    experts += us, eb += b;
+            }
+            struct stat3 g = {(tb + eb) / (trunk + experts) / 1e3, 0, 0};
+            printf("%-10s %3d %12.2f %12.2f %12.2f %10.1f %10.2f\n", variant, threads,
+                   trunk / 1e3, experts / 1e3, (trunk + experts) / 1e3, (tb + eb) / 1e6, g.median);
+            csv_row("per_token", "k3-bench decode: trunk", "bf16", 0, 0, 1, variant, threads, tb,
+                    (struct stat3){tb / trunk / 1e3, 0, 0}, trunk, 0, 0);
+            csv_row("per_token", "k3-bench decode: routed experts", "mxfp4", 0, 0, 1, variant,
+                    threads, eb, (struct stat3){eb / experts / 1e3, 0, 0}, experts, 0, 0);
+            csv_row("per_token", "k3-bench decode: all mat-muls", "-", 0, 0, 1, variant, threads,
+                    tb + eb, g, trunk + experts, 0, 0);
+        }
+}
+
+/* The planner's rates: weight bytes one core turns into results per second, weights in
+ * RAM, over k3-bench's per-token mix (MXFP4: the experts; bf16: the trunk), into
+ * cal[variant][thread count][mxfp4, bf16]. */
+static void report_planner(int t1, double cal[4][MAX_THREADS][2])
+{
+    printf("\nplanner rates (k3-bench decode mix, T = 1, weights in RAM; per core = rate / "
+           "threads):\n");
+    for (int vi = 0; vi < run.n_vars; vi++)
+        for (int ti = 0; ti < o.threads.n; ti++) {
+            int threads = o.threads.v[ti];
+            double us[2] = {0, 0}, b[2] = {0, 0};
+            for (int ci = 0; ci < N_CASES; ci++) {
+                const struct bcase *c = &cases[ci];
+                if (strcmp(c->set, "bench") || !c->per_token || (c->kind != MXFP4 && c->kind != BF16))
+                    continue;
+                int k = c->kind == BF16;
+                us[k] += run.res[ci][vi][ti][t1].us * c->per_token;
+                b[k] += (double)case_bytes(c) * c->per_token;
+            }
+            for (int k = 0; k < 2; k++) {
+                double rate = b[k] / us[k] / 1e3, copy = run.mem[ti].copy.median;
+                cal[vi][ti][k] = rate / threads;
+                printf("  %-10s %d thread(s): %-5s %6.2f GB/s = %6.2f GB/s per core = %.2f x "
+                       "STREAM copy\n",
+                       run.vars[vi]->name, threads, k ? "bf16" : "MXFP4", rate, cal[vi][ti][k],
+                       rate / copy);
+                csv_row("planner", k ? "bf16 GB/s per core" : "mxfp4 GB/s per core",
+                        k ? "bf16" : "mxfp4", 0, 0, 1, run.vars[vi]->name, threads, b[k],
+                        (struct stat3){cal[vi][ti][k], 0, 0}, us[k], rate / copy, 0);
+            }
+        }
+}
+
+/* The index of thread count 1 in --threads, -1 when absent. */
+static int one_thread_index(void)
+{
+    int one = -1;
+    for (int ti = 0; ti < o.threads.n; ti++)
+        if (o.threads.v[ti] == 1)
+            one = ti;
+    return one;
+}
+
+/* The issue's goals, for the best variant: MXFP4 mat-vec at the most threads against the
+ * memory (STREAM copy at the start and at the end of the run; a read sweep of the same
+ * expert weights interleaved with the kernel), and the scaling from one thread to the
+ * most beside the read sweep's own (a kernel as fast as the memory scales as the memory
+ * does).  one_t, most: thread count indices. */
+static void report_goals(int t1, int one_t, int most)
+{
+    double us1 = 0, usn = 0, b = 0, read_us = 0, read1_us = 0, c1_us = 0, cn_us = 0;
+    for (int ci = 0; ci < N_CASES; ci++) {
+        const struct bcase *c = &cases[ci];
+        if (strcmp(c->set, "bench") || c->kind != MXFP4 || !c->per_token)
+            continue;
+        double token_bytes = (double)case_bytes(c) * c->per_token;
+        us1 += run.res[ci][0][one_t][t1].us * c->per_token;
+        usn += run.res[ci][0][most][t1].us * c->per_token;
+        b += token_bytes;
+        read_us += token_bytes / run.case_read[ci][most].median / 1e3;
+        read1_us += token_bytes / run.case_read[ci][one_t].median / 1e3;
+        c1_us += token_bytes / run.ceiling[ci][0][one_t][t1].median / 1e3;
+        cn_us += token_bytes / run.ceiling[ci][0][most][t1].median / 1e3;
+    }
+    int n = o.threads.v[most];
+    double rate = b / usn / 1e3, read = b / read_us / 1e3;
+    double copy = run.mem[most].copy.median, copy_end = run.mem_end[most].copy.median;
+    printf("\ngoals (%s, k3-bench experts, T = 1, weights in RAM):\n", run.vars[0]->name);
+    printf("  MXFP4 mat-vec at %d threads: %.2f GB/s = %.2f x STREAM copy at the start (%.2f "
+           "GB/s), %.2f x at the end (%.2f GB/s) (goal >= 0.8) = %.2f x a read sweep of the "
+           "same weights (%.2f GB/s)\n",
+           n, rate, rate / copy, copy, rate / copy_end, copy_end, rate / read, read);
+    printf("  scaling 1 -> %d threads: %.2fx (goal >= 1.8); the read sweep of the same "
+           "weights %.2fx\n", n, us1 / usn, read1_us / read_us);
+    printf("  compute ceiling (weights in L1): %.2f GB/s at 1 thread, %.2f at %d; from RAM "
+           "the kernel reaches %.2f of it at 1 thread and %.2f at %d\n",
+           b / c1_us / 1e3, b / cn_us / 1e3, n, c1_us / us1, cn_us / usn, n);
+    /* Two bounds no kernel can pass, both set by the host in this run: the cores' own
+     * scaling (on a shared host two busy vCPUs may run slower than one), and how much
+     * more the memory gives at the most threads than the one-thread kernel already takes. */
+    printf("  bounds on the scaling in this run: the cores' own compute scaled %.2fx "
+           "(the ceiling); the memory, read at %d threads, gives %.2fx the kernel's "
+           "1-thread rate\n",
+           c1_us / cn_us, n, us1 / read_us);
+    double q1 = 0, qn = 0, qb = 0;
+    for (int ci = 0; ci < N_CASES; ci++) {
+        const struct bcase *c = &cases[ci];
+        if (strcmp(c->set, "bench") || c->kind != MXFP4_Q8 || !run.res[ci][0][most][t1].us)
+            continue;
+        int w = c->rows == 3072 ? 2 : 1; /* w1 and w3 per w2, as the per-token mix */
+        q1 += run.res[ci][0][one_t][t1].us * w;
+        qn += run.res[ci][0][most][t1].us * w;
+        qb += (double)case_bytes(c) * w;
+    }
+    if (qb > 0)
+        printf("  with int8 activations (K3_MXFP4_ACT=q8, off by default): %.2f GB/s at %d "
+               "threads = %.2f x STREAM copy; scaling %.2fx\n",
+               qb / qn / 1e3, n, qb / qn / 1e3 / copy, q1 / qn);
+}
+
+/* The calibration k3-uring plan --calibration reads: the first (best) variant at one
+ * thread (one core alone; the plan caps cores x rate by the memory bandwidth itself). */
+static int write_calibration(double cal[4][MAX_THREADS][2], int one)
+{
+    FILE *f = fopen(o.json, "w");
+    if (!f) {
+        fprintf(stderr, "kernels: %s: %s\n", o.json, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "{\n  \"source\": \"bench/kernels.sh: k3-bench decode mix, T = 1, one thread, "
+               "weights in RAM, medians of %d reps\",\n", o.reps);
+    fprintf(f, "  \"variant\": \"%s\",\n", run.vars[0]->name);
+    fprintf(f, "  \"mxfp4_gbps_per_core\": %.3f,\n  \"bf16_gbps_per_core\": %.3f,\n",
+            cal[0][one][0], cal[0][one][1]);
+    for (int ti = 0; ti < o.threads.n; ti++) {
+        int threads = o.threads.v[ti];
+        fprintf(f, "  \"threads_%d\": {\"mxfp4_gbps\": %.3f, \"bf16_gbps\": %.3f, "
+                   "\"stream_copy_gbps\": %.3f, \"read_gbps\": %.3f},\n",
+                threads, cal[0][ti][0] * threads, cal[0][ti][1] * threads,
+                run.mem[ti].copy.median, run.mem[ti].read.median);
+    }
+    fprintf(f, "  \"cores_measured\": %d\n}\n", o.threads.v[o.threads.n - 1]);
+    if (fclose(f)) {
+        fprintf(stderr, "kernels: %s: %s\n", o.json, strerror(errno));
+        return -1;
+    }
+    printf("kernels: calibration for k3-uring plan --calibration: %s\n", o.json);
+    return 0;
+}
+
+/* The summaries over k3-bench's decode token, when the run measured all of them. */
+static int report_summaries(void)
+{
+    int t1 = -1;
+    for (int i = 0; i < o.tokens.n; i++)
+        if (o.tokens.v[i] == 1)
+            t1 = i;
+    if (!set_chosen("bench") || t1 < 0 || (o.only && o.only[0]))
+        return 0;
+    static double cal[4][MAX_THREADS][2];
+    report_per_token(t1);
+    report_planner(t1, cal);
+    int one = one_thread_index(), most = o.threads.n - 1;
+    if (one >= 0 && most != one)
+        report_goals(t1, one, most);
+    if (o.json && o.json[0] && one >= 0)
+        return write_calibration(cal, one);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *usage = "usage: kernels [options]\n\n"
+                        "GB/s of weights the mat-vec kernels consume, per variant and thread "
+                        "count, beside the memory's.";
+    struct k3_err err = {{0}};
+    int rc = k3_opts_parse(opt_table, N_OPTS, argc, argv, &err);
+    if (rc > 0) {
+        k3_opts_help(stdout, usage, opt_table, N_OPTS);
+        return 0;
+    }
+    if (rc) {
+        fprintf(stderr, "kernels: %s\n", err.msg);
+        return 2;
+    }
+    if (!choose_variants()) {
+        fprintf(stderr, "kernels: no variant of --variants runs on this CPU\n");
+        return 2;
+    }
+    print_setup();
+    if (open_csv())
+        return 1;
+    memory_rows(false, run.mem);
+    run.arena = big_alloc((size_t)o.arena_mib << 20);
+    rc = measure_cases();
     /* The memory again (the machine is shared, its bandwidth drifts), before the summaries
      * so that the goals can be set against both ends of the run. */
-    struct membw mem_end[8];
-    for (int ti = 0; ti < n_threads; ti++)
-        memory_row(threads[ti], true, &mem_end[ti]);
-
-    /* k3-bench: the mat-muls of one decode token (T = 1), from the medians above. */
-    int t1 = -1;
-    for (int i = 0; i < n_tokens; i++)
-        if (tokens[i] == 1)
-            t1 = i;
-    if (in_list(o.sets, "bench") && t1 >= 0 && !o.only[0]) {
-        printf("\nk3-bench, one decode token: the mat-muls' compute (weights in RAM; the reads "
-               "from drives not included)\n");
-        printf("%-10s %3s %12s %12s %12s %10s %10s\n", "variant", "thr", "trunk ms", "experts ms",
-               "total ms", "MB/token", "GB/s");
-        for (int vi = 0; vi < n_vars; vi++)
-            for (int ti = 0; ti < n_threads; ti++) {
-                double trunk = 0, experts = 0, tb = 0, eb = 0;
-                for (int ci = 0; ci < N_CASES; ci++) {
-                    const struct bcase *c = &cases[ci];
-                    if (strcmp(c->set, "bench") || !c->per_token)
-                        continue;
-                    double us = res[ci][vi][ti][t1].us * c->per_token;
-                    double b = (double)case_bytes(c) * c->per_token;
-                    if (c->kind == BF16)
-                        trunk += us, tb += b;
-                    else
-                        experts += us, eb += b;
-                }
-                struct stat3 g = {(tb + eb) / (trunk + experts) / 1e3, 0, 0};
-                printf("%-10s %3d %12.2f %12.2f %12.2f %10.1f %10.2f\n", vars[vi]->name,
-                       threads[ti], trunk / 1e3, experts / 1e3, (trunk + experts) / 1e3,
-                       (tb + eb) / 1e6, g.median);
-                csv_row("per_token", "k3-bench decode: trunk", "bf16", 0, 0, 1, vars[vi]->name,
-                        threads[ti], tb, (struct stat3){tb / trunk / 1e3, 0, 0}, trunk, 0, 0);
-                csv_row("per_token", "k3-bench decode: routed experts", "mxfp4", 0, 0, 1,
-                        vars[vi]->name, threads[ti], eb, (struct stat3){eb / experts / 1e3, 0, 0},
-                        experts, 0, 0);
-                csv_row("per_token", "k3-bench decode: all mat-muls", "-", 0, 0, 1, vars[vi]->name,
-                        threads[ti], tb + eb, g, trunk + experts, 0, 0);
-            }
-
-        /* The planner's rates: weight bytes one core turns into results per second, weights
-         * in RAM, over k3-bench's per-token mix (MXFP4: the experts; bf16: the trunk). */
-        printf("\nplanner rates (k3-bench decode mix, T = 1, weights in RAM; per core = rate / "
-               "threads):\n");
-        double cal[4][8][2]; /* variant, threads, {mxfp4, bf16} GB/s per core */
-        for (int vi = 0; vi < n_vars; vi++)
-            for (int ti = 0; ti < n_threads; ti++) {
-                double us[2] = {0, 0}, b[2] = {0, 0};
-                for (int ci = 0; ci < N_CASES; ci++) {
-                    const struct bcase *c = &cases[ci];
-                    if (strcmp(c->set, "bench") || !c->per_token || (c->kind != MXFP4 && c->kind != BF16))
-                        continue;
-                    int k = c->kind == BF16;
-                    us[k] += res[ci][vi][ti][t1].us * c->per_token;
-                    b[k] += (double)case_bytes(c) * c->per_token;
-                }
-                for (int k = 0; k < 2; k++) {
-                    double rate = b[k] / us[k] / 1e3;
-                    cal[vi][ti][k] = rate / threads[ti];
-                    printf("  %-10s %d thread(s): %-5s %6.2f GB/s = %6.2f GB/s per core = %.2f x "
-                           "STREAM copy\n",
-                           vars[vi]->name, threads[ti], k ? "bf16" : "MXFP4", rate, cal[vi][ti][k],
-                           rate / mem[ti].copy.median);
-                    csv_row("planner", k ? "bf16 GB/s per core" : "mxfp4 GB/s per core",
-                            k ? "bf16" : "mxfp4", 0, 0, 1, vars[vi]->name, threads[ti], b[k],
-                            (struct stat3){cal[vi][ti][k], 0, 0}, us[k], rate / mem[ti].copy.median, 0);
-                }
-            }
-        /* The issue's goals, for the best variant: MXFP4 mat-vec at the most threads against
-         * the memory (STREAM copy at the start and at the end of the run; a read sweep of the
-         * same expert weights interleaved with the kernel), and the scaling from one thread
-         * to the most beside the read sweep's own (a kernel as fast as the memory scales as
-         * the memory does). */
-        int one_t = -1, most = n_threads - 1;
-        for (int ti = 0; ti < n_threads; ti++)
-            if (threads[ti] == 1)
-                one_t = ti;
-        if (one_t >= 0 && most != one_t) {
-            double us1 = 0, usn = 0, b = 0, read_us = 0, read1_us = 0, c1_us = 0, cn_us = 0;
-            for (int ci = 0; ci < N_CASES; ci++) {
-                const struct bcase *c = &cases[ci];
-                if (strcmp(c->set, "bench") || c->kind != MXFP4 || !c->per_token)
-                    continue;
-                double token_bytes = (double)case_bytes(c) * c->per_token;
-                us1 += res[ci][0][one_t][t1].us * c->per_token;
-                usn += res[ci][0][most][t1].us * c->per_token;
-                b += token_bytes;
-                read_us += token_bytes / case_read[ci][most].median / 1e3;
-                read1_us += token_bytes / case_read[ci][one_t].median / 1e3;
-                c1_us += token_bytes / ceiling[ci][0][one_t][t1].median / 1e3;
-                cn_us += token_bytes / ceiling[ci][0][most][t1].median / 1e3;
-            }
-            double rate = b / usn / 1e3, read = b / read_us / 1e3;
-            printf("\ngoals (%s, k3-bench experts, T = 1, weights in RAM):\n", vars[0]->name);
-            printf("  MXFP4 mat-vec at %d threads: %.2f GB/s = %.2f x STREAM copy at the start (%.2f "
-                   "GB/s), %.2f x at the end (%.2f GB/s) (goal >= 0.8) = %.2f x a read sweep of the "
-                   "same weights (%.2f GB/s)\n",
-                   threads[most], rate, rate / mem[most].copy.median, mem[most].copy.median,
-                   rate / mem_end[most].copy.median, mem_end[most].copy.median, rate / read, read);
-            printf("  scaling 1 -> %d threads: %.2fx (goal >= 1.8); the read sweep of the same "
-                   "weights %.2fx\n", threads[most], us1 / usn, read1_us / read_us);
-            printf("  compute ceiling (weights in L1): %.2f GB/s at 1 thread, %.2f at %d; from RAM "
-                   "the kernel reaches %.2f of it at 1 thread and %.2f at %d\n",
-                   b / c1_us / 1e3, b / cn_us / 1e3, threads[most], c1_us / us1, cn_us / usn,
-                   threads[most]);
-            /* Two bounds no kernel can pass, both set by the host in this run: the cores'
-             * own scaling (on a shared host two busy vCPUs may run slower than one), and
-             * how much more the memory gives at the most threads than the one-thread
-             * kernel already takes. */
-            printf("  bounds on the scaling in this run: the cores' own compute scaled %.2fx "
-                   "(the ceiling); the memory, read at %d threads, gives %.2fx the kernel's "
-                   "1-thread rate\n",
-                   c1_us / cn_us, threads[most], us1 / read_us);
-            double q1 = 0, qn = 0, qb = 0;
-            for (int ci = 0; ci < N_CASES; ci++) {
-                const struct bcase *c = &cases[ci];
-                if (strcmp(c->set, "bench") || c->kind != MXFP4_Q8 || !res[ci][0][most][t1].us)
-                    continue;
-                int w = c->rows == 3072 ? 2 : 1; /* w1 and w3 per w2, as the per-token mix */
-                q1 += res[ci][0][one_t][t1].us * w;
-                qn += res[ci][0][most][t1].us * w;
-                qb += (double)case_bytes(c) * w;
-            }
-            if (qb > 0)
-                printf("  with int8 activations (K3_MXFP4_ACT=q8, off by default): %.2f GB/s at %d "
-                       "threads = %.2f x STREAM copy; scaling %.2fx\n",
-                       qb / qn / 1e3, threads[most], qb / qn / 1e3 / mem[most].copy.median, q1 / qn);
-        }
-
-        /* The calibration: the first (best) variant, one thread (one core alone; the plan
-         * caps cores × rate by the memory bandwidth itself). */
-        int one = -1;
-        for (int ti = 0; ti < n_threads; ti++)
-            if (threads[ti] == 1)
-                one = ti;
-        if (o.json[0] && one >= 0) {
-            FILE *f = fopen(o.json, "w");
-            if (!f) {
-                fprintf(stderr, "kernels: %s: %s\n", o.json, strerror(errno));
-                return 1;
-            }
-            fprintf(f, "{\n  \"source\": \"bench/kernels.sh: k3-bench decode mix, T = 1, one thread, "
-                       "weights in RAM, medians of %ld reps\",\n", o.reps);
-            fprintf(f, "  \"variant\": \"%s\",\n", vars[0]->name);
-            fprintf(f, "  \"mxfp4_gbps_per_core\": %.3f,\n  \"bf16_gbps_per_core\": %.3f,\n",
-                    cal[0][one][0], cal[0][one][1]);
-            for (int ti = 0; ti < n_threads; ti++)
-                fprintf(f, "  \"threads_%d\": {\"mxfp4_gbps\": %.3f, \"bf16_gbps\": %.3f, "
-                           "\"stream_copy_gbps\": %.3f, \"read_gbps\": %.3f},\n",
-                        threads[ti], cal[0][ti][0] * threads[ti], cal[0][ti][1] * threads[ti],
-                        mem[ti].copy.median, mem[ti].read.median);
-            fprintf(f, "  \"cores_measured\": %d\n}\n", threads[n_threads - 1]);
-            if (fclose(f)) {
-                fprintf(stderr, "kernels: %s: %s\n", o.json, strerror(errno));
-                return 1;
-            }
-            printf("kernels: calibration for k3-uring plan --calibration: %s\n", o.json);
-        }
-    }
-    if (csv && fclose(csv)) {
+    if (!rc)
+        memory_rows(true, run.mem_end);
+    if (!rc)
+        rc = report_summaries();
+    if (csv && fclose(csv) && !rc) {
         fprintf(stderr, "kernels: %s: %s\n", o.csv, strerror(errno));
-        return 1;
+        rc = -1;
     }
-    free(arena);
-    return 0;
+    free(run.arena);
+    return rc ? 1 : 0;
 }

@@ -11,82 +11,64 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "engine/base/options.h"
 #include "iouring/file.h"
 #include "iouring/reader.h"
 
-struct opts {
-    char backend[16];
-    long depth, block_kib, size_mib, seconds, seed, thp, io_threads;
+static const struct k3_opt_choice backend_choices[] = {
+    {"io_uring", K3IO_URING}, {"pread", K3IO_PREAD}, {"auto", K3IO_AUTO}, {NULL, 0}};
+
+static struct opts {
+    const char *file;
+    enum k3io_backend backend;
+    int depth, block_kib, size_mib, seconds, thp, io_threads;
+    uint64_t seed;
+} o = {.backend = K3IO_URING, .depth = 8, .block_kib = 1024, .size_mib = 1024, .seconds = 10,
+       .seed = 1};
+_Static_assert(sizeof o.backend == sizeof(int), "--backend parses into the enum as an int");
+
+static const struct k3_opt opt_table[] = {
+    {.name = "FILE", .type = K3_OPT_STRING, .dst = &o.file, .positional = true,
+     .help = "the file to read (O_DIRECT)"},
+    {.name = "backend", .type = K3_OPT_ENUM, .dst = &o.backend, .choices = backend_choices,
+     .help = "the reader's backend"},
+    {.name = "depth", .type = K3_OPT_INT, .dst = &o.depth, .arg = "N",
+     .help = "requests in flight (pread: as many threads)", .min = 1, .max = 4096},
+    {.name = "block-kib", .type = K3_OPT_INT, .dst = &o.block_kib, .arg = "KIB",
+     .help = "read size in KiB, a multiple of 4", .min = 4, .max = 1 << 20},
+    {.name = "size-mib", .type = K3_OPT_INT, .dst = &o.size_mib, .arg = "MIB",
+     .help = "read offsets fall in the first SIZE MiB of the file", .min = 1, .max = 1 << 24},
+    {.name = "seconds", .type = K3_OPT_INT, .dst = &o.seconds, .arg = "S", .help = "run time",
+     .min = 1, .max = 86400},
+    {.name = "seed", .type = K3_OPT_U64, .dst = &o.seed, .arg = "N",
+     .help = "offset generator seed"},
+    {.name = "thp", .type = K3_OPT_INT, .dst = &o.thp, .arg = "0|1",
+     .help = "1: buffers on transparent huge pages (MADV_HUGEPAGE)", .min = 0, .max = 1},
+    {.name = "io-threads", .type = K3_OPT_INT, .dst = &o.io_threads, .arg = "N",
+     .help = "io_uring: > 1 reads from an I/O thread with its own ring (the file on thread 0), "
+             "handing chunks over as the engine does on several NUMA nodes", .min = 0,
+     .max = 256},
 };
 
-static struct opts o = {"io_uring", 8, 1024, 1024, 10, 1, 0, 0};
-
-/* The options as data, so that --help prints each with its default and cannot drift. */
-static const struct opt {
-    const char *name;
-    char *text;   /* one of text or num */
-    long *num;
-    long min;     /* smallest value num takes */
-    const char *help;
-} opt_table[] = {
-    {"--backend", o.backend, NULL, 0, "io_uring, pread or auto"},
-    {"--depth", NULL, &o.depth, 1, "requests in flight (pread: as many threads)"},
-    {"--block-kib", NULL, &o.block_kib, 4, "read size in KiB, a multiple of 4"},
-    {"--size-mib", NULL, &o.size_mib, 1, "read offsets fall in the first SIZE MiB of the file"},
-    {"--seconds", NULL, &o.seconds, 1, "run time"},
-    {"--seed", NULL, &o.seed, 0, "offset generator seed"},
-    {"--thp", NULL, &o.thp, 0, "1: buffers on transparent huge pages (MADV_HUGEPAGE)"},
-    {"--io-threads", NULL, &o.io_threads, 0,
-     "io_uring: > 1 reads from an I/O thread with its own ring (the file on thread 0), "
-     "handing chunks over as the engine does on several NUMA nodes"},
-};
-#define N_OPTS (sizeof opt_table / sizeof opt_table[0])
-
-static void usage(FILE *to)
+/* -1 to go on, else the exit code: 0 after --help, 2 on a usage error. */
+static int parse(int argc, char **argv)
 {
-    fprintf(to, "usage: readbench FILE [options]\n");
-    for (size_t i = 0; i < N_OPTS; i++) {
-        const struct opt *p = &opt_table[i];
-        if (p->text)
-            fprintf(to, "  %-12s %s (default %s)\n", p->name, p->help, p->text);
-        else
-            fprintf(to, "  %-12s %s (default %ld)\n", p->name, p->help, *p->num);
+    const char *usage = "usage: readbench FILE [options]\n\n"
+                        "Random reads of one size through the k3io reader at a fixed depth; "
+                        "one CSV line.";
+    struct k3_err err = {{0}};
+    int rc = k3_opts_parse(opt_table, K3_OPTS_COUNT(opt_table), argc, argv, &err);
+    if (rc > 0) {
+        k3_opts_help(stdout, usage, opt_table, K3_OPTS_COUNT(opt_table));
+        return 0;
     }
-}
-
-static int parse(int argc, char **argv, const char **file)
-{
-    *file = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help")) {
-            usage(stdout);
-            exit(0);
-        }
-        if (argv[i][0] != '-') {
-            *file = argv[i];
-            continue;
-        }
-        size_t k = 0;
-        while (k < N_OPTS && strcmp(argv[i], opt_table[k].name))
-            k++;
-        if (k == N_OPTS || i + 1 == argc) {
-            fprintf(stderr, "readbench: bad option %s\n", argv[i]);
-            return -1;
-        }
-        const char *v = argv[++i];
-        if (opt_table[k].text) {
-            snprintf(opt_table[k].text, sizeof o.backend, "%s", v);
-        } else {
-            char *end;
-            *opt_table[k].num = strtol(v, &end, 10);
-            if (*end || *opt_table[k].num < opt_table[k].min) {
-                fprintf(stderr, "readbench: %s wants a number >= %ld, not %s\n", argv[i - 1],
-                        opt_table[k].min, v);
-                return -1;
-            }
-        }
+    if (!rc && !o.file)
+        rc = k3_errf(&err, "FILE is required (see --help)");
+    if (rc) {
+        fprintf(stderr, "readbench: %s\n", err.msg);
+        return 2;
     }
-    return *file ? 0 : -1;
+    return -1;
 }
 
 static double now(void)
@@ -127,28 +109,25 @@ static int cmp_double(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    const char *path;
-    if (parse(argc, argv, &path)) {
-        usage(stderr);
-        return 2;
-    }
-    enum k3io_backend backend = !strcmp(o.backend, "pread") ? K3IO_PREAD
-                                : !strcmp(o.backend, "auto") ? K3IO_AUTO : K3IO_URING;
+    int rc = parse(argc, argv);
+    if (rc >= 0)
+        return rc;
+    const char *path = o.file;
     uint32_t block = (uint32_t)o.block_kib * 1024;
     uint64_t blocks = (uint64_t)o.size_mib * 1024 * 1024 / block;
     struct k3io_file f;
-    int rc = k3io_open(&f, path, O_RDONLY, true);
+    rc = k3io_open(&f, path, O_RDONLY, true);
     if (rc || f.size < blocks * block || !blocks || block % K3IO_ALIGN) {
         fprintf(stderr, "readbench: %s: %s\n", path,
                 rc ? strerror(-rc) : "smaller than --size-mib, or a bad --block-kib");
         return 1;
     }
-    int depth = (int)o.depth;
+    int depth = o.depth;
     char *area = alloc_area((size_t)depth * block, o.thp);
-    struct k3io_config cfg = {.backend = backend, .fds = &f.fd, .n_files = 1, .area = area,
+    struct k3io_config cfg = {.backend = o.backend, .fds = &f.fd, .n_files = 1, .area = area,
                               .area_bytes = (size_t)depth * block, .queue_depth = (unsigned)depth,
                               .max_io_bytes = block, .pread_threads = depth,
-                              .io_threads = (int)o.io_threads, .file_thread = (const int[]){0}};
+                              .io_threads = o.io_threads, .file_thread = (const int[]){0}};
     char note[256];
     struct k3io_reader *r;
     if (!area || (rc = k3io_reader_create(&r, &cfg, note, sizeof note))) {
@@ -158,7 +137,7 @@ int main(int argc, char **argv)
     if (note[0])
         fprintf(stderr, "readbench: %s\n", note);
 
-    uint64_t seed = (uint64_t)o.seed * 0x9e3779b97f4a7c15ull | 1;
+    uint64_t seed = o.seed * 0x9e3779b97f4a7c15ull | 1;
     double *started = calloc((size_t)depth, sizeof *started);
     size_t lat_cap = 1 << 20, n_lat = 0;
     double *lat = malloc(lat_cap * sizeof *lat);
@@ -211,7 +190,7 @@ int main(int argc, char **argv)
     }
     qsort(lat, n_lat, sizeof *lat, cmp_double);
     printf("backend,thp,depth,block_kib,seconds,mib_s,iops,lat_p50_ms,lat_p99_ms\n");
-    printf("%s,%ld,%d,%ld,%.2f,%.1f,%.1f,%.3f,%.3f\n", k3io_backend_name(r), o.thp, depth,
+    printf("%s,%d,%d,%d,%.2f,%.1f,%.1f,%.3f,%.3f\n", k3io_backend_name(r), o.thp, depth,
            o.block_kib, secs,
            (double)bytes / secs / (1 << 20), (double)ios / secs, lat[n_lat / 2] * 1e3,
            lat[n_lat * 99 / 100] * 1e3);

@@ -11,7 +11,7 @@
 
 #include "engine/cli/cli.h"
 #include "engine/model/model.h"
-#include "engine/cli/options.h"
+#include "engine/base/options.h"
 #include "engine/base/rng.h"
 #include "engine/stream/stream.h"
 
@@ -46,70 +46,40 @@ static int one_token(struct k3_stream *s, const struct k3_model *m, struct k3_rn
     return trunk->segment(trunk->ctx, k3_seg_output(c), err);
 }
 
-int cmd_iobench(int argc, char **argv)
+/* The pack on the comma-separated drive folders, and the stream over it. */
+static int open_pack(const char *drive_list, const struct k3_stream_opts *so, struct k3_model *m,
+                     struct k3_stream **s, int *n_drives, char *note, size_t note_len,
+                     struct k3_err *err)
 {
-    const char *drive_list = NULL, *ram_text = "floor", *io_text = "auto";
-    int tokens = 16;
-    uint64_t seed = 1;
-    bool sync = false, no_cache = false;
-    const struct k3_opt opts[] = {
-        {"drives", 'd', K3_OPT_STRING, &drive_list, "D0,D1,..", "packed drive folders", 0, 0},
-        {"tokens", 'n', K3_OPT_INT, &tokens, "N", "decode steps to read", 1, 1 << 20},
-        {"ram", 0, K3_OPT_STRING, &ram_text, "SIZE|floor|trunk", "RAM budget", 0, 0},
-        {"io", 0, K3_OPT_STRING, &io_text, "auto|uring|pread", "read backend", 0, 0},
-        {"sync", 0, K3_OPT_FLAG, &sync, NULL, "one record at a time (the baseline)", 0, 0},
-        {"no-cache", 0, K3_OPT_FLAG, &no_cache, NULL, "no expert cache", 0, 0},
-        {"seed", 's', K3_OPT_U64, &seed, "N", "seed of the random routing", 0, 0},
-    };
-    const char *usage = "usage: k3-uring iobench --drives D0,D1,.. [--tokens N] [--ram floor]";
-    struct k3_err err = {{0}};
-    int rc = k3_opts_parse(opts, (int)(sizeof opts / sizeof opts[0]), argc, argv, usage, &err);
-    if (rc > 0)
-        return 0;
-    struct k3_stream_opts so = {.ctx = 1, .threads = omp_get_max_threads(), .cache = !no_cache,
-                                .sync = sync};
-    if (!rc && !drive_list)
-        rc = k3_errf(&err, "--drives is required");
-    if (!rc && !strcmp(ram_text, "floor"))
-        so.ram = K3_RAM_FLOOR;
-    else if (!rc && !strcmp(ram_text, "trunk"))
-        so.ram = K3_RAM_TRUNK;
-    else if (!rc && (k3_parse_size(ram_text, &so.ram) || !so.ram))
-        rc = k3_errf(&err, "--ram: \"%s\" is not a size, floor or trunk", ram_text);
-    so.backend = !strcmp(io_text, "uring") ? K3IO_URING : !strcmp(io_text, "pread") ? K3IO_PREAD : K3IO_AUTO;
-    if (!rc && so.backend == K3IO_AUTO && strcmp(io_text, "auto"))
-        rc = k3_errf(&err, "--io: \"%s\" is not auto, uring or pread", io_text);
-    if (rc) {
-        fprintf(stderr, "k3-uring iobench: %s\n", err.msg);
-        return 2;
-    }
     char *list = strdup(drive_list);
+    if (!list)
+        return k3_errf(err, "out of memory");
     const char *drives[256];
     int n = 0;
     for (char *t = strtok(list, ","); t && n < 256; t = strtok(NULL, ","))
         drives[n++] = t;
-    struct k3_model m;
-    struct k3_stream *s = NULL;
-    char note[256] = "";
-    rc = k3_model_open_packed(&m, drives, n, &err);
-    if (!rc && (rc = k3_stream_open(&s, &m, &so, note, sizeof note, &err)))
-        k3_model_close(&m);
+    int rc = k3_model_open_packed(m, drives, n, err);
+    if (!rc && (rc = k3_stream_open(s, m, so, note, note_len, err)))
+        k3_model_close(m);
     free(list);
-    if (rc) {
-        fprintf(stderr, "k3-uring iobench: %s\n", err.msg);
-        return 1;
-    }
-    if (note[0])
-        fprintf(stderr, "k3-uring iobench: note: %s\n", note);
+    *n_drives = n;
+    return rc;
+}
+
+/* Reads `tokens` decode steps: a CSV line per step on stdout, the steady state on stderr. */
+static int measure(struct k3_stream *s, const struct k3_model *m, int n_drives, int tokens,
+                   uint64_t seed, struct k3_err *err)
+{
     struct k3_rng rng;
     k3_rng_seed(&rng, seed);
     struct k3_stream_stats a = k3_stream_stats(s), b;
     double t0 = now(), total_t = 0;
     uint64_t total_bytes = 0;
     printf("token,seconds,bytes,GBps,reads,hits\n");
-    for (int t = 0; !rc && t < tokens; t++) {
+    for (int t = 0; t < tokens; t++) {
         double t1 = now();
-        rc = one_token(s, &m, &rng, &err);
+        if (one_token(s, m, &rng, err))
+            return -1;
         double dt = now() - t1;
         b = k3_stream_stats(s);
         uint64_t bytes = b.bytes - a.bytes;
@@ -122,15 +92,71 @@ int cmd_iobench(int argc, char **argv)
         }
         a = b;
     }
-    if (!rc)
-        fprintf(stderr,
-                "k3-uring iobench: %s, %d drives, %d tokens in %.2f s; steady state %.1f MB/token, "
-                "%.3f s/token, %.3f GB/s; verify %.3f s in all\n",
-                k3_stream_backend(s), n, tokens, now() - t0,
-                tokens > 1 ? total_bytes / 1e6 / (tokens - 1) : 0.0,
-                tokens > 1 ? total_t / (tokens - 1) : 0.0, total_t > 0 ? total_bytes / total_t / 1e9 : 0.0,
-                k3_stream_stats(s).verify_seconds);
-    else
+    fprintf(stderr,
+            "k3-uring iobench: %s, %d drives, %d tokens in %.2f s; steady state %.1f MB/token, "
+            "%.3f s/token, %.3f GB/s; verify %.3f s in all\n",
+            k3_stream_backend(s), n_drives, tokens, now() - t0,
+            tokens > 1 ? total_bytes / 1e6 / (tokens - 1) : 0.0,
+            tokens > 1 ? total_t / (tokens - 1) : 0.0, total_t > 0 ? total_bytes / total_t / 1e9 : 0.0,
+            k3_stream_stats(s).verify_seconds);
+    return 0;
+}
+
+int cmd_iobench(int argc, char **argv)
+{
+    static const struct k3_opt_choice ram_choices[] = {
+        {"floor", K3_RAM_FLOOR}, {"trunk", K3_RAM_TRUNK}, {NULL, 0}};
+    static const struct k3_opt_choice io_choices[] = {
+        {"auto", K3IO_AUTO}, {"uring", K3IO_URING}, {"pread", K3IO_PREAD}, {NULL, 0}};
+    const char *drive_list = NULL;
+    int tokens = 16;
+    uint64_t seed = 1;
+    bool sync = false, no_cache = false;
+    struct k3_stream_opts so = {.ctx = 1, .threads = omp_get_max_threads(), .ram = K3_RAM_FLOOR,
+                                .backend = K3IO_AUTO};
+    const struct k3_opt opts[] = {
+        {.name = "drives", .short_name = 'd', .type = K3_OPT_STRING, .dst = &drive_list,
+         .arg = "D0,D1,..", .help = "packed drive folders"},
+        {.name = "tokens", .short_name = 'n', .type = K3_OPT_INT, .dst = &tokens, .arg = "N",
+         .help = "decode steps to read", .min = 1, .max = 1 << 20},
+        {.name = "ram", .type = K3_OPT_SIZE, .dst = &so.ram, .choices = ram_choices, .min = 1,
+         .help = "RAM budget"},
+        {.name = "io", .type = K3_OPT_ENUM, .dst = &so.backend, .choices = io_choices,
+         .help = "read backend"},
+        {.name = "sync", .type = K3_OPT_FLAG, .dst = &sync,
+         .help = "one record at a time (the baseline)"},
+        {.name = "no-cache", .type = K3_OPT_FLAG, .dst = &no_cache, .help = "no expert cache"},
+        {.name = "seed", .short_name = 's', .type = K3_OPT_U64, .dst = &seed, .arg = "N",
+         .help = "seed of the random routing"},
+    };
+    _Static_assert(sizeof so.backend == sizeof(int), "--io parses into the enum as an int");
+    const char *usage = "usage: k3-uring iobench --drives D0,D1,.. [--tokens N] [--ram floor]";
+    struct k3_err err = {{0}};
+    int rc = k3_opts_parse(opts, K3_OPTS_COUNT(opts), argc, argv, &err);
+    if (rc > 0) {
+        k3_opts_help(stdout, usage, opts, K3_OPTS_COUNT(opts));
+        return 0;
+    }
+    if (!rc && !drive_list)
+        rc = k3_errf(&err, "--drives is required");
+    if (rc) {
+        fprintf(stderr, "k3-uring iobench: %s\n", err.msg);
+        return 2;
+    }
+    so.cache = !no_cache;
+    so.sync = sync;
+    struct k3_model m;
+    struct k3_stream *s = NULL;
+    char note[256] = "";
+    int n_drives = 0;
+    if (open_pack(drive_list, &so, &m, &s, &n_drives, note, sizeof note, &err)) {
+        fprintf(stderr, "k3-uring iobench: %s\n", err.msg);
+        return 1;
+    }
+    if (note[0])
+        fprintf(stderr, "k3-uring iobench: note: %s\n", note);
+    rc = measure(s, &m, n_drives, tokens, seed, &err);
+    if (rc)
         fprintf(stderr, "k3-uring iobench: %s\n", err.msg);
     k3_stream_close(s);
     k3_model_close(&m);

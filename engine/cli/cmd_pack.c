@@ -5,45 +5,47 @@
 #include <unistd.h>
 
 #include "engine/cli/cli.h"
-#include "engine/cli/options.h"
+#include "engine/base/options.h"
 #include "engine/pack/pack.h"
 #include "engine/pack/pack_format.h"
 
 #define MAX_DRIVES 256
 #define MIN_CHUNK (64u << 10)
+#define CHUNK_RECORD UINT64_MAX /* --chunk record */
 
 int cmd_pack(int argc, char **argv)
 {
-    const char *checkpoint = NULL, *drive_list = NULL, *chunk_text = NULL;
+    static const struct k3_opt_choice chunk_choices[] = {{"record", CHUNK_RECORD}, {NULL, 0}};
+    const char *checkpoint = NULL, *drive_list = NULL;
     bool quiet = false;
     int replicas = 1;
+    uint64_t chunk = 0;
     const struct k3_opt opts[] = {
-        {"checkpoint", 'm', K3_OPT_STRING, &checkpoint, "DIR", "checkpoint folder as shipped", 0, 0},
-        {"drives", 'd', K3_OPT_STRING, &drive_list, "D0,D1,..",
-         "drive folders (mount points), in drive order", 0, 0},
-        {"chunk", 0, K3_OPT_STRING, &chunk_text, "SIZE|record",
-         "largest piece (e.g. 1M; at least 64K); \"record\" keeps records whole, one drive "
-         "each; default: each record in one piece per drive", 0, 0},
-        {"replicas", 0, K3_OPT_INT, &replicas, "N",
-         "copies of every piece: 2 puts a second one on the next drive", 1, 2},
-        {"quiet", 'q', K3_OPT_FLAG, &quiet, NULL, "one line per phase, no progress bar", 0, 0},
+        {.name = "checkpoint", .short_name = 'm', .type = K3_OPT_STRING, .dst = &checkpoint,
+         .arg = "DIR", .help = "checkpoint folder as shipped"},
+        {.name = "drives", .short_name = 'd', .type = K3_OPT_STRING, .dst = &drive_list,
+         .arg = "D0,D1,..", .help = "drive folders (mount points), in drive order"},
+        {.name = "chunk", .type = K3_OPT_SIZE, .dst = &chunk, .choices = chunk_choices,
+         .min = MIN_CHUNK, .def = "each record in one piece per drive",
+         .help = "largest piece, e.g. 1M; record: each record whole on one drive, round-robin"},
+        {.name = "replicas", .type = K3_OPT_INT, .dst = &replicas, .arg = "N",
+         .help = "copies of every piece: 2 puts a second one on the next drive", .min = 1, .max = 2},
+        {.name = "quiet", .short_name = 'q', .type = K3_OPT_FLAG, .dst = &quiet,
+         .help = "one line per phase, no progress bar"},
     };
     const char *usage = "usage: k3-uring pack --checkpoint DIR --drives D0,D1,.. [--chunk SIZE]";
     struct k3_err err = {{0}};
-    int rc = k3_opts_parse(opts, (int)(sizeof opts / sizeof opts[0]), argc, argv, usage, &err);
-    if (rc > 0)
+    int rc = k3_opts_parse(opts, K3_OPTS_COUNT(opts), argc, argv, &err);
+    if (rc > 0) {
+        k3_opts_help(stdout, usage, opts, K3_OPTS_COUNT(opts));
         return 0;
-    struct k3_pack_opts po = {.checkpoint = checkpoint, .progress = !quiet, .replicas = replicas};
+    }
+    struct k3_pack_opts po = {.checkpoint = checkpoint, .progress = !quiet, .replicas = replicas,
+                              .whole_records = chunk == CHUNK_RECORD};
+    if (!po.whole_records)
+        po.chunk = k3_pack_round_up(chunk, K3_PACK_ALIGN);
     if (!rc && (!checkpoint || !drive_list))
         rc = k3_errf(&err, "pack: --checkpoint and --drives are required (see --help)");
-    if (!rc && chunk_text && !strcmp(chunk_text, "record")) {
-        po.whole_records = true;
-    } else if (!rc && chunk_text) {
-        if (k3_parse_size(chunk_text, &po.chunk) || po.chunk < MIN_CHUNK)
-            rc = k3_errf(&err, "--chunk: \"%s\" is not a size of at least 64K (or \"record\")",
-                         chunk_text);
-        po.chunk = k3_pack_round_up(po.chunk, K3_PACK_ALIGN);
-    }
     char *list = drive_list ? strdup(drive_list) : NULL;
     const char *drives[MAX_DRIVES];
     int n = 0;

@@ -10,9 +10,10 @@
 #include "engine/cli/cli.h"
 #include "engine/model/config.h"
 #include "engine/forward/forward.h"
-#include "engine/cli/options.h"
+#include "engine/base/options.h"
 #include "engine/pack/pack_format.h"
 #include "engine/model/tensors.h"
+#include "engine/stream/stream.h"
 
 /* What a pack of cfg over n_drives would hold, as the budget sees it. */
 static int budget_input(const struct k3_config *c, int n_drives, int ctx, int threads,
@@ -151,28 +152,43 @@ static void project(const struct k3_config *c, const struct k3_budget_input *in,
 
 int cmd_plan(int argc, char **argv)
 {
-    const char *config = "k3", *ram_text = NULL, *calibration = NULL;
+    static const struct k3_opt_choice ram_choices[] = {
+        {"floor", K3_RAM_FLOOR}, {"trunk", K3_RAM_TRUNK}, {NULL, 0}};
+    const char *config = "k3", *calibration = NULL;
     int ctx = 4096, drives = 8, threads = 0, cores = 0, nodes = 1;
     float drive_gbps = 7.0f, mem_gbps = 150.0f;
+    uint64_t ram = K3_RAM_FLOOR;
     const struct k3_opt opts[] = {
-        {"config", 'c', K3_OPT_STRING, &config, "NAME|FILE", "k3, k3-bench, k3-tiny or a config.json", 0, 0},
-        {"ram", 0, K3_OPT_STRING, &ram_text, "SIZE|floor|trunk", "budget to plan (default: the floor)", 0, 0},
-        {"ctx", 0, K3_OPT_INT, &ctx, "N", "context positions the session holds", 1, 1 << 24},
-        {"drives", 0, K3_OPT_INT, &drives, "N", "drives the pack stripes over", 1, 256},
-        {"drive-gbps", 0, K3_OPT_FLOAT, &drive_gbps, "GB/s", "read bandwidth of each drive", 0.001, 1000},
-        {"cores", 0, K3_OPT_INT, &cores, "N", "compute cores; 0 = this machine's", 0, 65536},
-        {"numa-nodes", 0, K3_OPT_INT, &nodes, "N", "NUMA nodes (memory bandwidth scales with them)", 1, 64},
-        {"mem-gbps", 0, K3_OPT_FLOAT, &mem_gbps, "GB/s", "memory bandwidth per NUMA node", 1, 10000},
-        {"calibration", 0, K3_OPT_STRING, &calibration, "FILE",
-         "per-core compute rates measured by bench/ (JSON; default: built in)", 0, 0},
-        {"threads", 't', K3_OPT_INT, &threads, "N", "compute threads; 0 = one per core", 0, 4096},
+        {.name = "config", .short_name = 'c', .type = K3_OPT_STRING, .dst = &config,
+         .arg = "NAME|FILE", .help = "k3, k3-bench, k3-tiny or a config.json"},
+        {.name = "ram", .type = K3_OPT_SIZE, .dst = &ram, .choices = ram_choices, .min = 1,
+         .help = "budget to plan; floor: the least that runs, trunk: the whole trunk resident"},
+        {.name = "ctx", .type = K3_OPT_INT, .dst = &ctx, .arg = "N",
+         .help = "context positions the session holds", .min = 1, .max = 1 << 24},
+        {.name = "drives", .type = K3_OPT_INT, .dst = &drives, .arg = "N",
+         .help = "drives the pack stripes over", .min = 1, .max = 256},
+        {.name = "drive-gbps", .type = K3_OPT_FLOAT, .dst = &drive_gbps, .arg = "GB/s",
+         .help = "read bandwidth of each drive", .min = 0.001, .max = 1000},
+        {.name = "cores", .type = K3_OPT_INT, .dst = &cores, .arg = "N",
+         .help = "compute cores; 0 = this machine's", .min = 0, .max = 65536},
+        {.name = "numa-nodes", .type = K3_OPT_INT, .dst = &nodes, .arg = "N",
+         .help = "NUMA nodes (memory bandwidth scales with them)", .min = 1, .max = 64},
+        {.name = "mem-gbps", .type = K3_OPT_FLOAT, .dst = &mem_gbps, .arg = "GB/s",
+         .help = "memory bandwidth per NUMA node", .min = 1, .max = 10000},
+        {.name = "calibration", .type = K3_OPT_STRING, .dst = &calibration, .arg = "FILE",
+         .help = "per-core compute rates measured by bench/kernels.sh (JSON)",
+         .def = "built in"},
+        {.name = "threads", .short_name = 't', .type = K3_OPT_INT, .dst = &threads, .arg = "N",
+         .help = "compute threads; 0 = one per core", .min = 0, .max = 4096},
     };
     const char *usage = "usage: k3-uring plan [--config k3] [--ram 8G] [--ctx 4096] [--drives 8] "
                         "[--drive-gbps 7] [--cores 128] [--numa-nodes 2]";
     struct k3_err err = {{0}};
-    int rc = k3_opts_parse(opts, (int)(sizeof opts / sizeof opts[0]), argc, argv, usage, &err);
-    if (rc > 0)
+    int rc = k3_opts_parse(opts, K3_OPTS_COUNT(opts), argc, argv, &err);
+    if (rc > 0) {
+        k3_opts_help(stdout, usage, opts, K3_OPTS_COUNT(opts));
         return 0;
+    }
     if (rc) {
         fprintf(stderr, "k3-uring plan: %s\n", err.msg);
         return 2;
@@ -191,15 +207,12 @@ int cmd_plan(int argc, char **argv)
     uint64_t *segments = NULL;
     rc = budget_input(&c, drives, ctx, threads ? threads : box.cores, &in, &segments, &err);
     struct k3_budget b;
-    uint64_t ram = 0;
     if (!rc) {
         k3_budget_plan(&in, UINT64_MAX, &b, NULL); /* the floor, whatever the budget */
-        if (!ram_text || !strcmp(ram_text, "floor"))
+        if (ram == K3_RAM_FLOOR)
             ram = b.floor;
-        else if (!strcmp(ram_text, "trunk"))
+        else if (ram == K3_RAM_TRUNK)
             ram = k3_budget_trunk_resident(&in);
-        else if (k3_parse_size(ram_text, &ram))
-            rc = k3_errf(&err, "--ram: \"%s\" is not a size, floor or trunk", ram_text);
     }
     if (!rc)
         rc = k3_budget_plan(&in, ram, &b, &err);

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "engine/cli/cli.h"
-#include "engine/cli/options.h"
+#include "engine/base/options.h"
 #include "engine/cli/run.h"
 #include "engine/text/chat.h"
 
@@ -28,7 +28,7 @@ static struct k3_runtime_opts runtime_opts(const struct run_opts *o)
         .model_dir = o->model,
         .drives = o->drives,
         .threads = o->threads,
-        .numa_off = !strcmp(o->numa_text, "off"),
+        .numa_off = o->numa_off,
         .ram = o->ram,
         .io = o->io,
         .no_cache = o->no_cache,
@@ -48,7 +48,7 @@ static int encode_prompt(struct runner *r, const struct k3_tokenizer *tok, struc
     if (o->prompt_file && k3_read_small_file(o->prompt_file, &file_text, &len, err))
         return k3_err_prefix(err, "--file");
     const char *text = file_text ? file_text : o->prompt;
-    int rc = o->chat ? k3_chat_prompt(tok, o->system, text, strcmp(o->think_text, "off"),
+    int rc = o->chat ? k3_chat_prompt(tok, o->system, text, o->think,
                                       &r->prompt, &n, err)
                      : k3_tok_encode(tok, text, strlen(text), false, &r->prompt, &n, err);
     free(file_text);
@@ -250,50 +250,110 @@ static int generate(const struct run_opts *o, struct k3_err *err)
     return teardown(&r, rc, err);
 }
 
+static int check_run_opts(struct run_opts *o, struct k3_err *err)
+{
+    if (!!o->model == !!o->drives)
+        return k3_errf(err, "give the model as exactly one of -m DIR or --drives D0,D1,...");
+    if (!!o->prompt + !!o->ids_text + !!o->prompt_file != 1)
+        return k3_errf(err, "give the prompt as exactly one of -p TEXT, -f FILE or --ids LIST");
+    if (o->chat && o->ids_text)
+        return k3_errf(err, "--chat wraps text: give the prompt with -p or -f, not --ids");
+    if ((o->system || !o->think) && !o->chat)
+        return k3_errf(err, "--system and --think go with --chat");
+    if (o->model && (o->ram != K3_RAM_TRUNK || o->io != K3IO_AUTO || o->no_cache || o->sync))
+        return k3_errf(err, "--ram, --io, --no-cache and --sync need --drives (a packed model); "
+                            "-m DIR loads the checkpoint whole");
+    if (o->ids_text && k3_parse_id_list("--ids", o->ids_text, &o->ids, &o->n_ids, err))
+        return -1;
+    if (o->ids_text && !o->n_ids)
+        return k3_errf(err, "--ids: \"%s\" holds no token ids", o->ids_text);
+    o->predict = o->predict_on ? o->predict_from : K3_PREDICT_OFF;
+    return 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
+    static const struct k3_opt_choice numa_choices[] = {{"auto", 0}, {"off", 1}, {NULL, 0}};
+    static const struct k3_opt_choice ram_choices[] = {
+        {"floor", K3_RAM_FLOOR}, {"trunk", K3_RAM_TRUNK}, {NULL, 0}};
+    static const struct k3_opt_choice io_choices[] = {
+        {"auto", K3IO_AUTO}, {"uring", K3IO_URING}, {"pread", K3IO_PREAD}, {NULL, 0}};
+    static const struct k3_opt_choice predict_from_choices[] = {
+        {"moe-input", K3_PREDICT_MOE_INPUT}, {"moe-input-next", K3_PREDICT_MOE_INPUT_NEXT},
+        {"layer-output", K3_PREDICT_LAYER_OUTPUT}, {NULL, 0}};
     struct run_opts o = {.n_predict = 16, .top_p = 1.0f, .seed = 1, .prefetch_k = 24,
-                         .prefetch_depth = 2, .predict_text = "on", .predict_from_text = "moe-input-next",
-                         .think_text = "on", .numa_text = "auto"};
+                         .prefetch_depth = 2, .think = 1, .predict_on = 1, .ram = K3_RAM_TRUNK,
+                         .io = K3IO_AUTO, .predict_from = K3_PREDICT_MOE_INPUT_NEXT};
     const struct k3_opt opts[] = {
-        {"model", 'm', K3_OPT_STRING, &o.model, "DIR", "checkpoint folder as shipped", 0, 0},
-        {"drives", 'd', K3_OPT_STRING, &o.drives, "D0,D1,..", "packed drive folders, any order (k3-uring pack)", 0, 0},
-        {"prompt", 'p', K3_OPT_STRING, &o.prompt, "TEXT", "prompt text (specials are plain text)", 0, 0},
-        {"file", 'f', K3_OPT_STRING, &o.prompt_file, "FILE", "prompt text from a file", 0, 0},
-        {"ids", 0, K3_OPT_STRING, &o.ids_text, "LIST", "prompt as token ids, e.g. 1,2,3", 0, 0},
-        {"chat", 0, K3_OPT_FLAG, &o.chat, NULL, "wrap the prompt in K3's chat markup (a user turn)", 0, 0},
-        {"system", 0, K3_OPT_STRING, &o.system, "TEXT", "--chat: a system message first", 0, 0},
-        {"think", 0, K3_OPT_STRING, &o.think_text, "on|off", "--chat: open the thinking block", 0, 0},
-        {"special", 0, K3_OPT_FLAG, &o.special, NULL, "print special tokens' text too", 0, 0},
-        {"n-predict", 'n', K3_OPT_INT, &o.n_predict, "N", "tokens to generate", 0, 1 << 24},
-        {"temp", 0, K3_OPT_FLOAT, &o.temp, "T", "sampling temperature; 0 = greedy", 0, 100},
-        {"top-k", 0, K3_OPT_INT, &o.top_k, "K", "sample from the K best tokens; 0 = all", 0, 1 << 24},
-        {"top-p", 0, K3_OPT_FLOAT, &o.top_p, "P", "nucleus sampling mass", 1e-6, 1},
-        {"seed", 's', K3_OPT_U64, &o.seed, "N", "sampling seed", 0, 0},
-        {"threads", 't', K3_OPT_INT, &o.threads, "N", "compute threads; 0 = one per core", 0, 4096},
-        {"numa", 0, K3_OPT_STRING, &o.numa_text, "auto|off",
-         "auto: a pinned team per NUMA node, buffers on the drives' nodes; off: unpinned", 0, 0},
-        {"ctx-size", 'c', K3_OPT_INT, &o.ctx, "N", "context positions; 0 = prompt + -n", 0, 1 << 30},
-        {"ram", 0, K3_OPT_STRING, &o.ram_text, "SIZE|floor|trunk",
-         "RAM budget (packed drives; default trunk: the whole trunk resident)", 0, 0},
-        {"io", 0, K3_OPT_STRING, &o.io_text, "auto|uring|pread", "read backend (packed drives; default auto)", 0, 0},
-        {"no-cache", 0, K3_OPT_FLAG, &o.no_cache, NULL, "no expert cache in the spare budget", 0, 0},
-        {"sync", 0, K3_OPT_FLAG, &o.sync, NULL, "read one record at a time, no overlap (baseline)", 0, 0},
-        {"predict", 0, K3_OPT_STRING, &o.predict_text, "on|off",
-         "prefetch the next layer's likely experts (packed drives; default on)", 0, 0},
-        {"prefetch-k", 0, K3_OPT_INT, &o.prefetch_k, "K", "experts prefetched per layer", 1, 4096},
-        {"prefetch-depth", 0, K3_OPT_INT, &o.prefetch_depth, "N",
-         "prefetch reads in flight per drive, started only while no demand read waits", 1, 1024},
-        {"predict-from", 0, K3_OPT_STRING, &o.predict_from_text, "moe-input|moe-input-next|layer-output",
-         "the hidden state the next layer's router is applied to", 0, 0},
-        {"trace", 0, K3_OPT_STRING, &o.trace_path, "FILE", "write a Chrome/Perfetto trace of reads and compute", 0, 0},
-        {"stats", 0, K3_OPT_FLAG, &o.stats, NULL, "per token: time, bytes read, GB/s, stall, hits", 0, 0},
-        {"verbose", 'v', K3_OPT_FLAG, &o.verbose, NULL, "print the read backend and the budget", 0, 0},
-        {"logits-out", 0, K3_OPT_STRING, &o.logits_out, "FILE", "write raw f32 logits, one row per predicted position", 0, 0},
-        {"dump-layers", 0, K3_OPT_STRING, &o.dump_layers, "FILE", "write per-layer hidden-state summaries (JSON)", 0, 0},
-        {"print-ids", 0, K3_OPT_FLAG, &o.print_ids, NULL, "print generated token ids instead of text", 0, 0},
-        {"ignore-eos", 0, K3_OPT_FLAG, &o.ignore_eos, NULL, "do not stop at the end-of-message token", 0, 0},
-        {"quiet", 'q', K3_OPT_FLAG, &o.quiet, NULL, "no statistics on stderr", 0, 0},
+        {.name = "model", .short_name = 'm', .type = K3_OPT_STRING, .dst = &o.model, .arg = "DIR",
+         .help = "checkpoint folder as shipped"},
+        {.name = "drives", .short_name = 'd', .type = K3_OPT_STRING, .dst = &o.drives,
+         .arg = "D0,D1,..", .help = "packed drive folders, any order (k3-uring pack)"},
+        {.name = "prompt", .short_name = 'p', .type = K3_OPT_STRING, .dst = &o.prompt,
+         .arg = "TEXT", .help = "prompt text (specials are plain text)"},
+        {.name = "file", .short_name = 'f', .type = K3_OPT_STRING, .dst = &o.prompt_file,
+         .arg = "FILE", .help = "prompt text from a file"},
+        {.name = "ids", .type = K3_OPT_STRING, .dst = &o.ids_text, .arg = "LIST",
+         .help = "prompt as token ids, e.g. 1,2,3"},
+        {.name = "chat", .type = K3_OPT_FLAG, .dst = &o.chat,
+         .help = "wrap the prompt in K3's chat markup (a user turn)"},
+        {.name = "system", .type = K3_OPT_STRING, .dst = &o.system, .arg = "TEXT",
+         .help = "--chat: a system message first"},
+        {.name = "think", .type = K3_OPT_ENUM, .dst = &o.think, .choices = k3_opt_on_off,
+         .help = "--chat: open the thinking block"},
+        {.name = "special", .type = K3_OPT_FLAG, .dst = &o.special,
+         .help = "print special tokens' text too"},
+        {.name = "n-predict", .short_name = 'n', .type = K3_OPT_INT, .dst = &o.n_predict,
+         .arg = "N", .help = "tokens to generate", .min = 0, .max = 1 << 24},
+        {.name = "temp", .type = K3_OPT_FLOAT, .dst = &o.temp, .arg = "T",
+         .help = "sampling temperature; 0 = greedy", .min = 0, .max = 100},
+        {.name = "top-k", .type = K3_OPT_INT, .dst = &o.top_k, .arg = "K",
+         .help = "sample from the K best tokens; 0 = all", .min = 0, .max = 1 << 24},
+        {.name = "top-p", .type = K3_OPT_FLOAT, .dst = &o.top_p, .arg = "P",
+         .help = "nucleus sampling mass", .min = 1e-6, .max = 1},
+        {.name = "seed", .short_name = 's', .type = K3_OPT_U64, .dst = &o.seed, .arg = "N",
+         .help = "sampling seed"},
+        {.name = "threads", .short_name = 't', .type = K3_OPT_INT, .dst = &o.threads, .arg = "N",
+         .help = "compute threads; 0 = one per core", .min = 0, .max = 4096},
+        {.name = "numa", .type = K3_OPT_ENUM, .dst = &o.numa_off, .choices = numa_choices,
+         .help = "auto: a pinned team per NUMA node, buffers on the drives' nodes; off: unpinned"},
+        {.name = "ctx-size", .short_name = 'c', .type = K3_OPT_INT, .dst = &o.ctx, .arg = "N",
+         .help = "context positions; 0 = prompt + -n", .min = 0, .max = 1 << 30},
+        {.name = "ram", .type = K3_OPT_SIZE, .dst = &o.ram, .choices = ram_choices, .min = 1,
+         .help = "RAM budget of packed drives; floor: every segment streamed, trunk: the "
+                 "whole trunk resident"},
+        {.name = "io", .type = K3_OPT_ENUM, .dst = &o.io, .choices = io_choices,
+         .help = "read backend of packed drives"},
+        {.name = "no-cache", .type = K3_OPT_FLAG, .dst = &o.no_cache,
+         .help = "no expert cache in the spare budget"},
+        {.name = "sync", .type = K3_OPT_FLAG, .dst = &o.sync,
+         .help = "read one record at a time, no overlap (baseline)"},
+        {.name = "predict", .type = K3_OPT_ENUM, .dst = &o.predict_on, .choices = k3_opt_on_off,
+         .help = "packed drives: prefetch the next layer's likely experts"},
+        {.name = "prefetch-k", .type = K3_OPT_INT, .dst = &o.prefetch_k, .arg = "K",
+         .help = "experts prefetched per layer", .min = 1, .max = 4096},
+        {.name = "prefetch-depth", .type = K3_OPT_INT, .dst = &o.prefetch_depth, .arg = "N",
+         .help = "prefetch reads in flight per drive, started only while no demand read waits",
+         .min = 1, .max = 1024},
+        {.name = "predict-from", .type = K3_OPT_ENUM, .dst = &o.predict_from,
+         .choices = predict_from_choices,
+         .help = "the hidden state the next layer's router is applied to"},
+        {.name = "trace", .type = K3_OPT_STRING, .dst = &o.trace_path, .arg = "FILE",
+         .help = "write a Chrome/Perfetto trace of reads and compute"},
+        {.name = "stats", .type = K3_OPT_FLAG, .dst = &o.stats,
+         .help = "per token: time, bytes read, GB/s, stall, hits"},
+        {.name = "verbose", .short_name = 'v', .type = K3_OPT_FLAG, .dst = &o.verbose,
+         .help = "print the read backend and the budget"},
+        {.name = "logits-out", .type = K3_OPT_STRING, .dst = &o.logits_out, .arg = "FILE",
+         .help = "write raw f32 logits, one row per predicted position"},
+        {.name = "dump-layers", .type = K3_OPT_STRING, .dst = &o.dump_layers, .arg = "FILE",
+         .help = "write per-layer hidden-state summaries (JSON)"},
+        {.name = "print-ids", .type = K3_OPT_FLAG, .dst = &o.print_ids,
+         .help = "print generated token ids instead of text"},
+        {.name = "ignore-eos", .type = K3_OPT_FLAG, .dst = &o.ignore_eos,
+         .help = "do not stop at the end-of-message token"},
+        {.name = "quiet", .short_name = 'q', .type = K3_OPT_FLAG, .dst = &o.quiet,
+         .help = "no statistics on stderr"},
     };
     const char *usage =
         "usage: k3-uring [run] (-m DIR | --drives D0,D1,..) (-p TEXT | -f FILE | --ids LIST) "
@@ -304,54 +364,12 @@ int cmd_run(int argc, char **argv)
         "Exit codes: 0 done, 1 a runtime error (files, prompt, I/O), 2 a command-line error,\n"
         "130 interrupted.";
     struct k3_err err = {{0}};
-    int rc = k3_opts_parse(opts, (int)(sizeof opts / sizeof opts[0]), argc, argv, usage, &err);
-    if (rc > 0)
+    int rc = k3_opts_parse(opts, K3_OPTS_COUNT(opts), argc, argv, &err);
+    if (rc > 0) {
+        k3_opts_help(stdout, usage, opts, K3_OPTS_COUNT(opts));
         return 0;
-    if (!rc && !!o.model == !!o.drives)
-        rc = k3_errf(&err, "give the model as exactly one of -m DIR or --drives D0,D1,...");
-    if (!rc && !!o.prompt + !!o.ids_text + !!o.prompt_file != 1)
-        rc = k3_errf(&err, "give the prompt as exactly one of -p TEXT, -f FILE or --ids LIST");
-    if (!rc && o.chat && o.ids_text)
-        rc = k3_errf(&err, "--chat wraps text: give the prompt with -p or -f, not --ids");
-    if (!rc && (o.system || strcmp(o.think_text, "on")) && !o.chat)
-        rc = k3_errf(&err, "--system and --think go with --chat");
-    if (!rc && strcmp(o.think_text, "on") && strcmp(o.think_text, "off"))
-        rc = k3_errf(&err, "--think: \"%s\" is not on or off", o.think_text);
-    if (!rc && o.ids_text)
-        rc = k3_parse_id_list("--ids", o.ids_text, &o.ids, &o.n_ids, &err);
-    if (!rc && o.model && (o.ram_text || o.io_text || o.no_cache || o.sync))
-        rc = k3_errf(&err, "--ram, --io, --no-cache and --sync need --drives (a packed model); "
-                           "-m DIR loads the checkpoint whole");
-    if (!rc && (!o.ram_text || !strcmp(o.ram_text, "trunk")))
-        o.ram = K3_RAM_TRUNK;
-    else if (!rc && !strcmp(o.ram_text, "floor"))
-        o.ram = K3_RAM_FLOOR;
-    else if (!rc && (k3_parse_size(o.ram_text, &o.ram) || o.ram == 0))
-        rc = k3_errf(&err, "--ram: \"%s\" is not a size (e.g. 8G), floor or trunk", o.ram_text);
-    if (!rc && strcmp(o.numa_text, "auto") && strcmp(o.numa_text, "off"))
-        rc = k3_errf(&err, "--numa: \"%s\" is not auto or off", o.numa_text);
-    if (!rc && strcmp(o.predict_text, "on") && strcmp(o.predict_text, "off"))
-        rc = k3_errf(&err, "--predict: \"%s\" is not on or off", o.predict_text);
-    if (!rc && !strcmp(o.predict_text, "off"))
-        o.predict = K3_PREDICT_OFF;
-    else if (!rc && !strcmp(o.predict_from_text, "moe-input"))
-        o.predict = K3_PREDICT_MOE_INPUT;
-    else if (!rc && !strcmp(o.predict_from_text, "moe-input-next"))
-        o.predict = K3_PREDICT_MOE_INPUT_NEXT;
-    else if (!rc && !strcmp(o.predict_from_text, "layer-output"))
-        o.predict = K3_PREDICT_LAYER_OUTPUT;
-    else if (!rc)
-        rc = k3_errf(&err, "--predict-from: \"%s\" is not moe-input, moe-input-next or "
-                           "layer-output", o.predict_from_text);
-    if (!rc && (!o.io_text || !strcmp(o.io_text, "auto")))
-        o.io = K3IO_AUTO;
-    else if (!rc && !strcmp(o.io_text, "uring"))
-        o.io = K3IO_URING;
-    else if (!rc && !strcmp(o.io_text, "pread"))
-        o.io = K3IO_PREAD;
-    else if (!rc)
-        rc = k3_errf(&err, "--io: \"%s\" is not auto, uring or pread", o.io_text);
-    if (rc) {
+    }
+    if (rc || check_run_opts(&o, &err)) {
         free(o.ids);
         fprintf(stderr, "k3-uring: %s\n", err.msg);
         return 2;

@@ -3,7 +3,7 @@
 
 #include "engine/cli/cli.h"
 #include "engine/model/config.h"
-#include "engine/cli/options.h"
+#include "engine/base/options.h"
 #include "engine/synth/synth.h"
 
 int cmd_synth(int argc, char **argv)
@@ -12,17 +12,22 @@ int cmd_synth(int argc, char **argv)
     uint64_t seed = 1;
     bool quiet = false;
     const struct k3_opt opts[] = {
-        {"config", 'c', K3_OPT_STRING, &config, "NAME|FILE",
-         "k3-tiny, k3-bench, k3, or a config.json of the family", 0, 0},
-        {"seed", 's', K3_OPT_U64, &seed, "N", "random seed: the same seed gives the same bytes", 0, 0},
-        {"out", 'o', K3_OPT_STRING, &out, "DIR", "folder to create (must not exist)", 0, 0},
-        {"quiet", 'q', K3_OPT_FLAG, &quiet, NULL, "no progress lines", 0, 0},
+        {.name = "config", .short_name = 'c', .type = K3_OPT_STRING, .dst = &config,
+         .arg = "NAME|FILE", .help = "k3-tiny, k3-bench, k3, or a config.json of the family"},
+        {.name = "seed", .short_name = 's', .type = K3_OPT_U64, .dst = &seed, .arg = "N",
+         .help = "random seed: the same seed gives the same bytes"},
+        {.name = "out", .short_name = 'o', .type = K3_OPT_STRING, .dst = &out, .arg = "DIR",
+         .help = "folder to create (must not exist)"},
+        {.name = "quiet", .short_name = 'q', .type = K3_OPT_FLAG, .dst = &quiet,
+         .help = "no progress lines"},
     };
     const char *usage = "usage: k3-uring synth --config NAME|FILE --out DIR [--seed N]";
     struct k3_err err = {{0}};
-    int rc = k3_opts_parse(opts, (int)(sizeof opts / sizeof opts[0]), argc, argv, usage, &err);
-    if (rc > 0)
+    int rc = k3_opts_parse(opts, K3_OPTS_COUNT(opts), argc, argv, &err);
+    if (rc > 0) {
+        k3_opts_help(stdout, usage, opts, K3_OPTS_COUNT(opts));
         return 0;
+    }
     if (!rc && (!config || !out))
         rc = k3_errf(&err, "synth: --config and --out are required (see --help)");
     if (rc) {

@@ -1,6 +1,5 @@
 /* `k3-uring tokenize`: encode text to ids or decode ids to text with a model's tokenizer.
- * Options are a table that also generates --help.  Exit codes: 0 ok, 1 runtime error,
- * 2 usage error (see cli.h). */
+ * Exit codes: 0 ok, 1 runtime error, 2 usage error (see cli.h). */
 #include <errno.h>
 #include <jansson.h>
 #include <stdbool.h>
@@ -10,57 +9,18 @@
 #include <string.h>
 
 #include "engine/cli/cli.h"
+#include "engine/base/options.h"
 #include "engine/text/tokenizer.h"
 
-enum opt_id { O_MODEL, O_PATTERN, O_VOCAB, O_NO_SPECIALS, O_SPECIAL, O_PROMPT, O_FILE,
-              O_DECODE, O_SHOW, O_HELP, O_COUNT };
-
-static const struct opt {
-    const char *name;
-    char short_name;
-    const char *arg; /* NULL: a flag */
-    const char *def;
-    const char *help;
-} OPTS[O_COUNT] = {
-    [O_MODEL] = {"model", 'm', "DIR", NULL, "model directory: tiktoken.model, tokenizer_config.json"},
-    [O_PATTERN] = {"pattern", 0, "NAME|REGEX", "k3",
-                   "pre-tokenizer: k3, cl100k, o200k, or a PCRE2 regex (UTF, UCP)"},
-    [O_VOCAB] = {"vocab-size", 0, "N", NULL,
-                 "ids must be < N; default: DIR/config.json's vocab_size, else largest id + 1"},
-    [O_NO_SPECIALS] = {"no-specials", 0, NULL, NULL,
-                       "do not read tokenizer_config.json (a foreign vocabulary)"},
-    [O_SPECIAL] = {"special", 0, NULL, NULL,
-                   "template text: match special tokens (default: they are plain text)"},
-    [O_PROMPT] = {"prompt", 'p', "TEXT", NULL, "encode TEXT"},
-    [O_FILE] = {"file", 'f', "FILE", NULL, "encode the bytes of FILE ('-': standard input)"},
-    [O_DECODE] = {"decode", 0, "IDS", NULL, "decode comma-separated ids, print the bytes"},
-    [O_SHOW] = {"show", 0, NULL, NULL, "print one token a line: id, then its bytes escaped"},
-    [O_HELP] = {"help", 'h', NULL, NULL, "show this help"},
+struct tokenize_opts {
+    const char *model, *pattern, *prompt, *file, *decode;
+    int vocab; /* 0: from config.json */
+    bool no_specials, special, show;
 };
 
-static void usage(FILE *f)
+static int usage_error(const char *msg)
 {
-    fprintf(f, "usage: k3-uring tokenize -m DIR [options] (-p TEXT | -f FILE | --decode IDS)\n"
-               "Prints the ids of the text, comma-separated, or the decoded bytes.\n\n");
-    for (int i = 0; i < O_COUNT; i++) {
-        const struct opt *o = &OPTS[i];
-        char left[64], sh[8] = "    ";
-        if (o->short_name)
-            snprintf(sh, sizeof sh, "-%c, ", o->short_name);
-        snprintf(left, sizeof left, "%s--%s%s%s", sh, o->name, o->arg ? " " : "",
-                 o->arg ? o->arg : "");
-        fprintf(f, "  %-26s %s", left, o->help);
-        if (o->def)
-            fprintf(f, " [default: %s]", o->def);
-        fputc('\n', f);
-    }
-}
-
-static int usage_error(const char *fmt, const char *a)
-{
-    fprintf(stderr, "k3-uring tokenize: ");
-    fprintf(stderr, fmt, a);
-    fprintf(stderr, " (see k3-uring tokenize --help)\n");
+    fprintf(stderr, "k3-uring tokenize: %s\n", msg);
     return 2;
 }
 
@@ -125,50 +85,6 @@ static int read_all(const char *path, char **data, size_t *len, struct k3_err *e
     return 0;
 }
 
-/* Parses "1,2, 3" into ids; returns the count or -1 with a usage message in err. */
-static long parse_ids(const char *s, int32_t **ids, struct k3_err *err)
-{
-    size_t cap = 16, n = 0;
-    int32_t *v = malloc(cap * sizeof *v);
-    if (!v)
-        return k3_errf(err, "out of memory");
-    const char *p = s;
-    while (*p) {
-        while (*p == ' ' || *p == '\t' || *p == '\n')
-            p++;
-        if (!*p)
-            break;
-        char *end;
-        errno = 0;
-        long x = strtol(p, &end, 10);
-        if (end == p || errno || x < 0 || x > INT32_MAX) {
-            free(v);
-            return k3_errf(err, "--decode: bad id at \"%.20s\"", p);
-        }
-        if (n == cap) {
-            cap *= 2;
-            int32_t *nv = realloc(v, cap * sizeof *nv);
-            if (!nv) {
-                free(v);
-                return k3_errf(err, "out of memory");
-            }
-            v = nv;
-        }
-        v[n++] = (int32_t)x;
-        p = end;
-        while (*p == ' ' || *p == '\t' || *p == '\n')
-            p++;
-        if (*p == ',')
-            p++;
-        else if (*p) {
-            free(v);
-            return k3_errf(err, "--decode: expected ',' at \"%.20s\"", p);
-        }
-    }
-    *ids = v;
-    return (long)n;
-}
-
 static void print_escaped(const uint8_t *b, size_t n)
 {
     putchar('\'');
@@ -190,129 +106,139 @@ static void print_escaped(const uint8_t *b, size_t n)
     putchar('\'');
 }
 
-int cmd_tokenize(int argc, char **argv)
+/* The ids of -p TEXT or -f FILE. */
+static int encode(const struct k3_tokenizer *tok, const struct tokenize_opts *o, int32_t **ids,
+                  size_t *n_ids, struct k3_err *err)
 {
-    const char *val[O_COUNT] = {0};
-    bool set[O_COUNT] = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *inline_val = NULL;
-        int o = -1;
-        if (a[0] == '-' && a[1] == '-' && a[2]) {
-            const char *eq = strchr(a + 2, '=');
-            size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-            for (int k = 0; k < O_COUNT; k++)
-                if (strlen(OPTS[k].name) == len && !strncmp(OPTS[k].name, a + 2, len))
-                    o = k;
-            if (eq)
-                inline_val = eq + 1;
-        } else if (a[0] == '-' && a[1] && !a[2]) {
-            for (int k = 0; k < O_COUNT; k++)
-                if (OPTS[k].short_name == a[1])
-                    o = k;
-        }
-        if (o < 0)
-            return usage_error(a[0] == '-' ? "unknown option %s" : "unexpected argument \"%s\"", a);
-        if (o == O_HELP) {
-            usage(stdout);
-            return 0;
-        }
-        if (OPTS[o].arg) {
-            if (!inline_val) {
-                if (i + 1 >= argc)
-                    return usage_error("%s needs a value", a);
-                inline_val = argv[++i];
-            }
-            val[o] = inline_val;
-        } else if (inline_val)
-            return usage_error("%s takes no value", a);
-        set[o] = true;
+    char *text = NULL;
+    size_t len = 0;
+    if (o->prompt) {
+        len = strlen(o->prompt);
+        if (!(text = strdup(o->prompt)))
+            return k3_errf(err, "out of memory");
+    } else if (read_all(o->file, &text, &len, err)) {
+        return -1;
     }
-    if (!set[O_MODEL])
-        return usage_error("%s", "-m DIR is required");
-    if (set[O_PROMPT] + set[O_FILE] + set[O_DECODE] != 1)
-        return usage_error("%s", "give exactly one of -p TEXT, -f FILE, --decode IDS");
+    int rc = k3_tok_encode(tok, text, len, o->special, ids, n_ids, err);
+    free(text);
+    return rc;
+}
 
+/* --show: one token a line, id, then its bytes escaped. */
+static int show(const struct k3_tokenizer *tok, const int32_t *ids, size_t n_ids,
+                struct k3_err *err)
+{
+    for (size_t i = 0; i < n_ids; i++) {
+        size_t len;
+        const uint8_t *b = k3_tok_bytes(tok, ids[i], &len);
+        if (!b)
+            return k3_errf(err, "id %d is not a token", ids[i]);
+        printf("%d\t", ids[i]);
+        print_escaped(b, len);
+        if (k3_tok_is_special(tok, ids[i]))
+            fputs("\tspecial", stdout);
+        putchar('\n');
+    }
+    return 0;
+}
+
+static int decode(const struct k3_tokenizer *tok, const int32_t *ids, size_t n_ids,
+                  struct k3_err *err)
+{
+    char *text;
+    size_t len;
+    if (k3_tok_decode(tok, ids, n_ids, &text, &len, err))
+        return -1;
+    fwrite(text, 1, len, stdout);
+    free(text);
+    return 0;
+}
+
+/* Loads the tokenizer and does what the options ask: the process exit code. */
+static int tokenize(const struct tokenize_opts *o, const int32_t *ids, size_t n_ids)
+{
     struct k3_err err = {{0}};
-    int vocab = 0;
-    if (set[O_VOCAB]) {
-        char *end;
-        long v = strtol(val[O_VOCAB], &end, 10);
-        if (!*val[O_VOCAB] || *end || v <= 0 || v > INT32_MAX)
-            return usage_error("--vocab-size: \"%s\" is not a positive integer", val[O_VOCAB]);
-        vocab = (int)v;
-    } else if ((vocab = config_vocab_size(val[O_MODEL], &err)) < 0)
+    int vocab = o->vocab ? o->vocab : config_vocab_size(o->model, &err);
+    if (vocab < 0)
         return runtime_error(err.msg);
-
-    const char *pattern = NULL;
-    if (set[O_PATTERN]) {
-        pattern = k3_tok_named_pattern(val[O_PATTERN]);
-        if (!pattern)
-            pattern = val[O_PATTERN];
-    }
-    int32_t *ids = NULL;
-    long n_dec = 0;
-    if (set[O_DECODE] && (n_dec = parse_ids(val[O_DECODE], &ids, &err)) < 0)
-        return usage_error("%s", err.msg);
-
+    const char *pattern = k3_tok_named_pattern(o->pattern);
     struct k3_tokenizer *tok;
-    if (k3_tok_load(&tok, val[O_MODEL], vocab, pattern, set[O_NO_SPECIALS], &err)) {
-        free(ids);
+    if (k3_tok_load(&tok, o->model, vocab, pattern ? pattern : o->pattern, o->no_specials, &err)) {
         /* A malformed user regex is a usage error; everything else is at run time. */
-        if (set[O_PATTERN] && !strncmp(err.msg, "pattern:", 8))
-            return usage_error("--pattern: %s", err.msg + 9);
+        if (!strncmp(err.msg, "pattern:", 8)) {
+            char msg[sizeof err.msg + 16];
+            snprintf(msg, sizeof msg, "--pattern: %s", err.msg + 9);
+            return usage_error(msg);
+        }
         return runtime_error(err.msg);
     }
     int rc = 0;
-    size_t n_ids = 0;
-    if (set[O_DECODE]) {
-        n_ids = (size_t)n_dec;
-        char *text;
-        size_t len;
-        if (!set[O_SHOW]) {
-            if (k3_tok_decode(tok, ids, n_ids, &text, &len, &err))
-                rc = runtime_error(err.msg);
-            else {
-                fwrite(text, 1, len, stdout);
-                free(text);
-            }
-        }
-    } else {
-        char *text = NULL;
-        size_t len = 0;
-        if (set[O_PROMPT]) {
-            text = strdup(val[O_PROMPT]);
-            len = strlen(val[O_PROMPT]);
-            if (!text)
-                rc = runtime_error("out of memory");
-        } else if (read_all(val[O_FILE], &text, &len, &err))
-            rc = runtime_error(err.msg);
-        if (!rc && k3_tok_encode(tok, text, len, set[O_SPECIAL], &ids, &n_ids, &err))
-            rc = runtime_error(err.msg);
-        free(text);
-        if (!rc && !set[O_SHOW]) {
-            for (size_t i = 0; i < n_ids; i++)
-                printf(i ? ",%d" : "%d", ids[i]);
-            putchar('\n');
-        }
+    int32_t *encoded = NULL;
+    if (!o->decode) {
+        rc = encode(tok, o, &encoded, &n_ids, &err);
+        ids = encoded;
     }
-    if (!rc && set[O_SHOW])
-        for (size_t i = 0; i < n_ids; i++) {
-            size_t len;
-            const uint8_t *b = k3_tok_bytes(tok, ids[i], &len);
-            if (!b) {
-                snprintf(err.msg, sizeof err.msg, "id %d is not a token", ids[i]);
-                rc = runtime_error(err.msg);
-                break;
-            }
-            printf("%d\t", ids[i]);
-            print_escaped(b, len);
-            if (k3_tok_is_special(tok, ids[i]))
-                fputs("\tspecial", stdout);
-            putchar('\n');
-        }
-    if (fflush(stdout) && !rc)
-        rc = runtime_error("writing standard output failed");
-    free(ids);
+    if (!rc && o->show)
+        rc = show(tok, ids, n_ids, &err);
+    else if (!rc && o->decode)
+        rc = decode(tok, ids, n_ids, &err);
+    else if (!rc) {
+        for (size_t i = 0; i < n_ids; i++)
+            printf(i ? ",%d" : "%d", ids[i]);
+        putchar('\n');
+    }
+    free(encoded);
     k3_tok_free(tok);
+    if (rc)
+        return runtime_error(err.msg);
+    if (fflush(stdout))
+        return runtime_error("writing standard output failed");
+    return 0;
+}
+
+int cmd_tokenize(int argc, char **argv)
+{
+    struct tokenize_opts o = {.pattern = "k3"};
+    const struct k3_opt opts[] = {
+        {.name = "model", .short_name = 'm', .type = K3_OPT_STRING, .dst = &o.model, .arg = "DIR",
+         .help = "model directory: tiktoken.model, tokenizer_config.json"},
+        {.name = "pattern", .type = K3_OPT_STRING, .dst = &o.pattern, .arg = "NAME|REGEX",
+         .help = "pre-tokenizer: k3, cl100k, o200k, or a PCRE2 regex (UTF, UCP)"},
+        {.name = "vocab-size", .type = K3_OPT_INT, .dst = &o.vocab, .arg = "N",
+         .help = "ids must be < N", .min = 1, .max = INT32_MAX,
+         .def = "DIR/config.json's vocab_size, else largest id + 1"},
+        {.name = "no-specials", .type = K3_OPT_FLAG, .dst = &o.no_specials,
+         .help = "do not read tokenizer_config.json (a foreign vocabulary)"},
+        {.name = "special", .type = K3_OPT_FLAG, .dst = &o.special,
+         .help = "template text: match special tokens (without: they are plain text)"},
+        {.name = "prompt", .short_name = 'p', .type = K3_OPT_STRING, .dst = &o.prompt,
+         .arg = "TEXT", .help = "encode TEXT"},
+        {.name = "file", .short_name = 'f', .type = K3_OPT_STRING, .dst = &o.file, .arg = "FILE",
+         .help = "encode the bytes of FILE ('-': standard input)"},
+        {.name = "decode", .type = K3_OPT_STRING, .dst = &o.decode, .arg = "IDS",
+         .help = "decode comma-separated ids, print the bytes"},
+        {.name = "show", .type = K3_OPT_FLAG, .dst = &o.show,
+         .help = "print one token a line: id, then its bytes escaped"},
+    };
+    const char *usage = "usage: k3-uring tokenize -m DIR [options] (-p TEXT | -f FILE | --decode IDS)\n"
+                        "Prints the ids of the text, comma-separated, or the decoded bytes.";
+    struct k3_err err = {{0}};
+    int rc = k3_opts_parse(opts, K3_OPTS_COUNT(opts), argc, argv, &err);
+    if (rc > 0) {
+        k3_opts_help(stdout, usage, opts, K3_OPTS_COUNT(opts));
+        return 0;
+    }
+    if (rc)
+        return usage_error(err.msg);
+    if (!o.model)
+        return usage_error("-m DIR is required");
+    if (!!o.prompt + !!o.file + !!o.decode != 1)
+        return usage_error("give exactly one of -p TEXT, -f FILE, --decode IDS");
+    int32_t *ids = NULL;
+    int n_ids = 0;
+    if (o.decode && k3_parse_id_list("--decode", o.decode, &ids, &n_ids, &err))
+        return usage_error(err.msg);
+    rc = tokenize(&o, ids, (size_t)n_ids);
+    free(ids);
     return rc;
 }

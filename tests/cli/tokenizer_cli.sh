@@ -64,8 +64,8 @@ done
 expect 2 "-m DIR is required" "$K3" tokenize -p hi
 expect 2 "exactly one of" "$K3" tokenize -m "$model"
 expect 2 "exactly one of" "$K3" tokenize -m "$model" -p hi --decode 1
-expect 2 "unknown option --frobnicate" "$K3" tokenize -m "$model" --frobnicate -p hi
-expect 2 "--model needs a value" "$K3" tokenize --model
+expect 2 "--frobnicate: unknown option" "$K3" tokenize -m "$model" --frobnicate -p hi
+expect 2 "--model: needs a value" "$K3" tokenize --model
 expect 2 "bad id" "$K3" tokenize -m "$model" --decode 1,x
 expect 2 "--vocab-size" "$K3" tokenize -m "$model" --vocab-size 0 -p hi
 expect 2 "--pattern: missing closing parenthesis" "$K3" tokenize -m "$model" --pattern '(' -p hi

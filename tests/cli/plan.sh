@@ -1,0 +1,61 @@
+#!/bin/bash
+# `k3-uring plan` on the full K3 config, without weights: with no --ram the budget is the
+# floor; the floor grows with the context; every line of the plan and the projection is
+# there; --ram trunk makes every trunk segment resident and --ram below the floor is
+# refused naming it; --calibration sets the per-core rates; bad input is one line on
+# stderr and exit 2 (a usage error) or 1 (a config that does not load).
+source "$(dirname "$0")/lib.sh"
+d="$K3_TEST_TMP/plan"
+rm -rf "$d" && mkdir -p "$d"
+plan() { "$K3" plan --config k3 --threads 2 --cores 2 "$@"; }
+
+plan --ctx 4096 >"$d/4k.txt" || fail "plan --ctx 4096 exited $?"
+cat "$d/4k.txt"
+# "budget 5.46 GiB = 5867663184 B (floor 5.46 GiB = 5867663184 B at 4096 context):"
+budget() { sed -n 's/^budget [0-9.]* GiB = \([0-9]*\) B .*/\1/p' "$1"; }
+floor() { sed -n 's/^budget .*(floor [0-9.]* GiB = \([0-9]*\) B at \([0-9]*\) context.*/\1/p' "$1"; }
+b=$(budget "$d/4k.txt") f=$(floor "$d/4k.txt")
+[[ -n "$b" && -n "$f" ]] || fail "no budget or floor line"
+[[ "$b" == "$f" ]] || fail "without --ram the budget ($b B) is not the floor ($f B)"
+((f > 1 << 30)) || fail "K3's floor of $f B is under 1 GiB"
+grep -q "^budget .* at 4096 context" "$d/4k.txt" || fail "the plan does not say its context"
+grep -q "^k3 over 8 drives, 2 threads:" "$d/4k.txt" || fail "first line: $(head -1 "$d/4k.txt")"
+for field in "session state" "runtime + scratch" "small tensors" "expert buffers" \
+             "trunk resident" "trunk stream slots" "expert cache" "read per token" "I/O floor" \
+             "compute" "pipelined" "synchronous"; do
+  [[ $(grep -c "^  $field " "$d/4k.txt") -eq 1 ]] || fail "\"$field\" is not one line of the plan"
+done
+grep -q "projection for 8 drives x 7.00 GB/s, 2 cores on 1 NUMA nodes" "$d/4k.txt" ||
+  fail "the projection does not name the box"
+
+# The session's state grows with the context, and so does the floor.
+plan --ctx 8192 >"$d/8k.txt" || fail "plan --ctx 8192 exited $?"
+f8=$(floor "$d/8k.txt")
+((f8 > f)) || fail "the floor at 8192 positions ($f8 B) is not above the one at 4096 ($f B)"
+
+# --ram trunk: the whole trunk resident, nothing streamed; a budget is planned as given.
+plan --ram trunk >"$d/trunk.txt" || fail "plan --ram trunk exited $?"
+grep -q "trunk stream slots .* for 0 streamed segments" "$d/trunk.txt" ||
+  fail "--ram trunk streams segments: $(grep 'stream slots' "$d/trunk.txt")"
+plan --ram 64G >"$d/64g.txt" || fail "plan --ram 64G exited $?"
+[[ $(budget "$d/64g.txt") -eq $((64 << 30)) ]] || fail "--ram 64G planned $(budget "$d/64g.txt") B"
+[[ $(floor "$d/64g.txt") -eq $f ]] || fail "the floor moved with the budget"
+expect_error 1 "below the floor" plan --ram 1G
+
+# The calibration file replaces the built-in per-core rates.
+printf '{"mxfp4_gbps_per_core": 5, "bf16_gbps_per_core": 10}\n' >"$d/cal.json"
+plan --calibration "$d/cal.json" | grep -q "5.00 / 10.00 GB/s per core (MXFP4 / bf16)" ||
+  fail "--calibration rates not in the projection"
+printf '{"mxfp4_gbps_per_core": 5}\n' >"$d/half.json"
+expect_error 1 "--calibration $d/half.json: needs positive" plan --calibration "$d/half.json"
+
+# Usage errors: exit 2, one line naming the flag and the value.
+expect_error 2 "--ctx: 0 is outside" plan --ctx 0
+expect_error 2 "--ram: \"lots\" is not a size (e.g. 512M, 8G), floor or trunk" plan --ram lots
+expect_error 2 "--drives: 0 is outside" plan --drives 0
+expect_error 2 "--drive-gbps: \"fast\" is not a number" plan --drive-gbps fast
+expect_error 2 "--config: needs a value" "$K3" plan --config
+expect_error 2 "--bogus: unknown option" plan --bogus
+expect_error 2 "extra: unknown argument" plan extra
+expect_error 1 "--config nope: not a preset" "$K3" plan --config nope
+finish
