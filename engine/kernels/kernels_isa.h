@@ -181,6 +181,17 @@ k3_rows_mxfp4_q8_fn k3_rows_mxfp4_q8_avx512vnni;
 void k3_rows_parallel(int rows, long row_bytes, long work, void *arg,
                       void (*fn)(void *arg, int r0, int nrows));
 
+/* A fused SiTU's gate rows b .. b+nb-1 into g and its up rows into u for tokens
+ * t0 .. t0+nt-1 of job: row b+i of token t0+t at g[t*ld + i], u[t*ld + i]. */
+typedef void k3_gate_up_fn(const void *job, int b, int nb, int t0, int nt, float *g, float *u,
+                           int ld);
+
+/* Y[t*ldy + r] = k3_situ(gate, up) of rows r0 .. r0+nrows-1 for T tokens, through small
+ * buffers by blocks of rows × tokens (kernels.c): the fused SiTU of the bf16 and MXFP4
+ * mat-muls, which differ only in gate_up. */
+void k3_situ_rows(const void *job, k3_gate_up_fn *gate_up, int r0, int nrows, int T, float *Y,
+                  int ldy, float beta_gate, float beta_up);
+
 /* The functions between K3_TARGET_BEGIN("avx2") and K3_TARGET_END compile for that ISA
  * while the rest of the build stays baseline x86-64: GCC's target pragma, or clang's
  * attribute push (clang ignores GCC's), so the fuzzing build (clang) compiles them too. */

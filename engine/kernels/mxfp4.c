@@ -226,39 +226,30 @@ void k3_matmul_mxfp4(const uint8_t *packed, const uint8_t *scales, int rows, int
     matmul_f32(&j, rows, mxfp4_chunk);
 }
 
-/* Fused SiTU: blocks of SITU_ROWS rows × SITU_TOKENS tokens through small buffers; all the
- * gate rows of a block, then all its up rows (two streams switching every few hundred KB,
- * not every few KB, which costs the prefetchers less). */
-#define SITU_ROWS 256
-#define SITU_TOKENS 8
+static void mxfp4_gate_up(const void *arg, int b, int nb, int t0, int nt, float *g, float *u,
+                          int ld)
+{
+    const struct mxfp4_job *j = arg;
+    size_t prow = (size_t)j->cols / 2, srow = (size_t)j->cols / K3_MXFP4_GROUP;
+    if (j->rows_q8) {
+        struct k3_q8 xt = *j->xq; /* tokens t0 .. t0+nt-1 */
+        xt.T = nt;
+        xt.q += (size_t)t0 * xt.pairs * 64;
+        xt.dh += (size_t)t0 * xt.pairs * 2;
+        xt.bias += (size_t)t0 * xt.pairs * 16;
+        j->rows_q8(j->p1 + b * prow, j->s1 + b * srow, nb, &xt, g, ld);
+        j->rows_q8(j->p3 + b * prow, j->s3 + b * srow, nb, &xt, u, ld);
+    } else {
+        const float *X = j->X + (size_t)t0 * j->ldx;
+        j->rows(j->p1 + b * prow, j->s1 + b * srow, nb, j->cols, X, j->ldx, g, ld, nt);
+        j->rows(j->p3 + b * prow, j->s3 + b * srow, nb, j->cols, X, j->ldx, u, ld, nt);
+    }
+}
 
 static void mxfp4_situ_chunk(void *arg, int r0, int nrows)
 {
     const struct mxfp4_job *j = arg;
-    size_t prow = (size_t)j->cols / 2, srow = (size_t)j->cols / K3_MXFP4_GROUP;
-    float g[SITU_TOKENS * SITU_ROWS], u[SITU_TOKENS * SITU_ROWS];
-    for (int b = r0; b < r0 + nrows; b += SITU_ROWS) {
-        int nb = r0 + nrows - b < SITU_ROWS ? r0 + nrows - b : SITU_ROWS;
-        for (int t0 = 0; t0 < j->T; t0 += SITU_TOKENS) {
-            int nt = j->T - t0 < SITU_TOKENS ? j->T - t0 : SITU_TOKENS;
-            if (j->rows_q8) {
-                struct k3_q8 xt = *j->xq; /* tokens t0 .. t0+nt-1 */
-                xt.T = nt;
-                xt.q += (size_t)t0 * xt.pairs * 64;
-                xt.dh += (size_t)t0 * xt.pairs * 2;
-                xt.bias += (size_t)t0 * xt.pairs * 16;
-                j->rows_q8(j->p1 + b * prow, j->s1 + b * srow, nb, &xt, g, SITU_ROWS);
-                j->rows_q8(j->p3 + b * prow, j->s3 + b * srow, nb, &xt, u, SITU_ROWS);
-            } else {
-                const float *X = j->X + (size_t)t0 * j->ldx;
-                j->rows(j->p1 + b * prow, j->s1 + b * srow, nb, j->cols, X, j->ldx, g, SITU_ROWS, nt);
-                j->rows(j->p3 + b * prow, j->s3 + b * srow, nb, j->cols, X, j->ldx, u, SITU_ROWS, nt);
-            }
-            for (int t = 0; t < nt; t++)
-                k3_situ_n(j->Y + (size_t)(t0 + t) * j->ldy + b, g + t * SITU_ROWS,
-                          u + t * SITU_ROWS, nb, j->beta_gate, j->beta_up);
-        }
-    }
+    k3_situ_rows(j, mxfp4_gate_up, r0, nrows, j->T, j->Y, j->ldy, j->beta_gate, j->beta_up);
 }
 
 void k3_matmul_mxfp4_situ(const uint8_t *packed1, const uint8_t *scales1, const uint8_t *packed3,

@@ -8,19 +8,12 @@
 #include <immintrin.h>
 #include <stdint.h>
 
+#include "engine/kernels/avx2.h"
 #include "engine/kernels/kernels.h"
 #include "engine/kernels/kernels_isa.h"
 #include "engine/kernels/mxfp4.h"
 
 K3_TARGET_BEGIN("avx2,fma")
-
-static inline float reduce16(__m256 lo, __m256 hi)
-{
-    __m256 a8 = _mm256_add_ps(lo, hi);
-    __m128 a4 = _mm_add_ps(_mm256_castps256_ps128(a8), _mm256_extractf128_ps(a8, 1));
-    __m128 a2 = _mm_add_ps(a4, _mm_movehl_ps(a4, a4));
-    return _mm_cvtss_f32(_mm_add_ss(a2, _mm_movehdup_ps(a2)));
-}
 
 /* 2^(e-127) of the scales of groups g0 .. g0+n-1 (n ≤ 8) in lanes 0 .. n-1 (2^-127 in
  * the rest, whose lanes have no weights). */
@@ -110,7 +103,7 @@ row_mxfp4_tokens(const uint8_t *p, const uint8_t *s, int groups, const float *Xb
     }
 #pragma GCC unroll 4
     for (int k = 0; k < NT; k++)
-        Y[(size_t)k * ldy] = reduce16(lo[k], hi[k]);
+        Y[(size_t)k * ldy] = k3_avx2_reduce16(lo[k], hi[k]);
 }
 
 K3_MXFP4_ROWS(k3_rows_mxfp4_avx2, row_mxfp4_tokens)
@@ -188,7 +181,7 @@ row_q8_tokens(const uint8_t *p, const uint8_t *s, int groups, const struct k3_q8
     }
 #pragma GCC unroll 4
     for (int k = 0; k < NT; k++)
-        Y[(size_t)k * ldy] = reduce16(lo[k], hi[k]);
+        Y[(size_t)k * ldy] = k3_avx2_reduce16(lo[k], hi[k]);
 }
 
 K3_MXFP4_Q8_ROWS(k3_rows_mxfp4_q8_avx2, row_q8_tokens)
