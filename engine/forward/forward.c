@@ -60,12 +60,19 @@ struct k3_session_scratch {
     float *pred_logit; /* [E] */
     int *pred_idx;   /* [E] predicted experts */
     float *pred_w;   /* [E] */
+    void *mxfp4;     /* the expert kernels' scratch: [threads] slots of [C][max(H_l, moe_inter)] */
 };
 
 static int max3(int a, int b, int c)
 {
     int m = a > b ? a : b;
     return m > c ? m : c;
+}
+
+/* Activations per token of the widest expert mat-mul (w1, w3 read H_l; w2 moe_inter). */
+static int expert_inputs(const struct k3_config *c)
+{
+    return c->latent > c->moe_inter ? c->latent : c->moe_inter;
 }
 
 /* Bump allocation of every scratch buffer from one block. */
@@ -129,6 +136,7 @@ static void layout_scratch(struct k3_session_scratch *s, struct bump *b, const s
     s->pred_logit = take(b, E * f);
     s->pred_idx = take(b, E * sizeof(int));
     s->pred_w = take(b, E * f);
+    s->mxfp4 = take(b, k3_mxfp4_scratch_bytes(K3_CHUNK, expert_inputs(c), s->threads));
 }
 
 uint64_t k3_session_scratch_bytes(const struct k3_config *c, int max_ctx, int threads, int teams)
@@ -180,6 +188,7 @@ int k3_session_init_placed(struct k3_session *ss, const struct k3_model *m,
         goto oom;
     b.used = 0;
     layout_scratch(ss->s, &b, c, max_ctx);
+    k3_mxfp4_scratch_bind(ss->s->mxfp4, K3_CHUNK, expert_inputs(c), ss->s->threads);
     size_t d = (size_t)c->kda_head_dim, P = (size_t)k3_kda_width(c);
     for (int l = 0; l < c->n_layers; l++) {
         if (c->attn[l] == K3_ATTN_KDA) {
@@ -220,8 +229,10 @@ void k3_session_free(struct k3_session *ss)
     free(ss->kda_state);
     free(ss->conv_ring);
     free(ss->mla_cache);
-    if (ss->s)
+    if (ss->s) {
+        k3_mxfp4_scratch_unbind(ss->s->mxfp4);
         free(ss->s->block);
+    }
     free(ss->s);
     k3numa_teams_destroy(ss->teams);
     memset(ss, 0, sizeof *ss);
