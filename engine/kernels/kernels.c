@@ -135,8 +135,8 @@ int k3_kernels_select(const char *name)
 
 /* Each thread takes one contiguous range of rows, as numa/plan.h rule 7 cuts them (the
  * stream places resident trunk rows on the node of the team computing them by that rule).
- * The weights stream through each core in order, which the prefetchers like: measured
- * faster than dynamic chunks of 16 to 256 KiB on an idle machine, bench/kernels.c.  Which
+ * The weights stream through each core in order, which the prefetchers like (faster than
+ * dynamic chunks: bench/results/kernels-choices.md, "One contiguous row range").  Which
  * thread computes a row never changes its bytes. */
 void k3_rows_parallel(int rows, long row_bytes, long work, void *arg,
                       void (*fn)(void *arg, int r0, int nrows))

@@ -92,12 +92,12 @@ static inline float k3_silu(float z) { return z * k3_sigmoid(z); }
 
 /* ---- the activation of every expert row, defined op by op -------------------------------
  *
- * libm's expf and tanhf cost ~37 ns per SiTU, a sixth of an expert's w1/w3 pass, and
- * have no SIMD twin that returns the same bytes.  These are Cephes' single-precision
- * polynomials written as a fixed sequence of IEEE +, -, ×, / and bit operations, so the
- * SIMD variants (situ in kernels_isa.h), doing the same lane by lane, give the same
- * bytes.  Both stay within 2 ulp of expf / tanhf where the results are normal floats
- * (tests/unit/test_kernels_scalar.c); NaN stays NaN. */
+ * libm's expf and tanhf slowed the fused w1/w3 pass markedly (bench/results/
+ * kernels-choices.md, "SiTU") and have no SIMD twin that returns the same bytes.  These
+ * are Cephes' single-precision polynomials written as a fixed sequence of IEEE +, -, ×, /
+ * and bit operations, so the SIMD variants (situ in kernels_isa.h), doing the same lane
+ * by lane, give the same bytes.  Both stay within 2 ulp of expf / tanhf where the
+ * results are normal floats (tests/unit/test_kernels_scalar.c); NaN stays NaN. */
 
 #define K3_EXP_HI 88.0f            /* e^88 < FLT_MAX, and 2^127 the largest scale needed */
 #define K3_EXP_LO -87.3f           /* e^-87.3 is still a normal float */

@@ -41,8 +41,9 @@ const int32_t k3_mxfp4_lane_group[4][16] = {
     {12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15},
 };
 
-/* Whole blocks as plain 16 x 8 to 8 x 16 transposes (three times faster than placing
- * each element by block_pos: it runs on the calling thread before a mat-vec splits). */
+/* Whole blocks as plain 16 x 8 to 8 x 16 transposes, faster than placing each element by
+ * block_pos (bench/results/kernels-choices.md, "Block order"): it runs on the calling
+ * thread before a mat-vec splits. */
 void k3_mxfp4_block_order(const float *x, int n, float *xb)
 {
     size_t whole = (size_t)n / 128 * 128, padded = k3_mxfp4_block_floats(n);

@@ -20,7 +20,8 @@
  * per lane, so a SIMD kernel gets the nibble indices of 16 lanes by one shift of the 64
  * loaded bytes and one table permute, reads the activations in "block order" (below),
  * rearranged once per mat-vec, not once per row, and spends 10 float operations per 128
- * weights where multiply-then-add took 17 (13% faster from RAM at 2 threads here).
+ * weights where multiply-then-add took 17 (bench/results/kernels-choices.md, "fused
+ * multiply-add").
  */
 #ifndef K3_MXFP4_H
 #define K3_MXFP4_H
