@@ -7,6 +7,8 @@
  * zeroes its group and is counted; e = 0 means 2^-127.
  *
  * Owns: decoding and the dot product straight from packed form (no dequantized copy).
+ * Does not own memory: the scratch its products rewrite the activations into is the
+ * caller's, planned once (k3_mxfp4_scratch_bytes, below).
  * Summation order (every variant follows it, so results are identical bytes): a row is
  * cut into blocks of 128 elements (4 groups, 64 packed bytes).  Lane k < 16 of block b
  * takes the 8 elements i = 128b + 8k + j, j < 8 (the 4 packed bytes 4k..4k+3 of the
