@@ -939,6 +939,25 @@ static int report_summaries(void)
     return 0;
 }
 
+/* The MXFP4 kernels' scratch, as the engine plans it: the most tokens of --tokens, the
+ * widest case, a slot per thread. */
+static void *bind_mxfp4_scratch(void)
+{
+    int max_T = 1, max_cols = 1, threads = omp_get_max_threads();
+    for (int i = 0; i < o.tokens.n; i++)
+        max_T = o.tokens.v[i] > max_T ? o.tokens.v[i] : max_T;
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        max_cols = cases[i].cols > max_cols ? cases[i].cols : max_cols;
+    size_t bytes = k3_mxfp4_scratch_bytes(max_T, max_cols, threads);
+    void *mem = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!mem) {
+        fprintf(stderr, "kernels: out of memory for the MXFP4 scratch (%zu bytes)\n", bytes);
+        exit(1);
+    }
+    k3_mxfp4_scratch_bind(mem, max_T, max_cols, threads);
+    return mem;
+}
+
 int main(int argc, char **argv)
 {
     const char *usage = "usage: kernels [options]\n\n"
@@ -963,6 +982,7 @@ int main(int argc, char **argv)
         return 1;
     memory_rows(false, run.mem);
     run.arena = big_alloc((size_t)o.arena_mib << 20);
+    void *scratch = bind_mxfp4_scratch();
     rc = measure_cases();
     /* The memory again (the machine is shared, its bandwidth drifts), before the summaries
      * so that the goals can be set against both ends of the run. */
@@ -974,6 +994,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "kernels: %s: %s\n", o.csv, strerror(errno));
         rc = -1;
     }
+    k3_mxfp4_scratch_unbind(scratch);
+    free(scratch);
     free(run.arena);
     return rc ? 1 : 0;
 }

@@ -85,6 +85,7 @@ struct k3_forward_scratch {
     bool *pred_mark; /* [E] */
     /* output */
     int *out_rows;   /* [C] rows whose output is computed */
+    void *mxfp4;     /* the expert kernels' scratch: [threads] slots of [C][max(H_l, moe_inter)] */
 };
 
 /* ---- attention.c ---- */

@@ -105,11 +105,6 @@ void k3_route_k(const struct k3_config *c, const float *logits, const float *bia
     }
 }
 
-void k3_situ_vec(float *y, const float *g, const float *u, int n, const struct k3_config *c)
-{
-    k3_situ_n(y, g, u, n, c->situ_beta, c->situ_linear_beta);
-}
-
 float k3_kda_gate(float u, float a_log_head, float lower_bound)
 {
     return lower_bound * k3_sigmoid(expf(a_log_head) * u);

@@ -28,9 +28,6 @@ void k3_route(const struct k3_config *c, const float *logits, const float *bias,
 void k3_route_k(const struct k3_config *c, const float *logits, const float *bias, int k,
                 int *idx, float *weight, float *scratch);
 
-/* y[i] = SiTU(g[i], u[i]) for n values. */
-void k3_situ_vec(float *y, const float *g, const float *u, int n, const struct k3_config *c);
-
 /* KDA decay gate of one channel: g = lb·σ(exp(a_log_head)·u), in (lb, 0). */
 float k3_kda_gate(float u, float a_log_head, float lower_bound);
 

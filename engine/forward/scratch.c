@@ -5,12 +5,19 @@
 #include <string.h>
 
 #include "engine/forward/forward_internal.h"
+#include "engine/kernels/mxfp4.h"
 #include "numa/teams.h"
 
 static int max3(int a, int b, int c)
 {
     int m = a > b ? a : b;
     return m > c ? m : c;
+}
+
+/* Activations per token of the widest expert mat-mul (w1, w3 read H_l; w2 moe_inter). */
+static int expert_inputs(const struct k3_config *c)
+{
+    return c->latent > c->moe_inter ? c->latent : c->moe_inter;
 }
 
 /* Bump allocation of every scratch buffer from one block (base NULL: sizing only). */
@@ -92,6 +99,7 @@ static void layout_scratch(struct k3_forward_scratch *s, struct bump *b, const s
     s->pred_list = take(b, E * sizeof(int));
     s->pred_mark = take(b, E * sizeof(bool));
     s->out_rows = take(b, C * sizeof(int));
+    s->mxfp4 = take(b, k3_mxfp4_scratch_bytes(K3_CHUNK, expert_inputs(c), s->threads));
 }
 
 uint64_t k3_forward_scratch_bytes(const struct k3_config *c, int max_ctx, int threads, int teams)
@@ -121,6 +129,7 @@ int k3_forward_init(struct k3_forward *f, const struct k3_model *m,
         goto oom;
     b.used = 0;
     layout_scratch(f->s, &b, &m->cfg, max_ctx);
+    k3_mxfp4_scratch_bind(f->s->mxfp4, K3_CHUNK, expert_inputs(&m->cfg), f->s->threads);
     return 0;
 oom:
     k3_forward_free(f);
@@ -130,8 +139,10 @@ oom:
 
 void k3_forward_free(struct k3_forward *f)
 {
-    if (f->s)
+    if (f->s) {
+        k3_mxfp4_scratch_unbind(f->s->mxfp4);
         free(f->s->block);
+    }
     free(f->s);
     k3numa_teams_destroy(f->teams);
     free(f->stats.decode_experts);

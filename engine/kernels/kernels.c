@@ -135,8 +135,8 @@ int k3_kernels_select(const char *name)
 
 /* Each thread takes one contiguous range of rows, as numa/plan.h rule 7 cuts them (the
  * stream places resident trunk rows on the node of the team computing them by that rule).
- * The weights stream through each core in order, which the prefetchers like: measured
- * faster than dynamic chunks of 16 to 256 KiB on an idle machine, bench/kernels.c.  Which
+ * The weights stream through each core in order, which the prefetchers like (faster than
+ * dynamic chunks: bench/results/kernels-choices.md, "One contiguous row range").  Which
  * thread computes a row never changes its bytes. */
 void k3_rows_parallel(int rows, long row_bytes, long work, void *arg,
                       void (*fn)(void *arg, int r0, int nrows))
@@ -200,28 +200,41 @@ void k3_matmul_bf16(const uint16_t *W, int rows, int cols, const float *X, int l
     k3_rows_parallel(rows, 2L * cols, (long)rows * cols * T, &j, bf16_chunk);
 }
 
-/* Fused SiTU: blocks of SITU_ROWS rows × SITU_TOKENS tokens through small buffers; all the
- * gate rows of a block, then all its up rows (two streams switching every few hundred KB,
- * not every few KB, which costs the prefetchers less). */
+/* Blocks of SITU_ROWS rows × SITU_TOKENS tokens: all the gate rows of a block, then all
+ * its up rows (two streams switching every few hundred KB, not every few KB, which costs
+ * the prefetchers less). */
 #define SITU_ROWS 256
 #define SITU_TOKENS 8
+
+void k3_situ_rows(const void *job, k3_gate_up_fn *gate_up, int r0, int nrows, int T, float *Y,
+                  int ldy, float beta_gate, float beta_up)
+{
+    float g[SITU_TOKENS * SITU_ROWS], u[SITU_TOKENS * SITU_ROWS];
+    for (int b = r0; b < r0 + nrows; b += SITU_ROWS) {
+        int nb = r0 + nrows - b < SITU_ROWS ? r0 + nrows - b : SITU_ROWS;
+        for (int t0 = 0; t0 < T; t0 += SITU_TOKENS) {
+            int nt = T - t0 < SITU_TOKENS ? T - t0 : SITU_TOKENS;
+            gate_up(job, b, nb, t0, nt, g, u, SITU_ROWS);
+            for (int t = 0; t < nt; t++)
+                k3_situ_n(Y + (size_t)(t0 + t) * ldy + b, g + t * SITU_ROWS, u + t * SITU_ROWS,
+                          nb, beta_gate, beta_up);
+        }
+    }
+}
+
+static void bf16_gate_up(const void *arg, int b, int nb, int t0, int nt, float *g, float *u,
+                         int ld)
+{
+    const struct bf16_job *j = arg;
+    const float *X = j->X + (size_t)t0 * j->ldx;
+    j->rows(j->W + (size_t)b * j->cols, nb, j->cols, X, j->ldx, g, ld, nt);
+    j->rows(j->U + (size_t)b * j->cols, nb, j->cols, X, j->ldx, u, ld, nt);
+}
 
 static void bf16_situ_chunk(void *arg, int r0, int nrows)
 {
     const struct bf16_job *j = arg;
-    float g[SITU_TOKENS * SITU_ROWS], u[SITU_TOKENS * SITU_ROWS];
-    for (int b = r0; b < r0 + nrows; b += SITU_ROWS) {
-        int nb = r0 + nrows - b < SITU_ROWS ? r0 + nrows - b : SITU_ROWS;
-        for (int t0 = 0; t0 < j->T; t0 += SITU_TOKENS) {
-            int nt = j->T - t0 < SITU_TOKENS ? j->T - t0 : SITU_TOKENS;
-            const float *X = j->X + (size_t)t0 * j->ldx;
-            j->rows(j->W + (size_t)b * j->cols, nb, j->cols, X, j->ldx, g, SITU_ROWS, nt);
-            j->rows(j->U + (size_t)b * j->cols, nb, j->cols, X, j->ldx, u, SITU_ROWS, nt);
-            for (int t = 0; t < nt; t++)
-                k3_situ_n(j->Y + (size_t)(t0 + t) * j->ldy + b, g + t * SITU_ROWS,
-                          u + t * SITU_ROWS, nb, j->beta_gate, j->beta_up);
-        }
-    }
+    k3_situ_rows(j, bf16_gate_up, r0, nrows, j->T, j->Y, j->ldy, j->beta_gate, j->beta_up);
 }
 
 void k3_matmul_bf16_situ(const uint16_t *G, const uint16_t *U, int rows, int cols,

@@ -92,17 +92,29 @@ static inline float k3_silu(float z) { return z * k3_sigmoid(z); }
 
 /* ---- the activation of every expert row, defined op by op -------------------------------
  *
- * libm's expf and tanhf cost ~37 ns per SiTU, a sixth of an expert's w1/w3 pass, and
- * have no SIMD twin that returns the same bytes.  These are Cephes' single-precision
- * polynomials written as a fixed sequence of IEEE +, -, ×, / and bit operations, so the
- * SIMD variants (situ in kernels_isa.h), doing the same lane by lane, give the same
- * bytes.  Both stay within 2 ulp of expf / tanhf where the results are normal floats
- * (tests/unit/test_kernels_scalar.c); NaN stays NaN. */
+ * libm's expf and tanhf slowed the fused w1/w3 pass markedly (bench/results/
+ * kernels-choices.md, "SiTU") and have no SIMD twin that returns the same bytes.  These
+ * are Cephes' single-precision polynomials written as a fixed sequence of IEEE +, -, ×, /
+ * and bit operations, so the SIMD variants (situ in kernels_isa.h), doing the same lane
+ * by lane, give the same bytes.  Both stay within 2 ulp of expf / tanhf where the
+ * results are normal floats (tests/unit/test_kernels_scalar.c); NaN stays NaN. */
 
 #define K3_EXP_HI 88.0f            /* e^88 < FLT_MAX, and 2^127 the largest scale needed */
 #define K3_EXP_LO -87.3f           /* e^-87.3 is still a normal float */
 #define K3_ROUND_MAGIC 12582912.0f /* 1.5 · 2^23: adding it rounds to an integer, kept in
                                     * the low mantissa bits */
+#define K3_LOG2E 1.44269504088896341f
+#define K3_LN2_HI 0.693359375f     /* ln 2 in two parts: the first exact in a few bits */
+#define K3_LN2_LO -2.12194440e-4f
+#define K3_TANH_SMALL 0.625f       /* below: tanh's odd polynomial; above: by e^2|x| */
+
+/* Cephes' coefficients, highest degree first, for a static const array in each variant's
+ * exp and tanh (the one definition of them): e^r = 1 + r + r²·P(r), P of degree 5, and
+ * tanh x = x + x³·Q(x²), Q of degree 4. */
+#define K3_EXP_POLY 1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, \
+                    1.6666665459e-1f, 5.0000001201e-1f
+#define K3_TANH_POLY -5.70498872745e-3f, 2.06390887954e-2f, -5.37397155531e-2f, \
+                     1.33314422036e-1f, -3.33332819422e-1f
 
 /* e^x for x clamped to [K3_EXP_LO, K3_EXP_HI]: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6
  * polynomial, times 2^n built in the exponent bits. */
@@ -112,17 +124,16 @@ static inline float k3_exp(float x)
         x = K3_EXP_HI;
     if (x < K3_EXP_LO)
         x = K3_EXP_LO;
-    float t = x * 1.44269504088896341f + K3_ROUND_MAGIC;
+    static const float P[] = {K3_EXP_POLY};
+    float t = x * K3_LOG2E + K3_ROUND_MAGIC;
     float n = t - K3_ROUND_MAGIC;
-    float r = x - n * 0.693359375f; /* ln 2 in two parts: the first exact in a few bits */
-    r = r - n * -2.12194440e-4f;
+    float r = x - n * K3_LN2_HI;
+    r = r - n * K3_LN2_LO;
     float z = r * r;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
+    float p = P[0];
+#pragma GCC unroll 8
+    for (int i = 1; i < 6; i++)
+        p = p * r + P[i];
     p = p * z + r + 1.0f;
     /* n + 127 into the exponent field (n's bits sit in t; unsigned, so a NaN's wrap) */
     float scale = k3_bits_f32((k3_f32_bits(t) - k3_f32_bits(K3_ROUND_MAGIC) + 127u) << 23);
@@ -132,17 +143,17 @@ static inline float k3_exp(float x)
 /* tanh: an odd polynomial below |x| = 0.625, else 1 - 2/(e^2|x| + 1) with x's sign. */
 static inline float k3_tanh(float x)
 {
+    static const float Q[] = {K3_TANH_POLY};
     float a = k3_bits_f32(k3_f32_bits(x) & 0x7fffffffu);
-    if (a > 0.625f) {
+    if (a > K3_TANH_SMALL) {
         float big = 1.0f - 2.0f / (k3_exp(a + a) + 1.0f);
         return k3_bits_f32(k3_f32_bits(big) | (k3_f32_bits(x) & 0x80000000u));
     }
     float z = x * x;
-    float p = -5.70498872745e-3f;
-    p = p * z + 2.06390887954e-2f;
-    p = p * z - 5.37397155531e-2f;
-    p = p * z + 1.33314422036e-1f;
-    p = p * z - 3.33332819422e-1f;
+    float p = Q[0];
+#pragma GCC unroll 8
+    for (int i = 1; i < 5; i++)
+        p = p * z + Q[i];
     return p * z * x + x;
 }
 

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "engine/kernels/avx2.h"
 #include "engine/kernels/kernels.h"
 #include "engine/kernels/kernels_isa.h"
 
@@ -18,15 +19,6 @@ static bool avx2_supported(void)
 
 K3_TARGET_BEGIN("avx2")
 
-/* The tree of k3_lane_reduce on lanes lo = 0..7, hi = 8..15. */
-static inline float reduce16(__m256 lo, __m256 hi)
-{
-    __m256 a8 = _mm256_add_ps(lo, hi);
-    __m128 a4 = _mm_add_ps(_mm256_castps256_ps128(a8), _mm256_extractf128_ps(a8, 1));
-    __m128 a2 = _mm_add_ps(a4, _mm_movehl_ps(a4, a4));
-    return _mm_cvtss_f32(_mm_add_ss(a2, _mm_movehdup_ps(a2)));
-}
-
 static inline __m256 bf16x8(const uint16_t *w)
 {
     __m128i h = _mm_loadu_si128((const __m128i *)w);
@@ -37,7 +29,7 @@ static inline float finish_bf16(__m256 lo, __m256 hi, const uint16_t *w, const f
                                 int n)
 {
     if (n16 == n)
-        return reduce16(lo, hi);
+        return k3_avx2_reduce16(lo, hi);
     float a[K3_LANES];
     _mm256_storeu_ps(a, lo);
     _mm256_storeu_ps(a + 8, hi);
@@ -66,7 +58,7 @@ static float dot_f32_avx2(const float *a, const float *b, int n)
         hi = _mm256_add_ps(hi, _mm256_mul_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8)));
     }
     if (n16 == n)
-        return reduce16(lo, hi);
+        return k3_avx2_reduce16(lo, hi);
     float s[K3_LANES];
     _mm256_storeu_ps(s, lo);
     _mm256_storeu_ps(s + 8, hi);
@@ -163,19 +155,18 @@ static inline __m256 mul_add(__m256 p, __m256 r, float c)
 
 static inline __m256 exp8(__m256 x)
 {
+    static const float P[] = {K3_EXP_POLY};
     x = _mm256_blendv_ps(x, ps(K3_EXP_HI), _mm256_cmp_ps(x, ps(K3_EXP_HI), _CMP_GT_OQ));
     x = _mm256_blendv_ps(x, ps(K3_EXP_LO), _mm256_cmp_ps(x, ps(K3_EXP_LO), _CMP_LT_OQ));
-    __m256 t = _mm256_add_ps(_mm256_mul_ps(x, ps(1.44269504088896341f)), ps(K3_ROUND_MAGIC));
+    __m256 t = _mm256_add_ps(_mm256_mul_ps(x, ps(K3_LOG2E)), ps(K3_ROUND_MAGIC));
     __m256 n = _mm256_sub_ps(t, ps(K3_ROUND_MAGIC));
-    __m256 r = _mm256_sub_ps(x, _mm256_mul_ps(n, ps(0.693359375f)));
-    r = _mm256_sub_ps(r, _mm256_mul_ps(n, ps(-2.12194440e-4f)));
+    __m256 r = _mm256_sub_ps(x, _mm256_mul_ps(n, ps(K3_LN2_HI)));
+    r = _mm256_sub_ps(r, _mm256_mul_ps(n, ps(K3_LN2_LO)));
     __m256 z = _mm256_mul_ps(r, r);
-    __m256 p = ps(1.9875691500e-4f);
-    p = mul_add(p, r, 1.3981999507e-3f);
-    p = mul_add(p, r, 8.3334519073e-3f);
-    p = mul_add(p, r, 4.1665795894e-2f);
-    p = mul_add(p, r, 1.6666665459e-1f);
-    p = mul_add(p, r, 5.0000001201e-1f);
+    __m256 p = ps(P[0]);
+#pragma GCC unroll 8
+    for (int i = 1; i < 6; i++)
+        p = mul_add(p, r, P[i]);
     p = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(p, z), r), ps(1.0f));
     __m256i e = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32((int)k3_f32_bits(K3_ROUND_MAGIC)));
     e = _mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23);
@@ -184,19 +175,19 @@ static inline __m256 exp8(__m256 x)
 
 static inline __m256 tanh8(__m256 x)
 {
+    static const float Q[] = {K3_TANH_POLY};
     __m256i xi = _mm256_castps_si256(x);
     __m256 a = _mm256_castsi256_ps(_mm256_and_si256(xi, _mm256_set1_epi32(0x7fffffff)));
     __m256 big = _mm256_sub_ps(ps(1.0f), _mm256_div_ps(ps(2.0f), _mm256_add_ps(exp8(_mm256_add_ps(a, a)), ps(1.0f))));
     big = _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(big),
                                               _mm256_and_si256(xi, _mm256_set1_epi32(INT32_MIN))));
     __m256 z = _mm256_mul_ps(x, x);
-    __m256 p = ps(-5.70498872745e-3f);
-    p = mul_add(p, z, 2.06390887954e-2f);
-    p = mul_add(p, z, -5.37397155531e-2f);
-    p = mul_add(p, z, 1.33314422036e-1f);
-    p = mul_add(p, z, -3.33332819422e-1f);
+    __m256 p = ps(Q[0]);
+#pragma GCC unroll 8
+    for (int i = 1; i < 5; i++)
+        p = mul_add(p, z, Q[i]);
     __m256 small = _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(p, z), x), x);
-    return _mm256_blendv_ps(small, big, _mm256_cmp_ps(a, ps(0.625f), _CMP_GT_OQ));
+    return _mm256_blendv_ps(small, big, _mm256_cmp_ps(a, ps(K3_TANH_SMALL), _CMP_GT_OQ));
 }
 
 static void situ_avx2(float *y, const float *g, const float *u, int n, float beta_gate,

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "engine/kernels/avx512.h"
 #include "engine/kernels/kernels.h"
 #include "engine/kernels/kernels_isa.h"
 
@@ -25,17 +26,6 @@ static bool avx512vnni_supported(void)
 
 K3_TARGET_BEGIN("avx512f,avx512bw,avx512vl")
 
-/* The tree of k3_lane_reduce, in registers: (l, l+8), (l, l+4), (l, l+2), (l, l+1). */
-static inline float reduce16(__m512 acc)
-{
-    __m256 lo = _mm512_castps512_ps256(acc);
-    __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
-    __m256 a8 = _mm256_add_ps(lo, hi);
-    __m128 a4 = _mm_add_ps(_mm256_castps256_ps128(a8), _mm256_extractf128_ps(a8, 1));
-    __m128 a2 = _mm_add_ps(a4, _mm_movehl_ps(a4, a4));
-    return _mm_cvtss_f32(_mm_add_ss(a2, _mm_movehdup_ps(a2)));
-}
-
 /* 16 bf16 weights as f32: the bits shifted into the high half. */
 static inline __m512 bf16x16(const uint16_t *w)
 {
@@ -47,7 +37,7 @@ static inline __m512 bf16x16(const uint16_t *w)
 static inline float finish_bf16(__m512 acc, const uint16_t *w, const float *x, int n16, int n)
 {
     if (n16 == n)
-        return reduce16(acc);
+        return k3_avx512_reduce16(acc);
     float a[K3_LANES];
     _mm512_storeu_ps(a, acc);
     for (int i = n16; i < n; i++)
@@ -71,7 +61,7 @@ static float dot_f32_avx512(const float *a, const float *b, int n)
     for (int i = 0; i < n16; i += K3_LANES)
         acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));
     if (n16 == n)
-        return reduce16(acc);
+        return k3_avx512_reduce16(acc);
     float s[K3_LANES];
     _mm512_storeu_ps(s, acc);
     for (int i = n16; i < n; i++)
@@ -144,19 +134,18 @@ static inline __m512 mul_add(__m512 p, __m512 r, float c)
 
 static inline __m512 exp16(__m512 x)
 {
+    static const float P[] = {K3_EXP_POLY};
     x = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, ps(K3_EXP_HI), _CMP_GT_OQ), x, ps(K3_EXP_HI));
     x = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, ps(K3_EXP_LO), _CMP_LT_OQ), x, ps(K3_EXP_LO));
-    __m512 t = _mm512_add_ps(_mm512_mul_ps(x, ps(1.44269504088896341f)), ps(K3_ROUND_MAGIC));
+    __m512 t = _mm512_add_ps(_mm512_mul_ps(x, ps(K3_LOG2E)), ps(K3_ROUND_MAGIC));
     __m512 n = _mm512_sub_ps(t, ps(K3_ROUND_MAGIC));
-    __m512 r = _mm512_sub_ps(x, _mm512_mul_ps(n, ps(0.693359375f)));
-    r = _mm512_sub_ps(r, _mm512_mul_ps(n, ps(-2.12194440e-4f)));
+    __m512 r = _mm512_sub_ps(x, _mm512_mul_ps(n, ps(K3_LN2_HI)));
+    r = _mm512_sub_ps(r, _mm512_mul_ps(n, ps(K3_LN2_LO)));
     __m512 z = _mm512_mul_ps(r, r);
-    __m512 p = ps(1.9875691500e-4f);
-    p = mul_add(p, r, 1.3981999507e-3f);
-    p = mul_add(p, r, 8.3334519073e-3f);
-    p = mul_add(p, r, 4.1665795894e-2f);
-    p = mul_add(p, r, 1.6666665459e-1f);
-    p = mul_add(p, r, 5.0000001201e-1f);
+    __m512 p = ps(P[0]);
+#pragma GCC unroll 8
+    for (int i = 1; i < 6; i++)
+        p = mul_add(p, r, P[i]);
     p = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(p, z), r), ps(1.0f));
     __m512i e = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_set1_epi32((int)k3_f32_bits(K3_ROUND_MAGIC)));
     e = _mm512_slli_epi32(_mm512_add_epi32(e, _mm512_set1_epi32(127)), 23);
@@ -165,19 +154,19 @@ static inline __m512 exp16(__m512 x)
 
 static inline __m512 tanh16(__m512 x)
 {
+    static const float Q[] = {K3_TANH_POLY};
     __m512i xi = _mm512_castps_si512(x);
     __m512 a = _mm512_castsi512_ps(_mm512_and_si512(xi, _mm512_set1_epi32(0x7fffffff)));
     __m512 big = _mm512_sub_ps(ps(1.0f), _mm512_div_ps(ps(2.0f), _mm512_add_ps(exp16(_mm512_add_ps(a, a)), ps(1.0f))));
     big = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(big),
                                               _mm512_and_si512(xi, _mm512_set1_epi32(INT32_MIN))));
     __m512 z = _mm512_mul_ps(x, x);
-    __m512 p = ps(-5.70498872745e-3f);
-    p = mul_add(p, z, 2.06390887954e-2f);
-    p = mul_add(p, z, -5.37397155531e-2f);
-    p = mul_add(p, z, 1.33314422036e-1f);
-    p = mul_add(p, z, -3.33332819422e-1f);
+    __m512 p = ps(Q[0]);
+#pragma GCC unroll 8
+    for (int i = 1; i < 5; i++)
+        p = mul_add(p, z, Q[i]);
     __m512 small = _mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(p, z), x), x);
-    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, ps(0.625f), _CMP_GT_OQ), small, big);
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, ps(K3_TANH_SMALL), _CMP_GT_OQ), small, big);
 }
 
 static void situ_avx512(float *y, const float *g, const float *u, int n, float beta_gate,

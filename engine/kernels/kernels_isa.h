@@ -40,17 +40,12 @@ typedef void k3_situ_fn(float *y, const float *g, const float *u, int n, float b
  * row streams past, so each row would fetch them again from L2: the bf16 kernels then
  * advance K3_ROW_BLOCK rows together (x loaded once for all of them).  Below it one row at
  * a time is faster from RAM (one sequential stream; four interleaved 4 KiB rows train the
- * prefetchers worse).  Zen 4, one core, weights in RAM: 2048x7168 14 → 28 GB/s with rows
- * together, 8192x2048 32 GB/s alone against 19 together. */
+ * prefetchers worse).  Measured: bench/results/kernels-choices.md, "Rows together". */
 #define K3_X_L1_BYTES (16 * 1024)
 
 /* The SIMD mat-vecs prefetch their weights this many bytes ahead: the hardware
- * prefetchers alone left a core computing from RAM far below its L2 rate.  This machine
- * (Xeon, 2 cores, weights in RAM): bf16 k3-bench attention 2048 × 2048 at 2 threads
- * 12.8 GB/s without, 16.3 at 1 KiB, 18.8 at 2 KiB, 19.2 at 4 KiB; MXFP4 10.7 GB/s without
- * (32768 × 7168, 2 threads), and 4 KiB against 2 KiB in one process, calls alternating:
- * 1.01-1.06x on k3-bench and full-K3 expert shapes and that matrix at 1 and 2 threads,
- * faster in 25-30 of 31 pairs; 8 KiB 0.98-0.99x of 4 KiB. */
+ * prefetchers alone left a core computing from RAM far below its L2 rate, and 4 KiB beat
+ * 1, 2 and 8 KiB (bench/results/kernels-choices.md, "Prefetch distance"). */
 #define K3_PREFETCH_AHEAD 4096
 
 /* Runs CALL with RB_ = rb and NT_ = nt as constants (1 ≤ rb ≤ 4, 1 ≤ nt ≤ 4), so an
@@ -180,6 +175,17 @@ k3_rows_mxfp4_q8_fn k3_rows_mxfp4_q8_avx512vnni;
  * is a hint for the split. */
 void k3_rows_parallel(int rows, long row_bytes, long work, void *arg,
                       void (*fn)(void *arg, int r0, int nrows));
+
+/* A fused SiTU's gate rows b .. b+nb-1 into g and its up rows into u for tokens
+ * t0 .. t0+nt-1 of job: row b+i of token t0+t at g[t*ld + i], u[t*ld + i]. */
+typedef void k3_gate_up_fn(const void *job, int b, int nb, int t0, int nt, float *g, float *u,
+                           int ld);
+
+/* Y[t*ldy + r] = k3_situ(gate, up) of rows r0 .. r0+nrows-1 for T tokens, through small
+ * buffers by blocks of rows × tokens (kernels.c): the fused SiTU of the bf16 and MXFP4
+ * mat-muls, which differ only in gate_up. */
+void k3_situ_rows(const void *job, k3_gate_up_fn *gate_up, int r0, int nrows, int T, float *Y,
+                  int ldy, float beta_gate, float beta_up);
 
 /* The functions between K3_TARGET_BEGIN("avx2") and K3_TARGET_END compile for that ISA
  * while the rest of the build stays baseline x86-64: GCC's target pragma, or clang's

@@ -1,7 +1,9 @@
 #include "engine/kernels/mxfp4.h"
 
+#include <assert.h>
 #include <float.h>
 #include <math.h>
+#include <omp.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,8 +41,9 @@ const int32_t k3_mxfp4_lane_group[4][16] = {
     {12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15},
 };
 
-/* Whole blocks as plain 16 x 8 to 8 x 16 transposes (three times faster than placing
- * each element by block_pos: it runs on the calling thread before a mat-vec splits). */
+/* Whole blocks as plain 16 x 8 to 8 x 16 transposes, faster than placing each element by
+ * block_pos (bench/results/kernels-choices.md, "Block order"): it runs on the calling
+ * thread before a mat-vec splits. */
 void k3_mxfp4_block_order(const float *x, int n, float *xb)
 {
     size_t whole = (size_t)n / 128 * 128, padded = k3_mxfp4_block_floats(n);
@@ -77,80 +80,113 @@ float k3_dot_mxfp4_scalar(const uint8_t *packed, const uint8_t *scales, const fl
     return dot_reference(packed, scales, x, n, false);
 }
 
-static void rows_reference(const uint8_t *packed, const uint8_t *scales, int nrows, int cols,
-                           const float *X, int ldx, float *Y, int ldy, int T, bool block_ordered)
+void k3_rows_mxfp4_scalar(const uint8_t *packed, const uint8_t *scales, int nrows, int cols,
+                          const float *Xb, int ldxb, float *Y, int ldy, int T)
 {
     size_t prow = (size_t)cols / 2, srow = (size_t)cols / K3_MXFP4_GROUP;
     for (int r = 0; r < nrows; r++)
         for (int t = 0; t < T; t++)
             Y[(size_t)t * ldy + r] = dot_reference(packed + r * prow, scales + r * srow,
-                                                   X + (size_t)t * ldx, cols, block_ordered);
+                                                   Xb + (size_t)t * ldxb, cols, true);
 }
 
-void k3_rows_mxfp4_scalar(const uint8_t *packed, const uint8_t *scales, int nrows, int cols,
-                          const float *Xb, int ldxb, float *Y, int ldy, int T)
+/* ---- scratch (mxfp4.h) ------------------------------------------------------------- */
+
+/* The bound scratch: callers slots of slot bytes, each a busy flag in its own cache line,
+ * then the activations of one call. */
+static struct {
+    char *mem;
+    size_t slot;
+    int max_tokens, max_inputs, callers;
+} bound;
+
+enum { SLOT_FLAG = 64 };
+
+static size_t align64(size_t n)
 {
-    rows_reference(packed, scales, nrows, cols, Xb, ldxb, Y, ldy, T, true);
+    return (n + 63) & ~(size_t)63;
 }
 
-/* The activations of the current mat-mul as the kernels read them (int8 or block order),
- * per thread: grown, never shrunk, so decode allocates only in its first steps.  NULL
- * when it cannot grow. */
-static void *activation_scratch(size_t bytes)
+static size_t slot_bytes(int max_tokens, int max_inputs)
 {
-    static _Thread_local struct {
-        void *mem;
-        size_t cap;
-    } scratch;
-    if (bytes > scratch.cap) {
-        void *m = NULL;
-        if (posix_memalign(&m, 64, bytes))
-            return NULL;
-        free(scratch.mem);
-        scratch.mem = m;
-        scratch.cap = bytes;
+    size_t block = align64((size_t)max_tokens * k3_mxfp4_block_floats(max_inputs) * sizeof(float));
+    size_t q8 = k3_q8_bytes(max_inputs, max_tokens);
+    return SLOT_FLAG + (block > q8 ? block : q8);
+}
+
+size_t k3_mxfp4_scratch_bytes(int max_tokens, int max_inputs, int callers)
+{
+    return (size_t)callers * slot_bytes(max_tokens, max_inputs);
+}
+
+void k3_mxfp4_scratch_bind(void *mem, int max_tokens, int max_inputs, int callers)
+{
+    assert(mem && (uintptr_t)mem % 64 == 0 && max_tokens > 0 && max_inputs > 0 && callers > 0);
+    bound.mem = mem;
+    bound.slot = slot_bytes(max_tokens, max_inputs);
+    bound.max_tokens = max_tokens;
+    bound.max_inputs = max_inputs;
+    bound.callers = callers;
+    for (int i = 0; i < callers; i++)
+        atomic_init((_Atomic int *)(bound.mem + (size_t)i * bound.slot), 0);
+}
+
+void k3_mxfp4_scratch_unbind(const void *mem)
+{
+    if (mem && bound.mem == mem)
+        bound.mem = NULL;
+}
+
+/* A free slot for one call of T tokens of n activations, claimed until slot_release: the
+ * calling thread's own when OpenMP numbers the callers (a team's members, one caller
+ * alone), else the next free one. */
+static void *slot_claim(int T, int n)
+{
+    assert(bound.mem && "MXFP4 kernels called with no scratch bound (k3_mxfp4_scratch_bind)");
+    assert(T <= bound.max_tokens && n <= bound.max_inputs &&
+           "an MXFP4 call larger than the scratch bound for it");
+    int first = omp_get_thread_num() % bound.callers;
+    for (int i = 0; i < bound.callers; i++) {
+        char *slot = bound.mem + (size_t)((first + i) % bound.callers) * bound.slot;
+        if (!atomic_exchange_explicit((_Atomic int *)slot, 1, memory_order_acquire))
+            return slot + SLOT_FLAG;
     }
-    return scratch.mem;
+    assert(!"more threads in the MXFP4 kernels at once than the scratch was bound for");
+    return NULL;
 }
 
-/* X [T, ldx] in block order, T rows of k3_mxfp4_block_floats(n) floats; NULL when the
- * scratch cannot grow. */
-static const float *block_prepare(const float *X, int n, int ldx, int T)
+static void slot_release(const void *activations)
+{
+    char *slot = (char *)activations - SLOT_FLAG;
+    atomic_store_explicit((_Atomic int *)slot, 0, memory_order_release);
+}
+
+/* X [T, ldx] in block order into the claimed xb, T rows of k3_mxfp4_block_floats(n). */
+static void block_prepare(float *xb, const float *X, int n, int ldx, int T)
 {
     size_t ldxb = k3_mxfp4_block_floats(n);
-    float *xb = activation_scratch((size_t)T * ldxb * sizeof(float));
-    if (!xb)
-        return NULL;
     for (int t = 0; t < T; t++)
         k3_mxfp4_block_order(X + (size_t)t * ldx, n, xb + (size_t)t * ldxb);
-    return xb;
 }
-
-/* The reference over X in natural order: the path when block order cannot be had. */
-static void rows_reference_natural(const uint8_t *packed, const uint8_t *scales, int nrows,
-                                   int cols, const float *X, int ldx, float *Y, int ldy, int T)
-{
-    rows_reference(packed, scales, nrows, cols, X, ldx, Y, ldy, T, false);
-}
-
-static int q8_prepare(struct k3_q8 *xq, const float *X, int n, int ldx, int T);
 
 float k3_dot_mxfp4(const uint8_t *packed, const uint8_t *scales, const float *x, int n)
 {
+    void *mem = slot_claim(1, n);
+    float y;
     if (k3_mxfp4_q8_enabled()) {
         struct k3_q8 xq;
-        if (!q8_prepare(&xq, x, n, n, 1))
-            return k3_dot_mxfp4_q8(packed, scales, &xq);
+        k3_q8_quantize(&xq, mem, x, n, n, 1);
+        y = k3_dot_mxfp4_q8(packed, scales, &xq);
+    } else {
+        block_prepare(mem, x, n, n, 1);
+        k3_kernels()->rows_mxfp4(packed, scales, 1, n, mem, 0, &y, 0, 1);
     }
-    const float *xb = block_prepare(x, n, n, 1);
-    if (!xb)
-        return k3_dot_mxfp4_scalar(packed, scales, x, n);
-    float y;
-    k3_kernels()->rows_mxfp4(packed, scales, 1, n, xb, 0, &y, 0, 1);
+    slot_release(mem);
     return y;
 }
 
 struct mxfp4_job {
+    bool q8;                      /* the int8 path whatever K3_MXFP4_ACT says */
     k3_rows_mxfp4_fn *rows;       /* over X, in the order it expects */
     k3_rows_mxfp4_q8_fn *rows_q8; /* set: the int8 path, over xq */
     const uint8_t *p1, *s1, *p3, *s3; /* p3, s3: the up rows of a fused SiTU, else NULL */
@@ -177,43 +213,33 @@ static long mxfp4_row_bytes(int cols)
     return cols / 2 + cols / K3_MXFP4_GROUP;
 }
 
-/* The int8 path: X quantized once on the calling thread, then rows over the threads.
- * 0, or -1 when the quantization buffer cannot grow (the caller falls back to f32). */
-static int matmul_q8(struct mxfp4_job *j, int rows, void (*chunk)(void *, int, int))
+/* X rewritten once on the calling thread into a claimed slot (int8 with K3_MXFP4_ACT=q8,
+ * else block order), then rows over the threads. */
+static void matmul(struct mxfp4_job *j, int rows, void (*chunk)(void *, int, int))
 {
+    void *mem = slot_claim(j->T, j->cols);
     struct k3_q8 xq;
-    if (q8_prepare(&xq, j->X, j->cols, j->ldx, j->T))
-        return -1;
-    j->rows_q8 = k3_kernels()->rows_mxfp4_q8;
-    j->xq = &xq;
+    if (k3_mxfp4_q8_enabled() || j->q8) {
+        k3_q8_quantize(&xq, mem, j->X, j->cols, j->ldx, j->T);
+        j->rows_q8 = k3_kernels()->rows_mxfp4_q8;
+        j->xq = &xq;
+    } else {
+        block_prepare(mem, j->X, j->cols, j->ldx, j->T);
+        j->rows = k3_kernels()->rows_mxfp4;
+        j->X = mem;
+        j->ldx = (int)k3_mxfp4_block_floats(j->cols);
+    }
     k3_rows_parallel(rows, (j->p3 ? 2 : 1) * mxfp4_row_bytes(j->cols),
                      (j->p3 ? 2L : 1L) * rows * j->cols * j->T, j, chunk);
-    return 0;
+    slot_release(mem);
 }
 
 void k3_matmul_mxfp4_q8(const uint8_t *packed, const uint8_t *scales, int rows, int cols,
                         const float *X, int ldx, float *Y, int ldy, int T)
 {
-    struct mxfp4_job j = {.p1 = packed, .s1 = scales, .cols = cols, .ldx = ldx, .ldy = ldy,
-                          .T = T, .X = X, .Y = Y};
-    if (matmul_q8(&j, rows, mxfp4_chunk)) /* out of memory: the f32 path */
-        k3_matmul_mxfp4(packed, scales, rows, cols, X, ldx, Y, ldy, T);
-}
-
-/* The f32 path: X put in block order once on the calling thread, then rows over the
- * threads (the reference over X as it is if the block-order buffer cannot grow). */
-static void matmul_f32(struct mxfp4_job *j, int rows, void (*chunk)(void *, int, int))
-{
-    const float *xb = block_prepare(j->X, j->cols, j->ldx, j->T);
-    if (xb) {
-        j->rows = k3_kernels()->rows_mxfp4;
-        j->X = xb;
-        j->ldx = (int)k3_mxfp4_block_floats(j->cols);
-    } else {
-        j->rows = rows_reference_natural;
-    }
-    k3_rows_parallel(rows, (j->p3 ? 2 : 1) * mxfp4_row_bytes(j->cols),
-                     (j->p3 ? 2L : 1L) * rows * j->cols * j->T, j, chunk);
+    struct mxfp4_job j = {.q8 = true, .p1 = packed, .s1 = scales, .cols = cols, .ldx = ldx,
+                          .ldy = ldy, .T = T, .X = X, .Y = Y};
+    matmul(&j, rows, mxfp4_chunk);
 }
 
 void k3_matmul_mxfp4(const uint8_t *packed, const uint8_t *scales, int rows, int cols,
@@ -221,44 +247,33 @@ void k3_matmul_mxfp4(const uint8_t *packed, const uint8_t *scales, int rows, int
 {
     struct mxfp4_job j = {.p1 = packed, .s1 = scales, .cols = cols, .ldx = ldx, .ldy = ldy,
                           .T = T, .X = X, .Y = Y};
-    if (k3_mxfp4_q8_enabled() && !matmul_q8(&j, rows, mxfp4_chunk))
-        return;
-    matmul_f32(&j, rows, mxfp4_chunk);
+    matmul(&j, rows, mxfp4_chunk);
 }
 
-/* Fused SiTU: blocks of SITU_ROWS rows × SITU_TOKENS tokens through small buffers; all the
- * gate rows of a block, then all its up rows (two streams switching every few hundred KB,
- * not every few KB, which costs the prefetchers less). */
-#define SITU_ROWS 256
-#define SITU_TOKENS 8
+static void mxfp4_gate_up(const void *arg, int b, int nb, int t0, int nt, float *g, float *u,
+                          int ld)
+{
+    const struct mxfp4_job *j = arg;
+    size_t prow = (size_t)j->cols / 2, srow = (size_t)j->cols / K3_MXFP4_GROUP;
+    if (j->rows_q8) {
+        struct k3_q8 xt = *j->xq; /* tokens t0 .. t0+nt-1 */
+        xt.T = nt;
+        xt.q += (size_t)t0 * xt.pairs * 64;
+        xt.dh += (size_t)t0 * xt.pairs * 2;
+        xt.bias += (size_t)t0 * xt.pairs * 16;
+        j->rows_q8(j->p1 + b * prow, j->s1 + b * srow, nb, &xt, g, ld);
+        j->rows_q8(j->p3 + b * prow, j->s3 + b * srow, nb, &xt, u, ld);
+    } else {
+        const float *X = j->X + (size_t)t0 * j->ldx;
+        j->rows(j->p1 + b * prow, j->s1 + b * srow, nb, j->cols, X, j->ldx, g, ld, nt);
+        j->rows(j->p3 + b * prow, j->s3 + b * srow, nb, j->cols, X, j->ldx, u, ld, nt);
+    }
+}
 
 static void mxfp4_situ_chunk(void *arg, int r0, int nrows)
 {
     const struct mxfp4_job *j = arg;
-    size_t prow = (size_t)j->cols / 2, srow = (size_t)j->cols / K3_MXFP4_GROUP;
-    float g[SITU_TOKENS * SITU_ROWS], u[SITU_TOKENS * SITU_ROWS];
-    for (int b = r0; b < r0 + nrows; b += SITU_ROWS) {
-        int nb = r0 + nrows - b < SITU_ROWS ? r0 + nrows - b : SITU_ROWS;
-        for (int t0 = 0; t0 < j->T; t0 += SITU_TOKENS) {
-            int nt = j->T - t0 < SITU_TOKENS ? j->T - t0 : SITU_TOKENS;
-            if (j->rows_q8) {
-                struct k3_q8 xt = *j->xq; /* tokens t0 .. t0+nt-1 */
-                xt.T = nt;
-                xt.q += (size_t)t0 * xt.pairs * 64;
-                xt.dh += (size_t)t0 * xt.pairs * 2;
-                xt.bias += (size_t)t0 * xt.pairs * 16;
-                j->rows_q8(j->p1 + b * prow, j->s1 + b * srow, nb, &xt, g, SITU_ROWS);
-                j->rows_q8(j->p3 + b * prow, j->s3 + b * srow, nb, &xt, u, SITU_ROWS);
-            } else {
-                const float *X = j->X + (size_t)t0 * j->ldx;
-                j->rows(j->p1 + b * prow, j->s1 + b * srow, nb, j->cols, X, j->ldx, g, SITU_ROWS, nt);
-                j->rows(j->p3 + b * prow, j->s3 + b * srow, nb, j->cols, X, j->ldx, u, SITU_ROWS, nt);
-            }
-            for (int t = 0; t < nt; t++)
-                k3_situ_n(j->Y + (size_t)(t0 + t) * j->ldy + b, g + t * SITU_ROWS,
-                          u + t * SITU_ROWS, nb, j->beta_gate, j->beta_up);
-        }
-    }
+    k3_situ_rows(j, mxfp4_gate_up, r0, nrows, j->T, j->Y, j->ldy, j->beta_gate, j->beta_up);
 }
 
 void k3_matmul_mxfp4_situ(const uint8_t *packed1, const uint8_t *scales1, const uint8_t *packed3,
@@ -268,20 +283,13 @@ void k3_matmul_mxfp4_situ(const uint8_t *packed1, const uint8_t *scales1, const 
     struct mxfp4_job j = {.p1 = packed1, .s1 = scales1, .p3 = packed3, .s3 = scales3,
                           .cols = cols, .ldx = ldx, .ldy = ldy, .T = T, .X = X, .Y = Y,
                           .beta_gate = beta_gate, .beta_up = beta_up};
-    if (k3_mxfp4_q8_enabled() && !matmul_q8(&j, rows, mxfp4_situ_chunk))
-        return;
-    matmul_f32(&j, rows, mxfp4_situ_chunk);
+    matmul(&j, rows, mxfp4_situ_chunk);
 }
 
 /* ---- int8 activations (mxfp4.h) ----------------------------------------------------- */
 
 /* 2·E2M1 by nibble: the weights of the int8 path, exact integers. */
 static const int8_t e2m1_twice[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
-static size_t align64(size_t n)
-{
-    return (n + 63) & ~(size_t)63;
-}
 
 size_t k3_q8_bytes(int n, int T)
 {
@@ -395,15 +403,6 @@ float k3_dot_mxfp4_q8(const uint8_t *packed, const uint8_t *scales, const struct
     float y;
     k3_kernels()->rows_mxfp4_q8(packed, scales, 1, &one, &y, 0);
     return y;
-}
-
-static int q8_prepare(struct k3_q8 *xq, const float *X, int n, int ldx, int T)
-{
-    void *mem = activation_scratch(k3_q8_bytes(n, T));
-    if (!mem)
-        return -1;
-    k3_q8_quantize(xq, mem, X, n, ldx, T);
-    return 0;
 }
 
 int k3_mxfp4_q8_enabled(void)

@@ -7,6 +7,8 @@
  * zeroes its group and is counted; e = 0 means 2^-127.
  *
  * Owns: decoding and the dot product straight from packed form (no dequantized copy).
+ * Does not own memory: the scratch its products rewrite the activations into is the
+ * caller's, planned once (k3_mxfp4_scratch_bytes, below).
  * Summation order (every variant follows it, so results are identical bytes): a row is
  * cut into blocks of 128 elements (4 groups, 64 packed bytes).  Lane k < 16 of block b
  * takes the 8 elements i = 128b + 8k + j, j < 8 (the 4 packed bytes 4k..4k+3 of the
@@ -20,7 +22,8 @@
  * per lane, so a SIMD kernel gets the nibble indices of 16 lanes by one shift of the 64
  * loaded bytes and one table permute, reads the activations in "block order" (below),
  * rearranged once per mat-vec, not once per row, and spends 10 float operations per 128
- * weights where multiply-then-add took 17 (13% faster from RAM at 2 threads here).
+ * weights where multiply-then-add took 17 (bench/results/kernels-choices.md, "fused
+ * multiply-add").
  */
 #ifndef K3_MXFP4_H
 #define K3_MXFP4_H
@@ -46,6 +49,27 @@ static inline size_t k3_mxfp4_block_floats(int n)
     return ((size_t)n + 127) / 128 * 128;
 }
 void k3_mxfp4_block_order(const float *x, int n, float *xb);
+
+/* ---- scratch: the activations as the kernels read them ------------------------------
+ *
+ * Every MXFP4 product below (but k3_dot_mxfp4_q8) first rewrites X once, on its calling
+ * thread, into block order (or int8 with K3_MXFP4_ACT=q8), then splits the rows over the
+ * threads.  That copy lives in scratch the caller planned and gave once: the kernels
+ * allocate nothing, so they cannot fail and their memory is in the caller's budget.  A
+ * call holds one slot of it while it runs, so the scratch has a slot per thread that may
+ * call at the same time (inside a team's work every member calls: numa/teams.h).  Calling
+ * with nothing bound, with more tokens or activations than bound, or from more threads at
+ * once than bound is a caller's bug (an assert). */
+
+/* Bytes of scratch for calls of up to max_tokens tokens of up to max_inputs activations
+ * (cols) each, from up to callers threads at once; either activation type. */
+size_t k3_mxfp4_scratch_bytes(int max_tokens, int max_inputs, int callers);
+/* The MXFP4 products use mem (k3_mxfp4_scratch_bytes of the same arguments, 64-byte
+ * aligned) from now on, for every thread, until the next bind or its unbind.  Not to be
+ * called while MXFP4 products run. */
+void k3_mxfp4_scratch_bind(void *mem, int max_tokens, int max_inputs, int callers);
+/* Unbinds mem if it is the scratch bound (freeing one session's leaves another's bound). */
+void k3_mxfp4_scratch_unbind(const void *mem);
 
 /* n is a multiple of 32 (the format needs it); elements past the last whole group are
  * ignored by every variant. */
@@ -104,7 +128,7 @@ size_t k3_q8_bytes(int n, int T);
 void k3_q8_quantize(struct k3_q8 *xq, void *mem, const float *X, int n, int ldx, int T);
 
 /* The int8 counterparts: the same shapes as k3_dot_mxfp4 and k3_matmul_mxfp4.  The mat-mul
- * quantizes X itself (into a per-thread buffer kept between calls). */
+ * quantizes X itself (into the bound scratch). */
 float k3_dot_mxfp4_q8(const uint8_t *packed, const uint8_t *scales, const struct k3_q8 *xq);
 void k3_matmul_mxfp4_q8(const uint8_t *packed, const uint8_t *scales, int rows, int cols,
                         const float *X, int ldx, float *Y, int ldy, int T);

@@ -8,19 +8,12 @@
 #include <immintrin.h>
 #include <stdint.h>
 
+#include "engine/kernels/avx2.h"
 #include "engine/kernels/kernels.h"
 #include "engine/kernels/kernels_isa.h"
 #include "engine/kernels/mxfp4.h"
 
 K3_TARGET_BEGIN("avx2,fma")
-
-static inline float reduce16(__m256 lo, __m256 hi)
-{
-    __m256 a8 = _mm256_add_ps(lo, hi);
-    __m128 a4 = _mm_add_ps(_mm256_castps256_ps128(a8), _mm256_extractf128_ps(a8, 1));
-    __m128 a2 = _mm_add_ps(a4, _mm_movehl_ps(a4, a4));
-    return _mm_cvtss_f32(_mm_add_ss(a2, _mm_movehdup_ps(a2)));
-}
 
 /* 2^(e-127) of the scales of groups g0 .. g0+n-1 (n ≤ 8) in lanes 0 .. n-1 (2^-127 in
  * the rest, whose lanes have no weights). */
@@ -110,7 +103,7 @@ row_mxfp4_tokens(const uint8_t *p, const uint8_t *s, int groups, const float *Xb
     }
 #pragma GCC unroll 4
     for (int k = 0; k < NT; k++)
-        Y[(size_t)k * ldy] = reduce16(lo[k], hi[k]);
+        Y[(size_t)k * ldy] = k3_avx2_reduce16(lo[k], hi[k]);
 }
 
 K3_MXFP4_ROWS(k3_rows_mxfp4_avx2, row_mxfp4_tokens)
@@ -125,7 +118,8 @@ K3_TARGET_END
  * (at most 2·24·127, no saturation), vpmaddwd by 1 adds those pairs, and the bias takes
  * the +12 back.  Exact integers, so the same bytes as the scalar reference.  A pair's two
  * groups are one step of the loop, so each half's accumulators stay in registers (with
- * the half picked at run time they went through memory: 1.5x slower in L1). */
+ * the half picked at run time they went through memory: bench/results/
+ * kernels-choices.md, "a pair of groups per loop step"). */
 
 K3_TARGET_BEGIN("avx2,fma")
 
@@ -188,7 +182,7 @@ row_q8_tokens(const uint8_t *p, const uint8_t *s, int groups, const struct k3_q8
     }
 #pragma GCC unroll 4
     for (int k = 0; k < NT; k++)
-        Y[(size_t)k * ldy] = reduce16(lo[k], hi[k]);
+        Y[(size_t)k * ldy] = k3_avx2_reduce16(lo[k], hi[k]);
 }
 
 K3_MXFP4_Q8_ROWS(k3_rows_mxfp4_q8_avx2, row_q8_tokens)

@@ -10,21 +10,12 @@
 #include <immintrin.h>
 #include <stdint.h>
 
+#include "engine/kernels/avx512.h"
 #include "engine/kernels/kernels.h"
 #include "engine/kernels/kernels_isa.h"
 #include "engine/kernels/mxfp4.h"
 
 K3_TARGET_BEGIN("avx512f,avx512bw,avx512vl")
-
-static inline float reduce16(__m512 acc)
-{
-    __m256 lo = _mm512_castps512_ps256(acc);
-    __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
-    __m256 a8 = _mm256_add_ps(lo, hi);
-    __m128 a4 = _mm_add_ps(_mm256_castps256_ps128(a8), _mm256_extractf128_ps(a8, 1));
-    __m128 a2 = _mm_add_ps(a4, _mm_movehl_ps(a4, a4));
-    return _mm_cvtss_f32(_mm_add_ss(a2, _mm_movehdup_ps(a2)));
-}
 
 /* 2^(e-127) of the scales of groups g0 .. g0+n-1 (n ≤ 16) in lanes 0 .. n-1, 0 in the rest. */
 static inline __m512 scales16(const uint8_t *scales, int n)
@@ -81,7 +72,7 @@ row_mxfp4_tokens(const uint8_t *p, const uint8_t *s, int groups, const float *Xb
     }
 #pragma GCC unroll 4
     for (int k = 0; k < NT; k++)
-        Y[(size_t)k * ldy] = reduce16(acc[k]);
+        Y[(size_t)k * ldy] = k3_avx512_reduce16(acc[k]);
 }
 
 K3_MXFP4_ROWS(k3_rows_mxfp4_avx512, row_mxfp4_tokens)
@@ -156,7 +147,7 @@ row_q8_tokens(const uint8_t *p, const uint8_t *s, int groups, const struct k3_q8
     }
 #pragma GCC unroll 4
     for (int k = 0; k < NT; k++)
-        Y[(size_t)k * ldy] = reduce16(acc[k]);
+        Y[(size_t)k * ldy] = k3_avx512_reduce16(acc[k]);
 }
 
 K3_MXFP4_Q8_ROWS(k3_rows_mxfp4_q8_avx512vnni, row_q8_tokens)

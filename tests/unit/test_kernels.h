@@ -18,7 +18,6 @@
 #include "engine/base/rng.h"
 #include "tests/check.h"
 
-/* Index of the first float whose bytes differ, or -1. */
 /* The MXFP4 mat-mul by the scalar reference, row by row over X in natural order. */
 static void reference_mxfp4(const uint8_t *p, const uint8_t *s, int rows, int cols, const float *X,
                             int ldx, float *Y, int ldy, int T)
@@ -29,6 +28,7 @@ static void reference_mxfp4(const uint8_t *p, const uint8_t *s, int rows, int co
                                                          X + (size_t)t * ldx, cols);
 }
 
+/* Index of the first float whose bytes differ, or -1. */
 static long first_diff(const float *a, const float *b, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -100,6 +100,23 @@ static void *xmalloc(size_t n)
     void *p = malloc(n ? n : 1);
     REQUIRE(p, "malloc %zu", n);
     return p;
+}
+
+/* The largest MXFP4 call of these tests: tokens, activations. */
+enum { MAX_TOKENS = 33, MAX_INPUTS = 12288 };
+
+/* Binds scratch for MXFP4 calls of up to T tokens of n activations from callers threads at
+ * once (mxfp4.h) in place of the one bound before, until the next call. */
+static void *bind_mxfp4_scratch(int T, int n, int callers)
+{
+    static void *mem;
+    k3_mxfp4_scratch_unbind(mem);
+    free(mem);
+    size_t bytes = k3_mxfp4_scratch_bytes(T, n, callers);
+    mem = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    REQUIRE(mem, "%zu bytes of MXFP4 scratch", bytes);
+    k3_mxfp4_scratch_bind(mem, T, n, callers);
+    return mem;
 }
 
 /* ---- dot products ------------------------------------------------------------------- */
@@ -334,6 +351,7 @@ static inline int run_variant_tests(const char *name)
     int rc = k3_kernels_select(name);
     REQUIRE(rc == 0, "k3_kernels_select(%s) = %d", name, rc);
     REQUIRE(!strcmp(k3_kernels_name(), name), "running %s, not %s", k3_kernels_name(), name);
+    bind_mxfp4_scratch(MAX_TOKENS, MAX_INPUTS, 1);
     test_dots(k, 1);
     test_matmuls(k, 2);
     test_situ(k, 5);

@@ -128,6 +128,7 @@ static void test_activation_accuracy(void)
 int main(void)
 {
     setenv("K3_KERNELS", "scalar", 1);
+    bind_mxfp4_scratch(MAX_TOKENS, MAX_INPUTS, 1);
     test_selection();
     test_bf16_against_double();
     test_mxfp4_against_double();

@@ -1,10 +1,12 @@
-/* The model's math pieces on hand-made inputs: SiTU, the bounded KDA gate, the delta
- * rule, AttnRes mixing (with an aliased output) and the router. */
+/* The model's math pieces on hand-made inputs: SiTU (through the fused mat-muls the
+ * engine calls), the bounded KDA gate, the delta rule, AttnRes mixing (with an aliased
+ * output) and the router. */
 #include <math.h>
 #include <string.h>
 
-#include "engine/kernels/kernels.h"
 #include "engine/forward/layers.h"
+#include "engine/kernels/kernels.h"
+#include "engine/kernels/mxfp4.h"
 #include "engine/base/rng.h"
 #include "tests/check.h"
 
@@ -26,27 +28,54 @@ static struct k3_config base_config(void)
 
 static double sig(double z) { return 1 / (1 + exp(-z)); }
 
+/* SiTU(g, u) of the config's betas as the engine computes it: the fused gate/up mat-muls
+ * of a dense or shared MLP (bf16) and of an expert (MXFP4), with one-hot weights so the
+ * gate row reads g and the up row u exactly. */
+static float situ_bf16(float g, float u, const struct k3_config *c)
+{
+    const uint16_t gate[2] = {k3_f32_to_bf16(1.0f), 0}, up[2] = {0, k3_f32_to_bf16(1.0f)};
+    float x[2] = {g, u}, y;
+    k3_matmul_bf16_situ(gate, up, 1, 2, x, 2, &y, 1, 1, c->situ_beta, c->situ_linear_beta);
+    return y;
+}
+
+static float situ_mxfp4(float g, float u, const struct k3_config *c)
+{
+    /* Nibble 2 is E2M1 1.0, scale 127 is 2^0: the gate row is 1 at column 0, up at 1. */
+    uint8_t gate[16] = {0x02}, up[16] = {0x20}, scale[1] = {127};
+    float x[32] = {g, u}, y;
+    k3_matmul_mxfp4_situ(gate, scale, up, scale, 1, 32, x, 32, &y, 1, 1, c->situ_beta,
+                         c->situ_linear_beta);
+    return y;
+}
+
 static void test_situ(void)
 {
+    static _Alignas(64) unsigned char scratch[4096];
+    REQUIRE(k3_mxfp4_scratch_bytes(1, 32, 1) <= sizeof scratch, "MXFP4 scratch");
+    k3_mxfp4_scratch_bind(scratch, 1, 32, 1);
     struct k3_config c = base_config();
+    float (*const paths[2])(float, float, const struct k3_config *) = {situ_bf16, situ_mxfp4};
+    const char *names[2] = {"bf16", "MXFP4"};
     const double gs[] = {-3, -0.5, 0, 0.7, 2, 9, 40}, us[] = {-60, -1, 0, 0.3, 5, 30, 100};
-    for (size_t i = 0; i < 7; i++)
-        for (size_t j = 0; j < 7; j++) {
-            double g = gs[i], u = us[j];
-            double want = 4 * tanh(g / 4) * sig(g) * 25 * tanh(u / 25);
-            float y, gf = (float)g, uf = (float)u;
-            k3_situ_vec(&y, &gf, &uf, 1, &c);
-            CHECK(near(y, want, 1e-6), "SiTU(%g, %g) = %g, want %g", g, u, y, want);
-        }
-    /* Both caps hold: |SiTU| < β₁·β₂ = 100 even for huge inputs. */
-    float g = 1e6f, u = 1e6f, y;
-    k3_situ_vec(&y, &g, &u, 1, &c);
-    CHECK(y <= 100.0f && y > 99.0f, "capped at 100: %g", y);
-    /* σ sees the uncapped gate: at g = -8, 4·tanh(-2)·σ(-8), not σ of the capped value. */
-    g = -8;
-    u = 25;
-    k3_situ_vec(&y, &g, &u, 1, &c);
-    CHECK(near(y, 4 * tanh(-2.0) * sig(-8) * 25 * tanh(1.0), 1e-6), "uncapped sigmoid: %g", y);
+    for (int p = 0; p < 2; p++) {
+        for (size_t i = 0; i < 7; i++)
+            for (size_t j = 0; j < 7; j++) {
+                double g = gs[i], u = us[j];
+                double want = 4 * tanh(g / 4) * sig(g) * 25 * tanh(u / 25);
+                float y = paths[p]((float)g, (float)u, &c);
+                CHECK(near(y, want, 1e-6), "%s SiTU(%g, %g) = %g, want %g", names[p], g, u, y,
+                      want);
+            }
+        /* Both caps hold: |SiTU| < β₁·β₂ = 100 even for huge inputs. */
+        float y = paths[p](1e6f, 1e6f, &c);
+        CHECK(y <= 100.0f && y > 99.0f, "%s capped at 100: %g", names[p], y);
+        /* σ sees the uncapped gate: at g = -8, 4·tanh(-2)·σ(-8), not σ of the capped value. */
+        y = paths[p](-8.0f, 25.0f, &c);
+        CHECK(near(y, 4 * tanh(-2.0) * sig(-8) * 25 * tanh(1.0), 1e-6), "%s uncapped sigmoid: %g",
+              names[p], y);
+    }
+    k3_mxfp4_scratch_unbind(scratch);
 }
 
 static void test_bounded_gate(void)

@@ -152,6 +152,10 @@ static void test_matmul_matches_dot_and_threads(void)
 
 int main(void)
 {
+    static _Alignas(64) unsigned char scratch[1 << 16]; /* MXFP4 calls up to 8 × 256 */
+    REQUIRE(k3_mxfp4_scratch_bytes(8, 256, 1) <= sizeof scratch, "%zu bytes of scratch",
+            k3_mxfp4_scratch_bytes(8, 256, 1));
+    k3_mxfp4_scratch_bind(scratch, 8, 256, 1);
     test_e2m1_table();
     test_e8m0_codes();
     test_nibble_order_by_position();

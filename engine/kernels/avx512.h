@@ -1,0 +1,26 @@
+/* What the AVX-512 files share (kernels_avx512.c, mxfp4_avx512.c): the 16 lanes of
+ * kernels.h as one zmm.  Internal to the kernels.
+ */
+#ifndef K3_KERNELS_AVX512_H
+#define K3_KERNELS_AVX512_H
+
+#include <immintrin.h>
+
+#include "engine/kernels/kernels_isa.h"
+
+K3_TARGET_BEGIN("avx512f,avx512bw,avx512vl")
+
+/* The tree of k3_lane_reduce, in registers: (l, l+8), (l, l+4), (l, l+2), (l, l+1). */
+static inline float k3_avx512_reduce16(__m512 acc)
+{
+    __m256 lo = _mm512_castps512_ps256(acc);
+    __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
+    __m256 a8 = _mm256_add_ps(lo, hi);
+    __m128 a4 = _mm_add_ps(_mm256_castps256_ps128(a8), _mm256_extractf128_ps(a8, 1));
+    __m128 a2 = _mm_add_ps(a4, _mm_movehl_ps(a4, a4));
+    return _mm_cvtss_f32(_mm_add_ss(a2, _mm_movehdup_ps(a2)));
+}
+
+K3_TARGET_END
+
+#endif
