@@ -1,12 +1,10 @@
 #include "engine/model/config.h"
 
-#include <errno.h>
 #include <jansson.h>
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/base/files.h"
 #include "engine/model/config_presets.h"
 
 /* One parse in progress: the file name and the object being read, for messages. */
@@ -291,31 +289,12 @@ int k3_config_parse(struct k3_config *c, const char *name, const char *text, siz
 int k3_config_load(struct k3_config *c, const char *path, struct k3_err *err)
 {
     memset(c, 0, sizeof *c);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return k3_errf(err, "%s: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len == cap) {
-            cap = cap ? 2 * cap : 1 << 16;
-            char *nb = cap <= (64u << 20) ? realloc(buf, cap) : NULL;
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return k3_errf(err, "%s: too large for a config file", path);
-            }
-            buf = nb;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0)
-            break;
-    }
-    int rerr = ferror(f);
-    fclose(f);
-    int rc = rerr ? k3_errf(err, "%s: read error", path) : k3_config_parse(c, path, buf, len, err);
-    free(buf);
+    char *text;
+    size_t len;
+    if (k3_read_small_file(path, &text, &len, err))
+        return -1;
+    int rc = k3_config_parse(c, path, text, len, err);
+    free(text);
     return rc;
 }
 
