@@ -32,8 +32,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "engine/text/base64.h"
+#include "engine/text/bpe.h"
+#include "engine/text/bytemap.h"
+#include "engine/text/pretok.h"
 #include "engine/text/tokenizer.h"
-#include "engine/text/tokenizer_internal.h"
+#include "engine/text/utf8.h"
 
 /* ============================================================ pair table ==== */
 
@@ -647,27 +651,6 @@ const char *k3_special_name(int32_t id, int n_base, int vocab_size, char *buf, s
     return buf;
 }
 
-static size_t b64_encode(const uint8_t *p, size_t n, char *out)
-{
-    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t o = 0, i = 0;
-    for (; i + 3 <= n; i += 3) {
-        uint32_t w = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-        out[o++] = A[w >> 18];
-        out[o++] = A[(w >> 12) & 63];
-        out[o++] = A[(w >> 6) & 63];
-        out[o++] = A[w & 63];
-    }
-    if (i < n) {
-        uint32_t w = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0);
-        out[o++] = A[w >> 18];
-        out[o++] = A[(w >> 12) & 63];
-        out[o++] = i + 1 < n ? A[(w >> 6) & 63] : '=';
-        out[o++] = '=';
-    }
-    return o;
-}
-
 static int write_ranks(const char *path, const uint8_t *tokens, const uint32_t *off, int n_base,
                        struct k3_err *err)
 {
@@ -678,7 +661,7 @@ static int write_ranks(const char *path, const uint8_t *tokens, const uint32_t *
     size_t line_cap = 0;
     int rc = 0;
     for (int32_t id = 0; id < n_base && !rc; id++) {
-        size_t n = off[id + 1] - off[id], need = (n + 2) / 3 * 4 + 16;
+        size_t n = off[id + 1] - off[id], need = K3_B64_LEN(n) + 16;
         if (need > line_cap) {
             free(line);
             line_cap = 2 * need;
@@ -688,7 +671,7 @@ static int write_ranks(const char *path, const uint8_t *tokens, const uint32_t *
                 break;
             }
         }
-        size_t o = b64_encode(tokens + off[id], n, line);
+        size_t o = k3_b64_encode(tokens + off[id], n, line);
         o += (size_t)snprintf(line + o, line_cap - o, " %d\n", (int)id);
         if (fwrite(line, 1, o, f) != o)
             rc = k3_errf(err, "%s: write failed: %s", path, strerror(errno));

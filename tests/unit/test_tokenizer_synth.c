@@ -10,6 +10,7 @@
 
 #include "engine/synth/bpe_train.h"
 #include "engine/text/tokenizer.h"
+#include "engine/text/bpe.h"
 #include "engine/text/tokenizer_internal.h"
 #include "tests/check.h"
 #include "tests/util.h"

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "engine/text/tokenizer.h"
-#include "engine/text/tokenizer_internal.h"
+#include "engine/text/utf8.h"
 #include "tests/check.h"
 
 static char root[512];
