@@ -16,7 +16,7 @@
 #include "engine/base/rng.h"
 #include "engine/model/safetensors.h"
 #include "engine/model/tensors.h"
-#include "engine/text/tokenizer.h"
+#include "engine/synth/vocab.h"
 
 /* Elements per random stream: each stream is seeded from (seed, tensor name, chunk), so
  * chunks fill in parallel and a tensor's bytes do not depend on the order of writing. */

@@ -9,6 +9,7 @@
 #include <xxhash.h>
 
 #include "engine/synth/bpe_train.h"
+#include "engine/synth/vocab.h"
 #include "engine/text/tokenizer.h"
 #include "engine/text/bpe.h"
 #include "engine/text/tokenizer_internal.h"

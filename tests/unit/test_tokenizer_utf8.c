@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/synth/vocab.h"
 #include "engine/text/tokenizer.h"
 #include "engine/text/utf8.h"
 #include "tests/check.h"
