@@ -2,25 +2,19 @@
 
 #include <errno.h>
 #include <jansson.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "engine/base/files.h"
-#include "engine/kernels/kernels.h"
 #include "engine/kernels/mxfp4.h"
-#include "engine/base/rng.h"
 #include "engine/model/safetensors.h"
 #include "engine/model/tensors.h"
 #include "engine/synth/vocab.h"
+#include "engine/synth/weights.h"
 
-/* Elements per random stream: each stream is seeded from (seed, tensor name, chunk), so
- * chunks fill in parallel and a tensor's bytes do not depend on the order of writing. */
-#define STREAM_ELEMS (1 << 16)
 /* Elements generated per write. */
 #define WRITE_ELEMS (1 << 22)
 /* Typical shard size; K3 ships 96 shards of about 16 GB. */
@@ -36,73 +30,9 @@ struct item {
     int64_t numel;
     const struct k3_tensor_spec *spec; /* NULL for expert parts */
     int expert_fan_in;                 /* expert scale parts: inputs the scales cover */
-    int is_scale;
+    bool is_scale;
     int shard;
 };
-
-static uint64_t stream_seed(uint64_t seed, const char *name, uint64_t chunk)
-{
-    uint64_t h = XXH3_64bits_withSeed(name, strlen(name), seed);
-    return h ^ (chunk * 0x9e3779b97f4a7c15ull);
-}
-
-/* One trunk value by its init rule; i is the element index within the tensor. */
-static float init_value(const struct k3_tensor_spec *s, const struct k3_config *c,
-                        struct k3_rng *r, int64_t i)
-{
-    switch (s->init) {
-    case K3_INIT_LINEAR: return (float)(k3_rng_normal(r) / sqrt((double)s->fan_in));
-    case K3_INIT_EMBED: return (float)k3_rng_normal(r);
-    case K3_INIT_LM_HEAD: return (float)(4.0 * k3_rng_normal(r) / sqrt((double)c->hidden));
-    case K3_INIT_GAIN: return (float)(0.8 + 0.4 * k3_rng_uniform(r));
-    case K3_INIT_RES_PROJ: return (float)(k3_rng_normal(r) / sqrt((double)c->hidden));
-    case K3_INIT_A_LOG: {
-        double u = 1.0 + 15.0 * k3_rng_uniform(r); /* drawn for every slot: stream stays aligned */
-        return i < s->live ? (float)log(u) : 0.0f;
-    }
-    case K3_INIT_DT_BIAS: return (float)(0.5 * k3_rng_normal(r));
-    case K3_INIT_CONV: return (float)(0.25 * k3_rng_normal(r));
-    case K3_INIT_BIAS: return (float)(0.05 * k3_rng_normal(r));
-    }
-    return 0;
-}
-
-/* E8M0 exponent putting an expert's weights near std 1/sqrt(fan_in): E2M1 values of
- * uniform nibbles have an rms of about 2.93. */
-static int scale_center(int fan_in)
-{
-    return 127 + (int)lround(log2(1.0 / (2.93 * sqrt((double)fan_in))));
-}
-
-static void fill_chunk(const struct item *it, const struct k3_config *c, uint64_t seed,
-                       int64_t first, int64_t count, uint8_t *out)
-{
-    int64_t n_streams = (count + STREAM_ELEMS - 1) / STREAM_ELEMS;
-#pragma omp parallel for schedule(static)
-    for (int64_t k = 0; k < n_streams; k++) {
-        int64_t begin = first + k * STREAM_ELEMS;
-        int64_t end = begin + STREAM_ELEMS < first + count ? begin + STREAM_ELEMS : first + count;
-        struct k3_rng r;
-        k3_rng_seed(&r, stream_seed(seed, it->name, (uint64_t)(begin / STREAM_ELEMS)));
-        for (int64_t i = begin; i < end; i++) {
-            int64_t o = i - first;
-            if (!it->spec && it->is_scale) {
-                int jitter = (int)(k3_rng_next(&r) % 3) - 1;
-                out[o] = (uint8_t)(scale_center(it->expert_fan_in) + jitter);
-            } else if (!it->spec) {
-                out[o] = (uint8_t)k3_rng_next(&r);
-            } else {
-                float v = init_value(it->spec, c, &r, i);
-                if (it->dtype == K3_DT_F32)
-                    memcpy(out + 4 * o, &v, 4);
-                else {
-                    uint16_t b = k3_f32_to_bf16(v);
-                    memcpy(out + 2 * o, &b, 2);
-                }
-            }
-        }
-    }
-}
 
 static int dtype_rank(enum k3_dtype t)
 {
@@ -221,10 +151,12 @@ static int write_shard(const char *dir, int s, int n_shards, struct item *items,
     uint64_t written = 0;
     for (int64_t i = 0; !rc && i < n; i++) {
         const struct item *it = &items[i];
+        const struct k3_synth_tensor view = {it->name, it->dtype, it->spec, it->is_scale,
+                                             it->expert_fan_in};
         int esize = k3_dtype_size(it->dtype);
         for (int64_t first = 0; !rc && first < it->numel; first += WRITE_ELEMS) {
             int64_t count = it->numel - first < WRITE_ELEMS ? it->numel - first : WRITE_ELEMS;
-            fill_chunk(it, c, seed, first, count, buf);
+            k3_synth_fill(&view, c, seed, first, count, buf);
             if (fwrite(buf, (size_t)esize, (size_t)count, f) != (size_t)count)
                 rc = k3_errf(err, "%s: write failed: %s", path, strerror(errno));
             written += (uint64_t)(count * esize);
