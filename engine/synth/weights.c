@@ -5,6 +5,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "engine/base/fixed_math.h"
 #include "engine/base/rng.h"
 #include "engine/kernels/kernels.h"
 
@@ -29,7 +30,7 @@ static float init_value(const struct k3_tensor_spec *s, const struct k3_config *
     case K3_INIT_RES_PROJ: return (float)(k3_rng_normal(r) / sqrt((double)c->hidden));
     case K3_INIT_A_LOG: {
         double u = 1.0 + 15.0 * k3_rng_uniform(r); /* drawn for every slot: stream stays aligned */
-        return i < s->live ? (float)log(u) : 0.0f;
+        return i < s->live ? (float)k3_log(u) : 0.0f;
     }
     case K3_INIT_DT_BIAS: return (float)(0.5 * k3_rng_normal(r));
     case K3_INIT_CONV: return (float)(0.25 * k3_rng_normal(r));
@@ -38,11 +39,13 @@ static float init_value(const struct k3_tensor_spec *s, const struct k3_config *
     return 0;
 }
 
-/* E8M0 exponent putting an expert's weights near std 1/sqrt(fan_in): E2M1 values of
- * uniform nibbles have an rms of about 2.93. */
+/* round(log2 v) from v's binary exponent, exactly: v = m 2^e with m in [1/2, 1), so
+ * log2 v = e + log2 m with log2 m in [-1, 0), nearer e when m > 1/sqrt(2). */
 int k3_e8m0_center(int fan_in)
 {
-    return 127 + (int)lround(log2(1.0 / (2.93 * sqrt((double)fan_in))));
+    int e;
+    double m = frexp(1.0 / (2.93 * sqrt((double)fan_in)), &e);
+    return 127 + (m > 0.70710678118654752440 ? e : e - 1);
 }
 
 void k3_synth_fill(const struct k3_synth_tensor *t, const struct k3_config *c, uint64_t seed,
