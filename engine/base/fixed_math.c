@@ -35,10 +35,8 @@ static double log_near_one(double f, int k)
 {
     double dk = (double)k;
     if (f == 0.0)
-        return k == 0 ? 0.0 : dk * LN2_HI + dk * LN2_LO;
+        return dk * LN2_HI + dk * LN2_LO;
     double r = f * f * (0.5 - 0.33333333333333333 * f);
-    if (k == 0)
-        return f - r;
     return dk * LN2_HI - ((r - dk * LN2_LO) - f);
 }
 
@@ -61,14 +59,12 @@ double k3_log(double x)
     double t1 = w * (LG2 + w * (LG4 + w * LG6));
     double t2 = z * (LG1 + w * (LG3 + w * (LG5 + w * LG7)));
     double r = t2 + t1;
+    /* fdlibm returns early for k = 0 without the k ln 2 terms; with dk = 0 they add
+     * exact zeros, so one expression serves each case with the same bits. */
     if (((hx - 0x6147a) | (0x6b851 - hx)) > 0) { /* 1 + f far from 1: keep f²/2 apart */
         double hfsq = 0.5 * f * f;
-        if (k == 0)
-            return f - (hfsq - s * (hfsq + r));
         return dk * LN2_HI - ((hfsq - (s * (hfsq + r) + dk * LN2_LO)) - f);
     }
-    if (k == 0)
-        return f - s * (f - r);
     return dk * LN2_HI - ((s * (f - r) - dk * LN2_LO) - f);
 }
 
