@@ -37,7 +37,7 @@ static inline const char *tiny_model(void)
     struct k3_config c;
     struct k3_err err;
     REQUIRE(k3_config_named(&c, "k3-tiny", &err) == 0, "%s", err.msg);
-    REQUIRE(k3_synth(&c, 1, dir, true, &err) == 0, "%s", err.msg);
+    REQUIRE(k3_synth(&c, 1, dir, NULL, &err) == 0, "%s", err.msg);
     k3_config_free(&c);
     return dir;
 }
