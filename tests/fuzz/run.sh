@@ -5,6 +5,7 @@
 # build/fuzz/crashes/<harness>/.
 # usage: tests/fuzz/run.sh [SECONDS]
 set -euo pipefail
+shopt -s nullglob
 seconds=${1:-60}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work="$root/build/fuzz"
