@@ -23,7 +23,7 @@ struct k3_tokenizer;
  * rewrite keeps the meaning the shipped pattern has in tiktoken (Rust `regex` via
  * fancy-regex), which differs from PCRE2's reading of the same text in three places:
  *  - `[A&&[^\p{Han}]]` (class intersection; PCRE2 has none) becomes one negated class
- *    of the complementary general categories plus Han (see tokenizer.c);
+ *    of the complementary general categories plus Han (see pretok.h);
  *  - `\p{Han}` becomes `\p{sc:Han}`: Rust's bare script name is the Script property,
  *    PCRE2's (10.40 on) is Script_Extensions, which would also take 、。・〆 into Han runs;
  *  - `\s` / `\S` become the explicit Unicode White_Space set: PCRE2's \s also matches

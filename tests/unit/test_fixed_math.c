@@ -72,7 +72,7 @@ static void test_cos(void)
     printf("k3_cos_2pi: worst %.3f ulp\n", worst);
 }
 
-/* synth.c's scale_center, as it was (libm) and as it is. */
+/* synth's E8M0 scale centre (weights.c) as it was, through libm. */
 static int scale_center_libm(int fan_in)
 {
     return 127 + (int)lround(log2(1.0 / (2.93 * sqrt((double)fan_in))));
