@@ -57,6 +57,7 @@ struct trainer {
     uint32_t *word; /* [n_sym] piece of the symbol */
     int64_t *wcount; /* [n_words] multiplicity of each piece */
     size_t n_sym, n_words;
+    size_t cap_sym, cap_words;
 
     struct pair *pairs; /* [n_pairs] */
     size_t n_pairs, cap_pairs;
@@ -253,7 +254,60 @@ static int cmp_u32(const void *x, const void *y)
 
 /* ============================================================ corpus pieces = */
 
-/* Counts the distinct pieces of text and lays their bytes out as symbols. */
+/* Appends a piece not seen before, p[0..n): multiplicity 1, its bytes as symbols; seen
+ * maps its bytes to its index. */
+static int add_piece(struct trainer *t, struct k3_bytemap *seen, const uint8_t *p, size_t n)
+{
+    if (t->n_words == t->cap_words) {
+        size_t cap = t->cap_words ? 2 * t->cap_words : 1 << 14;
+        int64_t *nw = realloc(t->wcount, cap * sizeof *nw);
+        if (!nw)
+            return -1;
+        t->wcount = nw;
+        t->cap_words = cap;
+    }
+    if (t->n_sym + n > t->cap_sym) {
+        size_t cap = t->cap_sym ? t->cap_sym : 1 << 16;
+        while (t->n_sym + n > cap)
+            cap *= 2;
+        int32_t *ns = realloc(t->sym, cap * sizeof *ns);
+        if (!ns)
+            return -1;
+        t->sym = ns;
+        t->cap_sym = cap;
+    }
+    if (k3_bm_add(seen, p, n, (int32_t)t->n_words, true))
+        return -1;
+    t->wcount[t->n_words++] = 1;
+    for (size_t k = 0; k < n; k++)
+        t->sym[t->n_sym++] = p[k];
+    return 0;
+}
+
+/* Links each piece's symbols into a list (nxt, prv) and notes their piece (word).
+ * Symbols were appended piece by piece, in piece order. */
+static int link_symbols(struct trainer *t, const struct k3_bytemap *seen)
+{
+    t->nxt = malloc((t->n_sym + 1) * sizeof *t->nxt);
+    t->prv = malloc((t->n_sym + 1) * sizeof *t->prv);
+    t->word = malloc((t->n_sym + 1) * sizeof *t->word);
+    if (!t->nxt || !t->prv || !t->word)
+        return -1;
+    size_t s = 0;
+    for (size_t w = 0; w < t->n_words; w++) {
+        size_t n;
+        k3_bm_bytes(seen, (int32_t)w, &n);
+        for (size_t k = 0; k < n; k++) {
+            t->word[s + k] = (uint32_t)w;
+            t->prv[s + k] = k ? (int32_t)(s + k - 1) : -1;
+            t->nxt[s + k] = k + 1 < n ? (int32_t)(s + k + 1) : -1;
+        }
+        s += n;
+    }
+    return 0;
+}
+
+/* Rule 1: the distinct pieces of text with their multiplicity, as symbol lists. */
 static int collect_pieces(struct trainer *t, const struct k3_pretok *pre, const uint8_t *text,
                           size_t len, struct k3_bpe_stats *st, struct k3_err *err)
 {
@@ -265,72 +319,24 @@ static int collect_pieces(struct trainer *t, const struct k3_pretok *pre, const 
         k3_bm_free(&seen);
         return -1;
     }
-    size_t cap_w = 1 << 14, cap_s = 1 << 16;
-    t->wcount = malloc(cap_w * sizeof *t->wcount);
-    t->sym = malloc(cap_s * sizeof *t->sym);
-    int rc = 0;
+    int rc;
     size_t a, b;
-    while (t->wcount && t->sym && (rc = k3_pretok_next(&it, &a, &b, err)) == 1) {
+    while ((rc = k3_pretok_next(&it, &a, &b, err)) == 1) {
         st->pieces++;
         int32_t w = k3_bm_find(&seen, text + a, b - a);
-        if (w >= 0) {
+        if (w >= 0)
             t->wcount[w]++;
-            continue;
-        }
-        if (t->n_words == cap_w) {
-            cap_w *= 2;
-            int64_t *nw = realloc(t->wcount, cap_w * sizeof *nw);
-            if (!nw)
-                break;
-            t->wcount = nw;
-        }
-        while (t->n_sym + (b - a) > cap_s) {
-            cap_s *= 2;
-            int32_t *ns = realloc(t->sym, cap_s * sizeof *ns);
-            if (!ns) {
-                free(t->sym);
-                t->sym = NULL;
-                break;
-            }
-            t->sym = ns;
-        }
-        if (!t->sym || k3_bm_add(&seen, text + a, b - a, (int32_t)t->n_words, true))
+        else if (add_piece(t, &seen, text + a, b - a)) {
+            rc = k3_errf(err, "synthesize: out of memory");
             break;
-        t->wcount[t->n_words++] = 1;
-        for (size_t k = a; k < b; k++)
-            t->sym[t->n_sym++] = text[k];
+        }
     }
     k3_pretok_iter_free(&it);
-    if (rc < 0) {
-        k3_bm_free(&seen);
-        return -1;
-    }
-    if (rc == 1 || !t->wcount || !t->sym) {
-        k3_bm_free(&seen);
-        return k3_errf(err, "synthesize: out of memory");
-    }
-    t->nxt = malloc((t->n_sym + 1) * sizeof *t->nxt);
-    t->prv = malloc((t->n_sym + 1) * sizeof *t->prv);
-    t->word = malloc((t->n_sym + 1) * sizeof *t->word);
-    if (!t->nxt || !t->prv || !t->word) {
-        k3_bm_free(&seen);
-        return k3_errf(err, "synthesize: out of memory");
-    }
-    /* Symbols were appended piece by piece, in piece order. */
-    size_t s = 0;
-    for (size_t w = 0; w < t->n_words; w++) {
-        size_t n;
-        k3_bm_bytes(&seen, (int32_t)w, &n);
-        for (size_t k = 0; k < n; k++) {
-            t->word[s + k] = (uint32_t)w;
-            t->prv[s + k] = k ? (int32_t)(s + k - 1) : -1;
-            t->nxt[s + k] = k + 1 < n ? (int32_t)(s + k + 1) : -1;
-        }
-        s += n;
-    }
+    if (!rc && link_symbols(t, &seen))
+        rc = k3_errf(err, "synthesize: out of memory");
     st->unique_pieces = t->n_words;
     k3_bm_free(&seen);
-    return 0;
+    return rc;
 }
 
 /* ============================================================ learning ====== */
