@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "engine/base/files.h"
 #include "engine/model/config.h"
 #include "engine/synth/synth.h"
 #include "tests/check.h"
@@ -36,31 +37,16 @@ static inline const char *tiny_model(void)
     struct k3_config c;
     struct k3_err err;
     REQUIRE(k3_config_named(&c, "k3-tiny", &err) == 0, "%s", err.msg);
-    REQUIRE(k3_synth(&c, 1, dir, true, &err) == 0, "%s", err.msg);
+    REQUIRE(k3_synth(&c, 1, dir, NULL, &err) == 0, "%s", err.msg);
     k3_config_free(&c);
     return dir;
 }
 
-/* Whole file into memory; NULL if it cannot be read. */
+/* Whole file into memory (NUL-terminated); NULL if it cannot be read. */
 static inline void *read_file(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) {
-        ((char *)buf)[n] = 0;
-        *len = (size_t)n;
-    }
-    return buf;
+    char *data;
+    return k3_read_small_file(path, &data, len, NULL) ? NULL : data;
 }
 
 #endif

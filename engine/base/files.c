@@ -9,8 +9,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_SMALL_FILE (256u << 20)
-
 int k3_path_join(char *buf, size_t cap, const char *dir, const char *file, struct k3_err *err)
 {
     int n = snprintf(buf, cap, "%s/%s", dir, file);
@@ -38,36 +36,72 @@ int k3_mkdir_parents(const char *dir, struct k3_err *err)
     }
 }
 
-int k3_read_small_file(const char *path, char **text, size_t *len, struct k3_err *err)
+/* Bytes to allocate before the first read: a regular file's size (plus the NUL and one
+ * byte to see the end without growing), else a guess; SIZE_MAX when the file already
+ * holds more than max. */
+static size_t first_capacity(int fd, size_t max)
 {
-    *text = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return k3_errf(err, "%s: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > MAX_SMALL_FILE) {
-        close(fd);
-        return k3_errf(err, "%s: not a regular file of at most %u MB", path, MAX_SMALL_FILE >> 20);
-    }
-    char *buf = malloc((size_t)st.st_size + 1);
-    size_t got = 0;
-    while (buf && got < (size_t)st.st_size) {
-        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode))
+        return (size_t)1 << 16;
+    if ((uint64_t)st.st_size > max)
+        return SIZE_MAX;
+    return (size_t)st.st_size + 2;
+}
+
+int k3_read_fd(int fd, const char *name, size_t max, char **data, size_t *len,
+               struct k3_err *err)
+{
+    *data = NULL;
+    *len = 0;
+    size_t cap = first_capacity(fd, max), got = 0;
+    if (cap == SIZE_MAX)
+        return k3_errf(err, "%s: larger than %zu MB", name, max >> 20);
+    char *buf = malloc(cap);
+    for (;;) {
+        if (!buf)
+            return k3_errf(err, "%s: out of memory", name);
+        if (got == cap - 1) { /* full: grow up to max + 1 bytes, enough to see an excess */
+            size_t grown = cap > max / 2 ? max + 2 : 2 * cap;
+            if (grown <= cap) {
+                free(buf);
+                return k3_errf(err, "%s: larger than %zu MB", name, max >> 20);
+            }
+            char *nb = realloc(buf, grown);
+            if (!nb)
+                free(buf);
+            buf = nb;
+            cap = grown;
+            continue;
+        }
+        ssize_t n = read(fd, buf + got, cap - 1 - got);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n <= 0)
+        if (n < 0) {
+            int e = errno;
+            free(buf);
+            return k3_errf(err, "%s: read failed: %s", name, strerror(e));
+        }
+        if (n == 0)
             break;
         got += (size_t)n;
     }
-    close(fd);
-    if (!buf || got != (size_t)st.st_size) {
-        free(buf);
-        return k3_errf(err, "%s: read failed", path);
-    }
     buf[got] = 0;
-    *text = buf;
+    *data = buf;
     *len = got;
     return 0;
+}
+
+int k3_read_small_file(const char *path, char **data, size_t *len, struct k3_err *err)
+{
+    *data = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return k3_errf(err, "%s: %s", path, strerror(errno));
+    int rc = k3_read_fd(fd, path, K3_SMALL_FILE_MAX, data, len, err);
+    close(fd);
+    return rc;
 }
 
 int k3_write_text(const char *dir, const char *file, const char *text, struct k3_err *err)

@@ -1,10 +1,15 @@
 /* The project's own seeded generator (xoshiro256**, seeded through splitmix64), so that
- * synthetic weights and sampling are the same bytes on every libc and machine. */
+ * synthetic weights and sampling are the same bytes on every libc and machine: the
+ * integers and uniforms are exact; the normal draws use only fixed_math.h's log and cos
+ * and IEEE sqrt, so they carry the promise fixed_math.h states (IEEE doubles evaluated
+ * as doubles, no fused multiply-add). */
 #ifndef K3_RNG_H
 #define K3_RNG_H
 
 #include <math.h>
 #include <stdint.h>
+
+#include "engine/base/fixed_math.h"
 
 struct k3_rng {
     uint64_t s[4];
@@ -48,8 +53,8 @@ static inline double k3_rng_uniform(struct k3_rng *r)
 /* Standard normal (Box-Muller; one value per call keeps streams simple). */
 static inline double k3_rng_normal(struct k3_rng *r)
 {
-    double u1 = 1.0 - k3_rng_uniform(r), u2 = k3_rng_uniform(r);
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+    double u1 = 1.0 - k3_rng_uniform(r), u2 = k3_rng_uniform(r); /* u1 in (0, 1] */
+    return sqrt(-2.0 * k3_log(u1)) * k3_cos_2pi(u2);
 }
 
 /* k distinct values of [0, n), in the order drawn (k <= n; a random routing). */

@@ -6,6 +6,12 @@
 #include "engine/base/options.h"
 #include "engine/synth/synth.h"
 
+static void print_note(void *ctx, const char *line)
+{
+    (void)ctx;
+    fprintf(stderr, "synth: %s\n", line);
+}
+
 int cmd_synth(int argc, char **argv)
 {
     const char *config = NULL, *out = NULL;
@@ -39,7 +45,8 @@ int cmd_synth(int argc, char **argv)
         fprintf(stderr, "k3-uring synth: %s\n", err.msg);
         return 1;
     }
-    rc = k3_synth(&cfg, seed, out, quiet, &err);
+    const struct k3_synth_notes notes = {print_note, NULL};
+    rc = k3_synth(&cfg, seed, out, quiet ? NULL : &notes, &err);
     k3_config_free(&cfg);
     if (rc) {
         fprintf(stderr, "k3-uring synth: %s\n", err.msg);

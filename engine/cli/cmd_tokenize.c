@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "engine/base/files.h"
 #include "engine/cli/cli.h"
 #include "engine/base/options.h"
 #include "engine/text/tokenizer.h"
@@ -54,35 +56,12 @@ static int config_vocab_size(const char *dir, struct k3_err *err)
     return n;
 }
 
+/* path "-" is standard input. */
 static int read_all(const char *path, char **data, size_t *len, struct k3_err *err)
 {
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!f)
-        return k3_errf(err, "%s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap)
-            break;
-        cap *= 2;
-        char *nb = realloc(buf, cap);
-        if (!nb)
-            free(buf);
-        buf = nb;
-    }
-    int bad = ferror(f);
-    if (f != stdin)
-        fclose(f);
-    if (!buf)
-        return k3_errf(err, "%s: out of memory", path);
-    if (bad) {
-        free(buf);
-        return k3_errf(err, "%s: read error", path);
-    }
-    *data = buf;
-    *len = n;
-    return 0;
+    if (strcmp(path, "-"))
+        return k3_read_small_file(path, data, len, err);
+    return k3_read_fd(STDIN_FILENO, "stdin", K3_SMALL_FILE_MAX, data, len, err);
 }
 
 static void print_escaped(const uint8_t *b, size_t n)

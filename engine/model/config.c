@@ -1,12 +1,10 @@
 #include "engine/model/config.h"
 
-#include <errno.h>
 #include <jansson.h>
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/base/files.h"
 #include "engine/model/config_presets.h"
 
 /* One parse in progress: the file name and the object being read, for messages. */
@@ -135,7 +133,9 @@ static int mark_layers(struct reader *r, const char *key, int n_layers, unsigned
 
 enum { MARK_KDA = 1, MARK_MLA = 2 };
 
-static int parse_text(struct k3_config *c, struct reader *r)
+/* text_config's own keys, in the order they are checked (the first problem is the one
+ * reported).  Cross-field rules come after, once every value is known. */
+static void read_trunk(struct k3_config *c, struct reader *r)
 {
     c->vocab = get_int(r, "vocab_size", 1, 1 << 24);
     c->hidden = get_int(r, "hidden_size", 1, 1 << 20);
@@ -147,7 +147,10 @@ static int parse_text(struct k3_config *c, struct reader *r)
     c->dense_inter = get_int(r, "intermediate_size", 1, 1 << 24);
     c->first_dense = get_int(r, "first_k_dense_replace", 0, 4096);
     c->moe_freq = get_int(r, "moe_layer_freq", 1, 4096);
+}
 
+static void read_mla(struct k3_config *c, struct reader *r)
+{
     c->mla_heads = get_int(r, "num_attention_heads", 1, 4096);
     c->q_lora = get_int(r, "q_lora_rank", 1, 1 << 20);
     c->kv_lora = get_int(r, "kv_lora_rank", 1, 1 << 20);
@@ -156,7 +159,10 @@ static int parse_text(struct k3_config *c, struct reader *r)
     c->v_head = get_int(r, "v_head_dim", 1, 1 << 16);
     require_bool(r, "mla_use_nope", true);
     require_bool(r, "mla_use_output_gate", true);
+}
 
+static void read_moe(struct k3_config *c, struct reader *r)
+{
     c->n_experts = get_int(r, "num_experts", 1, 1 << 20);
     c->top_k = get_int(r, "num_experts_per_token", 1, K3_MAX_TOPK);
     c->n_shared = get_int(r, "num_shared_experts", 1, 64);
@@ -168,90 +174,118 @@ static int parse_text(struct k3_config *c, struct reader *r)
     bool grouped = get_bool(r, "use_grouped_topk");
     c->n_group = get_int(r, "num_expert_group", 1, 1 << 20);
     c->topk_group = get_int(r, "topk_group", 1, 1 << 20);
+    if (!grouped) /* the group keys are checked all the same; one group is what runs */
+        c->n_group = c->topk_group = 1;
     c->renormalize = get_bool(r, "moe_renormalize");
     c->routed_scale = get_float(r, "routed_scaling_factor", 1e-6, 1e6);
+}
+
+static void read_rest(struct k3_config *c, struct reader *r)
+{
     c->attn_res_block = get_int(r, "attn_res_block_size", 1, 4096);
     c->bos_id = get_int(r, "bos_token_id", 0, 1 << 24);
     c->eos_id = get_int(r, "eos_token_id", 0, 1 << 24);
     c->pad_id = get_int(r, "pad_token_id", 0, 1 << 24);
     c->max_positions = get_int(r, "max_position_embeddings", 1, 1 << 30);
     c->tie_embeddings = get_bool(r, "tie_word_embeddings");
-    if (r->failed)
-        return -1;
-    if (!grouped)
-        c->n_group = c->topk_group = 1;
+}
 
-    /* Cross-field rules: contradictions are refused with the key named. */
-    const char *f = r->file;
+/* Cross-field rules of text_config: contradictions are refused with the key named. */
+static int check_text(const struct k3_config *c, const char *f, struct k3_err *err)
+{
     if (c->top_k > c->n_experts)
-        return k3_errf(r->err, "%s: text_config.num_experts_per_token: %d exceeds num_experts %d",
+        return k3_errf(err, "%s: text_config.num_experts_per_token: %d exceeds num_experts %d",
                        f, c->top_k, c->n_experts);
     if (c->n_experts % c->n_group || c->topk_group > c->n_group)
-        return k3_errf(r->err,
+        return k3_errf(err,
                        "%s: text_config.num_expert_group: %d groups with topk_group %d do not "
                        "divide %d experts",
                        f, c->n_group, c->topk_group, c->n_experts);
     if (c->n_group > 1 && (c->n_experts / c->n_group < 2 ||
                            c->topk_group * (c->n_experts / c->n_group) < c->top_k))
-        return k3_errf(r->err,
+        return k3_errf(err,
                        "%s: text_config.topk_group: %d groups of %d experts cannot supply %d experts",
                        f, c->topk_group, c->n_experts / c->n_group, c->top_k);
     if (k3_max_blocks(c) > K3_MAX_BLOCKS)
-        return k3_errf(r->err,
+        return k3_errf(err,
                        "%s: text_config.attn_res_block_size: %d gives %d AttnRes blocks over %d "
                        "layers (at most %d)",
                        f, c->attn_res_block, k3_max_blocks(c), c->n_layers, K3_MAX_BLOCKS);
     if (c->n_group > K3_MAX_GROUPS)
-        return k3_errf(r->err, "%s: text_config.num_expert_group: %d (at most %d)", f, c->n_group,
+        return k3_errf(err, "%s: text_config.num_expert_group: %d (at most %d)", f, c->n_group,
                        K3_MAX_GROUPS);
     if (c->latent % 32 || c->moe_inter % 32)
-        return k3_errf(r->err,
+        return k3_errf(err,
                        "%s: text_config: routed_expert_hidden_size %d and moe_intermediate_size %d "
                        "must be multiples of 32 (the MXFP4 group)",
                        f, c->latent, c->moe_inter);
     if (c->bos_id >= c->vocab || c->eos_id >= c->vocab || c->pad_id >= c->vocab)
-        return k3_errf(r->err, "%s: text_config: bos/eos/pad token ids must be < vocab_size %d", f,
+        return k3_errf(err, "%s: text_config: bos/eos/pad token ids must be < vocab_size %d", f,
                        c->vocab);
+    return 0;
+}
 
-    json_t *lin = json_object_get(r->obj, "linear_attn_config");
-    if (!json_is_object(lin))
-        return k3_errf(r->err, "%s: text_config.linear_attn_config: missing or not an object", f);
-    struct reader lr = {r->file, "text_config.linear_attn_config", lin, r->err, 0};
-    c->kda_heads = get_int(&lr, "num_heads", 1, 4096);
-    c->kda_head_dim = get_int(&lr, "head_dim", 1, K3_MAX_HEAD_DIM);
-    c->conv_kernel = get_int(&lr, "short_conv_kernel_size", 1, 64);
-    require_bool(&lr, "use_full_rank_gate", true);
-    c->gate_lower_bound = get_float(&lr, "gate_lower_bound", -1e6, 0);
-    if (lr.failed)
+/* linear_attn_config's KDA widths. */
+static int read_kda(struct k3_config *c, struct reader *lr)
+{
+    c->kda_heads = get_int(lr, "num_heads", 1, 4096);
+    c->kda_head_dim = get_int(lr, "head_dim", 1, K3_MAX_HEAD_DIM);
+    c->conv_kernel = get_int(lr, "short_conv_kernel_size", 1, 64);
+    require_bool(lr, "use_full_rank_gate", true);
+    c->gate_lower_bound = get_float(lr, "gate_lower_bound", -1e6, 0);
+    if (lr->failed)
         return -1;
     if (c->kda_heads > c->kda_head_dim)
-        return k3_errf(r->err,
+        return k3_errf(lr->err,
                        "%s: text_config.linear_attn_config.num_heads: %d heads do not fit A_log, "
                        "which holds one value per head in head_dim (%d) slots",
-                       f, c->kda_heads, c->kda_head_dim);
+                       lr->file, c->kda_heads, c->kda_head_dim);
+    return 0;
+}
 
+/* c->attn from kda_layers and full_attn_layers, which together name every layer once. */
+static int read_layer_kinds(struct k3_config *c, struct reader *lr)
+{
     unsigned char *seen = calloc((size_t)c->n_layers, 1);
     c->attn = calloc((size_t)c->n_layers, sizeof *c->attn);
     if (!seen || !c->attn) {
         free(seen);
-        return k3_errf(r->err, "%s: out of memory", f);
+        return k3_errf(lr->err, "%s: out of memory", lr->file);
     }
-    int n_kda = mark_layers(&lr, "kda_layers", c->n_layers, seen, MARK_KDA);
-    int n_mla = mark_layers(&lr, "full_attn_layers", c->n_layers, seen, MARK_MLA);
-    int rc = lr.failed;
+    int n_kda = mark_layers(lr, "kda_layers", c->n_layers, seen, MARK_KDA);
+    int n_mla = mark_layers(lr, "full_attn_layers", c->n_layers, seen, MARK_MLA);
+    int rc = lr->failed;
     if (!rc && n_kda + n_mla != c->n_layers) {
         int missing = 0;
         while (seen[missing])
             missing++;
-        rc = k3_errf(r->err,
+        rc = k3_errf(lr->err,
                      "%s: text_config.linear_attn_config: layer %d is in neither kda_layers nor "
                      "full_attn_layers (they must cover 1..%d)",
-                     f, missing + 1, c->n_layers);
+                     lr->file, missing + 1, c->n_layers);
     }
     for (int l = 0; !rc && l < c->n_layers; l++)
         c->attn[l] = seen[l] == MARK_MLA ? K3_ATTN_MLA : K3_ATTN_KDA;
     free(seen);
     return rc;
+}
+
+static int parse_text(struct k3_config *c, struct reader *r)
+{
+    read_trunk(c, r);
+    read_mla(c, r);
+    read_moe(c, r);
+    read_rest(c, r);
+    if (r->failed || check_text(c, r->file, r->err))
+        return -1;
+    json_t *lin = json_object_get(r->obj, "linear_attn_config");
+    if (!json_is_object(lin))
+        return k3_errf(r->err, "%s: text_config.linear_attn_config: missing or not an object",
+                       r->file);
+    struct reader lr = {r->file, "text_config.linear_attn_config", lin, r->err, 0};
+    if (read_kda(c, &lr))
+        return -1;
+    return read_layer_kinds(c, &lr);
 }
 
 int k3_config_parse(struct k3_config *c, const char *name, const char *text, size_t len,
@@ -291,31 +325,12 @@ int k3_config_parse(struct k3_config *c, const char *name, const char *text, siz
 int k3_config_load(struct k3_config *c, const char *path, struct k3_err *err)
 {
     memset(c, 0, sizeof *c);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return k3_errf(err, "%s: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len == cap) {
-            cap = cap ? 2 * cap : 1 << 16;
-            char *nb = cap <= (64u << 20) ? realloc(buf, cap) : NULL;
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return k3_errf(err, "%s: too large for a config file", path);
-            }
-            buf = nb;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0)
-            break;
-    }
-    int rerr = ferror(f);
-    fclose(f);
-    int rc = rerr ? k3_errf(err, "%s: read error", path) : k3_config_parse(c, path, buf, len, err);
-    free(buf);
+    char *text;
+    size_t len;
+    if (k3_read_small_file(path, &text, &len, err))
+        return -1;
+    int rc = k3_config_parse(c, path, text, len, err);
+    free(text);
     return rc;
 }
 

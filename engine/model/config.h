@@ -70,15 +70,7 @@ struct k3_config {
     int max_positions;
     bool tie_embeddings;
 
-    /* Bounds the engine keeps small buffers on the stack for; configs beyond them are
- * refused at load (K3 uses 8 blocks, 1 group, head_dim 128). */
-#define K3_MAX_LAYERS 4096
-#define K3_MAX_BLOCKS 64
-#define K3_MAX_GROUPS 256
-#define K3_MAX_HEAD_DIM 1024
-#define K3_MAX_TOPK 256
-
-enum k3_attn_kind *attn;  /* [n_layers], from kda_layers/full_attn_layers */
+    enum k3_attn_kind *attn;  /* [n_layers], from kda_layers/full_attn_layers */
     char *json;               /* the root config.json text, re-serialized */
 };
 

@@ -1,4 +1,4 @@
-/* Byte-level BPE training for synthetic vocabularies, and k3_tok_synthesize.
+/* Byte-level BPE training for synthetic vocabularies (k3_bpe_learn).
  *
  * The rules, all frozen (they define every synthetic tiktoken.model):
  *  1. The corpus is k3_corpus (engine/synth/corpus/), pre-tokenized with
@@ -24,16 +24,15 @@
  */
 #include "engine/synth/bpe_train.h"
 
-#include <errno.h>
-#include <jansson.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
+#include "engine/text/bpe.h"
+#include "engine/text/bytemap.h"
+#include "engine/text/pretok.h"
 #include "engine/text/tokenizer.h"
-#include "engine/text/tokenizer_internal.h"
+#include "engine/text/utf8.h"
 
 /* ============================================================ pair table ==== */
 
@@ -58,6 +57,7 @@ struct trainer {
     uint32_t *word; /* [n_sym] piece of the symbol */
     int64_t *wcount; /* [n_words] multiplicity of each piece */
     size_t n_sym, n_words;
+    size_t cap_sym, cap_words;
 
     struct pair *pairs; /* [n_pairs] */
     size_t n_pairs, cap_pairs;
@@ -254,7 +254,60 @@ static int cmp_u32(const void *x, const void *y)
 
 /* ============================================================ corpus pieces = */
 
-/* Counts the distinct pieces of text and lays their bytes out as symbols. */
+/* Appends a piece not seen before, p[0..n): multiplicity 1, its bytes as symbols; seen
+ * maps its bytes to its index. */
+static int add_piece(struct trainer *t, struct k3_bytemap *seen, const uint8_t *p, size_t n)
+{
+    if (t->n_words == t->cap_words) {
+        size_t cap = t->cap_words ? 2 * t->cap_words : 1 << 14;
+        int64_t *nw = realloc(t->wcount, cap * sizeof *nw);
+        if (!nw)
+            return -1;
+        t->wcount = nw;
+        t->cap_words = cap;
+    }
+    if (t->n_sym + n > t->cap_sym) {
+        size_t cap = t->cap_sym ? t->cap_sym : 1 << 16;
+        while (t->n_sym + n > cap)
+            cap *= 2;
+        int32_t *ns = realloc(t->sym, cap * sizeof *ns);
+        if (!ns)
+            return -1;
+        t->sym = ns;
+        t->cap_sym = cap;
+    }
+    if (k3_bm_add(seen, p, n, (int32_t)t->n_words, true))
+        return -1;
+    t->wcount[t->n_words++] = 1;
+    for (size_t k = 0; k < n; k++)
+        t->sym[t->n_sym++] = p[k];
+    return 0;
+}
+
+/* Links each piece's symbols into a list (nxt, prv) and notes their piece (word).
+ * Symbols were appended piece by piece, in piece order. */
+static int link_symbols(struct trainer *t, const struct k3_bytemap *seen)
+{
+    t->nxt = malloc((t->n_sym + 1) * sizeof *t->nxt);
+    t->prv = malloc((t->n_sym + 1) * sizeof *t->prv);
+    t->word = malloc((t->n_sym + 1) * sizeof *t->word);
+    if (!t->nxt || !t->prv || !t->word)
+        return -1;
+    size_t s = 0;
+    for (size_t w = 0; w < t->n_words; w++) {
+        size_t n;
+        k3_bm_bytes(seen, (int32_t)w, &n);
+        for (size_t k = 0; k < n; k++) {
+            t->word[s + k] = (uint32_t)w;
+            t->prv[s + k] = k ? (int32_t)(s + k - 1) : -1;
+            t->nxt[s + k] = k + 1 < n ? (int32_t)(s + k + 1) : -1;
+        }
+        s += n;
+    }
+    return 0;
+}
+
+/* Rule 1: the distinct pieces of text with their multiplicity, as symbol lists. */
 static int collect_pieces(struct trainer *t, const struct k3_pretok *pre, const uint8_t *text,
                           size_t len, struct k3_bpe_stats *st, struct k3_err *err)
 {
@@ -266,72 +319,24 @@ static int collect_pieces(struct trainer *t, const struct k3_pretok *pre, const 
         k3_bm_free(&seen);
         return -1;
     }
-    size_t cap_w = 1 << 14, cap_s = 1 << 16;
-    t->wcount = malloc(cap_w * sizeof *t->wcount);
-    t->sym = malloc(cap_s * sizeof *t->sym);
-    int rc = 0;
+    int rc;
     size_t a, b;
-    while (t->wcount && t->sym && (rc = k3_pretok_next(&it, &a, &b, err)) == 1) {
+    while ((rc = k3_pretok_next(&it, &a, &b, err)) == 1) {
         st->pieces++;
         int32_t w = k3_bm_find(&seen, text + a, b - a);
-        if (w >= 0) {
+        if (w >= 0)
             t->wcount[w]++;
-            continue;
-        }
-        if (t->n_words == cap_w) {
-            cap_w *= 2;
-            int64_t *nw = realloc(t->wcount, cap_w * sizeof *nw);
-            if (!nw)
-                break;
-            t->wcount = nw;
-        }
-        while (t->n_sym + (b - a) > cap_s) {
-            cap_s *= 2;
-            int32_t *ns = realloc(t->sym, cap_s * sizeof *ns);
-            if (!ns) {
-                free(t->sym);
-                t->sym = NULL;
-                break;
-            }
-            t->sym = ns;
-        }
-        if (!t->sym || k3_bm_add(&seen, text + a, b - a, (int32_t)t->n_words, true))
+        else if (add_piece(t, &seen, text + a, b - a)) {
+            rc = k3_errf(err, "synthesize: out of memory");
             break;
-        t->wcount[t->n_words++] = 1;
-        for (size_t k = a; k < b; k++)
-            t->sym[t->n_sym++] = text[k];
+        }
     }
     k3_pretok_iter_free(&it);
-    if (rc < 0) {
-        k3_bm_free(&seen);
-        return -1;
-    }
-    if (rc == 1 || !t->wcount || !t->sym) {
-        k3_bm_free(&seen);
-        return k3_errf(err, "synthesize: out of memory");
-    }
-    t->nxt = malloc((t->n_sym + 1) * sizeof *t->nxt);
-    t->prv = malloc((t->n_sym + 1) * sizeof *t->prv);
-    t->word = malloc((t->n_sym + 1) * sizeof *t->word);
-    if (!t->nxt || !t->prv || !t->word) {
-        k3_bm_free(&seen);
-        return k3_errf(err, "synthesize: out of memory");
-    }
-    /* Symbols were appended piece by piece, in piece order. */
-    size_t s = 0;
-    for (size_t w = 0; w < t->n_words; w++) {
-        size_t n;
-        k3_bm_bytes(&seen, (int32_t)w, &n);
-        for (size_t k = 0; k < n; k++) {
-            t->word[s + k] = (uint32_t)w;
-            t->prv[s + k] = k ? (int32_t)(s + k - 1) : -1;
-            t->nxt[s + k] = k + 1 < n ? (int32_t)(s + k + 1) : -1;
-        }
-        s += n;
-    }
+    if (!rc && link_symbols(t, &seen))
+        rc = k3_errf(err, "synthesize: out of memory");
     st->unique_pieces = t->n_words;
     k3_bm_free(&seen);
-    return 0;
+    return rc;
 }
 
 /* ============================================================ learning ====== */
@@ -386,99 +391,274 @@ static void apply_merge(struct trainer *t, uint32_t pi, int32_t tok)
     free(list);
 }
 
+/* Room for one join's bytes and for the encoder's ids over them. */
+struct join {
+    uint8_t *bytes; /* [cap] */
+    int32_t *ids;   /* [cap] */
+    size_t cap;
+};
+
+static void join_free(struct join *j)
+{
+    free(j->bytes);
+    free(j->ids);
+    memset(j, 0, sizeof *j);
+}
+
+/* j->bytes = the bytes of token a then token b; *n their count.  -1: out of memory. */
+static int join_tokens(struct join *j, const struct k3_bytemap *vocab, int32_t a, int32_t b,
+                       size_t *n)
+{
+    size_t la, lb;
+    const uint8_t *pa = k3_bm_bytes(vocab, a, &la);
+    const uint8_t *pb = k3_bm_bytes(vocab, b, &lb);
+    if (la + lb > j->cap) {
+        join_free(j);
+        j->cap = 2 * (la + lb);
+        j->bytes = malloc(j->cap);
+        j->ids = malloc(j->cap * sizeof *j->ids);
+        if (!j->bytes || !j->ids) {
+            join_free(j);
+            return -1;
+        }
+    }
+    memcpy(j->bytes, pa, la);
+    memcpy(j->bytes + la, pb, lb);
+    *n = la + lb;
+    return 0;
+}
+
+/* Rule 2: ranks 0..255 are the single bytes. */
+static int add_single_bytes(struct k3_bytemap *vocab, struct k3_err *err)
+{
+    for (int c = 0; c < 256; c++) {
+        uint8_t byte = (uint8_t)c;
+        if (add_token(vocab, &byte, 1, c, err))
+            return -1;
+    }
+    return 0;
+}
+
+/* Counts every adjacent pair of the corpus (times its piece's multiplicity) and puts
+ * each on the heap. */
+static int count_pairs(struct trainer *t, struct k3_err *err)
+{
+    t->step = 1;
+    for (size_t i = 0; i < t->n_sym; i++)
+        if (t->nxt[i] >= 0)
+            pair_add(t, t->sym[i], t->sym[t->nxt[i]], t->wcount[t->word[i]], (uint32_t)i);
+    for (size_t p = 0; p < t->n_pairs; p++)
+        if (heap_push_ent(t, (struct heap_ent){t->pairs[p].count, t->pairs[p].a, t->pairs[p].b}))
+            t->oom = true;
+    return t->oom ? k3_errf(err, "synthesize: out of memory") : 0;
+}
+
+/* Puts the pairs the last merge changed back on the heap with their new counts. */
+static int reheap_touched(struct trainer *t, struct k3_err *err)
+{
+    for (size_t k = 0; k < t->n_touched; k++) {
+        const struct pair *p = &t->pairs[t->touched[k]];
+        if (p->count > 0 && !p->banned &&
+            heap_push_ent(t, (struct heap_ent){p->count, p->a, p->b}))
+            t->oom = true;
+    }
+    return t->oom ? k3_errf(err, "synthesize: out of memory") : 0;
+}
+
+/* Rule 4 for pair pi, the most frequent: merged into a new rank when the join stays
+ * reachable, into the token of the same bytes when there is one, else banned. */
+static int merge_pair(struct trainer *t, struct k3_bytemap *vocab, uint32_t pi, int32_t *n_tok,
+                      struct join *j, struct k3_bpe_scratch *s, struct k3_bpe_stats *st,
+                      struct k3_err *err)
+{
+    size_t n;
+    if (join_tokens(j, vocab, t->pairs[pi].a, t->pairs[pi].b, &n))
+        return k3_errf(err, "synthesize: out of memory");
+    int32_t tok = k3_bm_find(vocab, j->bytes, n);
+    if (tok < 0) {
+        if (!joins_in_two(vocab, j->bytes, n, s, j->ids)) {
+            t->pairs[pi].banned = true;
+            st->skipped_pairs++;
+            return 0;
+        }
+        tok = (*n_tok)++;
+        if (add_token(vocab, j->bytes, n, tok, err))
+            return -1;
+        st->learned++;
+    } else
+        st->reused_merges++;
+    t->step++;
+    t->n_touched = 0;
+    apply_merge(t, pi, tok);
+    return reheap_touched(t, err);
+}
+
+/* Rules 3 and 4: the most frequent pair first, until n_base ranks or no pair is left. */
+static int learn_from_corpus(struct trainer *t, struct k3_bytemap *vocab, int32_t *n_tok,
+                             int n_base, struct k3_bpe_scratch *s, struct k3_bpe_stats *st,
+                             struct k3_err *err)
+{
+    struct join j = {0};
+    int rc = 0;
+    while (!rc && *n_tok < n_base && t->n_heap) {
+        struct heap_ent e = heap_pop_ent(t);
+        int64_t pi = pair_find(t, e.a, e.b);
+        /* Entries go stale when a merge changes a count: the current one is re-pushed. */
+        if (pi < 0 || t->pairs[pi].banned || t->pairs[pi].count != e.count || e.count <= 0)
+            continue;
+        rc = merge_pair(t, vocab, (uint32_t)pi, n_tok, &j, s, st, err);
+    }
+    join_free(&j);
+    return rc;
+}
+
+/* ============================================================ filling ======= */
+
+/* Rule 5's state: candidates are tried one by one until n_base ranks. */
+struct filler {
+    struct k3_bytemap *vocab;
+    int32_t *n_tok;
+    int n_base;
+    const struct k3_pretok *pre;
+    pcre2_match_data *md;
+    struct k3_bpe_scratch *s;
+    struct k3_bpe_stats *st;
+    struct k3_err *err;
+};
+
+enum { MAX_JOIN = 32 };
+
+/* Is p[0..n) the first piece K3's pre-tokenizer cuts from itself, whole? */
+static bool one_piece(const struct filler *f, const uint8_t *p, size_t n)
+{
+    int m = pcre2_match(f->pre->code, p, n, 0, PCRE2_NO_UTF_CHECK, f->md, NULL);
+    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(f->md);
+    return m > 0 && ov[0] == 0 && ov[1] == n;
+}
+
+/* Takes the join a + b as the next rank when it is new, at most MAX_JOIN bytes, (with
+ * whole_piece) one pre-token piece, and reachable. */
+static int try_join(struct filler *f, int32_t a, int32_t b, bool whole_piece)
+{
+    size_t la, lb;
+    const uint8_t *pa = k3_bm_bytes(f->vocab, a, &la);
+    const uint8_t *pb = k3_bm_bytes(f->vocab, b, &lb);
+    if (la + lb > MAX_JOIN)
+        return 0;
+    uint8_t buf[2 * MAX_JOIN];
+    int32_t ids[2 * MAX_JOIN];
+    memcpy(buf, pa, la);
+    memcpy(buf + la, pb, lb);
+    size_t n = la + lb;
+    if (k3_bm_find(f->vocab, buf, n) >= 0 || (whole_piece && !one_piece(f, buf, n)) ||
+        !joins_in_two(f->vocab, buf, n, f->s, ids))
+        return 0;
+    if (add_token(f->vocab, buf, n, *f->n_tok, f->err))
+        return -1;
+    ++*f->n_tok;
+    f->st->filled++;
+    return 0;
+}
+
+/* Tries (L[i], R[j]) over the diagonals i + j = 0, 1, 2, ..., i ascending. */
+static int fill_diagonals(struct filler *f, const int32_t *L, size_t nl, const int32_t *R,
+                          size_t nr, bool whole_piece)
+{
+    for (size_t d = 0; nl && nr && d + 1 < nl + nr && *f->n_tok < f->n_base; d++) {
+        size_t i0 = d + 1 > nr ? d + 1 - nr : 0;
+        for (size_t i = i0; i <= d && i < nl && *f->n_tok < f->n_base; i++)
+            if (try_join(f, L[i], R[d - i], whole_piece))
+                return -1;
+    }
+    return 0;
+}
+
+/* The tokens so far of two or more bytes of valid UTF-8 that pattern matches (whole:
+ * the patterns are anchored), in rank order. */
+static int tokens_matching(const struct filler *f, const char *pattern, int32_t **ids,
+                           size_t *n)
+{
+    struct k3_pretok re;
+    if (k3_pretok_init(&re, pattern, f->err))
+        return -1;
+    *n = 0;
+    *ids = malloc((size_t)*f->n_tok * sizeof **ids);
+    for (int32_t id = 0; *ids && id < *f->n_tok; id++) {
+        size_t len;
+        const uint8_t *p = k3_bm_bytes(f->vocab, id, &len);
+        if (len >= 2 && k3_utf8_invalid_at(p, len) == len &&
+            pcre2_match(re.code, p, len, 0, PCRE2_NO_UTF_CHECK, f->md, NULL) > 0)
+            (*ids)[(*n)++] = id;
+    }
+    k3_pretok_free(&re);
+    return *ids ? 0 : k3_errf(f->err, "synthesize: out of memory");
+}
+
+/* Pass 0: head + tail, one whole piece (word-like tokens).  Pass 1, should that run
+ * dry: any two tokens so far. */
+static int fill_passes(struct filler *f)
+{
+    int32_t *heads = NULL, *tails = NULL;
+    size_t nh, nt;
+    int rc = tokens_matching(f, "^ ?[\\p{L}\\p{M}]+\\z", &heads, &nh);
+    if (!rc)
+        rc = tokens_matching(f, "^[\\p{Ll}\\p{M}]+\\z", &tails, &nt);
+    if (!rc)
+        rc = fill_diagonals(f, heads, nh, tails, nt, true);
+    free(heads);
+    free(tails);
+    if (rc || *f->n_tok >= f->n_base)
+        return rc;
+    size_t n_all = (size_t)*f->n_tok;
+    int32_t *all = malloc(n_all * sizeof *all);
+    if (!all)
+        return k3_errf(f->err, "synthesize: out of memory");
+    for (size_t id = 0; id < n_all; id++)
+        all[id] = (int32_t)id;
+    rc = fill_diagonals(f, all, n_all, all, n_all, false);
+    free(all);
+    return rc;
+}
+
 /* Rule 5: word-like joins once the corpus has no pairs left. */
 static int fill_ranks(struct k3_bytemap *vocab, int32_t *n_tok, int n_base,
                       const struct k3_pretok *pre, struct k3_bpe_scratch *s,
                       struct k3_bpe_stats *st, struct k3_err *err)
 {
-    enum { MAX_JOIN = 32 };
-    struct k3_pretok head_re, tail_re;
-    if (k3_pretok_init(&head_re, "^ ?[\\p{L}\\p{M}]+\\z", err))
-        return -1;
-    if (k3_pretok_init(&tail_re, "^[\\p{Ll}\\p{M}]+\\z", err)) {
-        k3_pretok_free(&head_re);
-        return -1;
+    struct filler f = {vocab, n_tok, n_base, pre, pcre2_match_data_create(1, NULL), s, st, err};
+    int rc = f.md ? fill_passes(&f) : k3_errf(err, "synthesize: out of memory");
+    pcre2_match_data_free(f.md);
+    if (!rc && *n_tok < n_base)
+        rc = k3_errf(err, "synthesize: only %d distinct reachable tokens, n_base is %d", *n_tok,
+                     n_base);
+    return rc;
+}
+
+/* ============================================================ the result ==== */
+
+/* The ranks as k3_bpe_learn returns them: an arena and [n_base + 1] offsets. */
+static int export_ranks(const struct k3_bytemap *vocab, int n_base, uint8_t **tokens_out,
+                        uint32_t **off_out, struct k3_err *err)
+{
+    uint32_t *off = malloc(((size_t)n_base + 1) * sizeof *off);
+    uint8_t *tokens = malloc(vocab->arena_len ? vocab->arena_len : 1);
+    if (!off || !tokens) {
+        free(off);
+        free(tokens);
+        return k3_errf(err, "synthesize: out of memory");
     }
-    int32_t *heads = malloc((size_t)*n_tok * sizeof *heads);
-    int32_t *tails = malloc((size_t)*n_tok * sizeof *tails);
-    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
-    int rc = -1;
-    if (!heads || !tails || !md) {
-        k3_errf(err, "synthesize: out of memory");
-        goto out;
-    }
-    size_t nh = 0, nt = 0;
-    for (int32_t id = 0; id < *n_tok; id++) {
+    size_t o = 0;
+    for (int32_t id = 0; id < n_base; id++) {
         size_t n;
         const uint8_t *p = k3_bm_bytes(vocab, id, &n);
-        if (n < 2 || k3_utf8_invalid_at(p, n) != n)
-            continue;
-        if (pcre2_match(head_re.code, p, n, 0, PCRE2_NO_UTF_CHECK, md, NULL) > 0)
-            heads[nh++] = id;
-        if (pcre2_match(tail_re.code, p, n, 0, PCRE2_NO_UTF_CHECK, md, NULL) > 0)
-            tails[nt++] = id;
+        off[id] = (uint32_t)o;
+        memcpy(tokens + o, p, n);
+        o += n;
     }
-    uint8_t buf[2 * MAX_JOIN];
-    int32_t tmp[2 * MAX_JOIN];
-    /* Pass 0: head + tail, whole pieces.  Pass 1 (fallback): any two tokens. */
-    for (int pass = 0; pass < 2 && *n_tok < n_base; pass++) {
-        int32_t *L = heads, *R = tails;
-        size_t nl = nh, nr = nt;
-        if (pass == 1) {
-            free(heads);
-            free(tails);
-            tails = NULL;
-            heads = L = R = malloc((size_t)*n_tok * sizeof *heads);
-            if (!heads) {
-                k3_errf(err, "synthesize: out of memory");
-                goto out;
-            }
-            for (int32_t id = 0; id < *n_tok; id++)
-                L[id] = id;
-            nl = nr = (size_t)*n_tok;
-        }
-        for (size_t d = 0; nl && nr && d + 1 < nl + nr && *n_tok < n_base; d++) {
-            size_t i0 = d + 1 > nr ? d + 1 - nr : 0;
-            for (size_t i = i0; i <= d && i < nl && *n_tok < n_base; i++) {
-                size_t la, lb;
-                const uint8_t *pa = k3_bm_bytes(vocab, L[i], &la);
-                const uint8_t *pb = k3_bm_bytes(vocab, R[d - i], &lb);
-                if (la + lb > MAX_JOIN)
-                    continue;
-                memcpy(buf, pa, la);
-                memcpy(buf + la, pb, lb);
-                size_t n = la + lb;
-                if (k3_bm_find(vocab, buf, n) >= 0)
-                    continue;
-                if (pass == 0) {
-                    /* The first piece the pre-tokenizer would cut is the whole join. */
-                    int m = pcre2_match(pre->code, buf, n, 0, PCRE2_NO_UTF_CHECK, md, NULL);
-                    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-                    if (m <= 0 || ov[0] != 0 || ov[1] != n)
-                        continue;
-                }
-                if (!joins_in_two(vocab, buf, n, s, tmp))
-                    continue;
-                if (add_token(vocab, buf, n, *n_tok, err))
-                    goto out;
-                ++*n_tok;
-                st->filled++;
-            }
-        }
-    }
-    if (*n_tok < n_base) {
-        k3_errf(err, "synthesize: only %d distinct reachable tokens, n_base is %d", *n_tok,
-                n_base);
-        goto out;
-    }
-    rc = 0;
-out:
-    pcre2_match_data_free(md);
-    free(heads);
-    free(tails);
-    k3_pretok_free(&head_re);
-    k3_pretok_free(&tail_re);
-    return rc;
+    off[n_base] = (uint32_t)o;
+    *tokens_out = tokens;
+    *off_out = off;
+    return 0;
 }
 
 int k3_bpe_learn(const uint8_t *text, size_t len, int n_base, uint8_t **tokens_out,
@@ -493,119 +673,21 @@ int k3_bpe_learn(const uint8_t *text, size_t len, int n_base, uint8_t **tokens_o
     struct k3_pretok pre = {0};
     struct k3_bytemap vocab = {0};
     struct k3_bpe_scratch s = {0};
-    int rc = -1;
     if (k3_pretok_init(&pre, K3_PRETOKENIZE_PATTERN_PCRE2, err))
         return -1;
-    if (k3_bm_init(&vocab, n_base, (size_t)n_base)) {
-        k3_errf(err, "synthesize: out of memory");
-        goto out;
-    }
-    for (int c = 0; c < 256; c++) {
-        uint8_t byte = (uint8_t)c;
-        if (add_token(&vocab, &byte, 1, c, err))
-            goto out;
-    }
-    if (collect_pieces(&t, &pre, text, len, &st, err))
-        goto out;
-
-    /* Initial pair counts. */
-    t.step = 1;
-    for (size_t i = 0; i < t.n_sym; i++)
-        if (t.nxt[i] >= 0)
-            pair_add(&t, t.sym[i], t.sym[t.nxt[i]], t.wcount[t.word[i]], (uint32_t)i);
-    for (size_t p = 0; p < t.n_pairs; p++)
-        if (heap_push_ent(&t, (struct heap_ent){t.pairs[p].count, t.pairs[p].a, t.pairs[p].b}))
-            t.oom = true;
-    if (t.oom) {
-        k3_errf(err, "synthesize: out of memory");
-        goto out;
-    }
-
     int32_t n_tok = 256;
-    uint8_t *buf = NULL;
-    int32_t *tmp = NULL;
-    size_t buf_cap = 0;
-    while (n_tok < n_base && t.n_heap) {
-        struct heap_ent e = heap_pop_ent(&t);
-        int64_t pi = pair_find(&t, e.a, e.b);
-        if (pi < 0 || t.pairs[pi].banned || t.pairs[pi].count != e.count || e.count <= 0)
-            continue;
-        size_t la, lb;
-        const uint8_t *pa = k3_bm_bytes(&vocab, e.a, &la);
-        const uint8_t *pb = k3_bm_bytes(&vocab, e.b, &lb);
-        if (la + lb > buf_cap) {
-            buf_cap = 2 * (la + lb);
-            free(buf);
-            free(tmp);
-            buf = malloc(buf_cap);
-            tmp = malloc(buf_cap * sizeof *tmp);
-            if (!buf || !tmp) {
-                free(buf);
-                free(tmp);
-                k3_errf(err, "synthesize: out of memory");
-                goto out;
-            }
-        }
-        memcpy(buf, pa, la);
-        memcpy(buf + la, pb, lb);
-        int32_t tok = k3_bm_find(&vocab, buf, la + lb);
-        if (tok < 0) {
-            if (!joins_in_two(&vocab, buf, la + lb, &s, tmp)) {
-                t.pairs[pi].banned = true;
-                st.skipped_pairs++;
-                continue;
-            }
-            tok = n_tok++;
-            if (add_token(&vocab, buf, la + lb, tok, err)) {
-                free(buf);
-                free(tmp);
-                goto out;
-            }
-            st.learned++;
-        } else
-            st.reused_merges++;
-        t.step++;
-        t.n_touched = 0;
-        apply_merge(&t, (uint32_t)pi, tok);
-        for (size_t k = 0; k < t.n_touched; k++) {
-            const struct pair *p = &t.pairs[t.touched[k]];
-            if (p->count > 0 && !p->banned &&
-                heap_push_ent(&t, (struct heap_ent){p->count, p->a, p->b}))
-                t.oom = true;
-        }
-        if (t.oom) {
-            free(buf);
-            free(tmp);
-            k3_errf(err, "synthesize: out of memory");
-            goto out;
-        }
-    }
-    free(buf);
-    free(tmp);
-    if (n_tok < n_base && fill_ranks(&vocab, &n_tok, n_base, &pre, &s, &st, err))
-        goto out;
-
-    uint32_t *off = malloc(((size_t)n_base + 1) * sizeof *off);
-    uint8_t *tokens = malloc(vocab.arena_len ? vocab.arena_len : 1);
-    if (!off || !tokens) {
-        free(off);
-        free(tokens);
-        k3_errf(err, "synthesize: out of memory");
-        goto out;
-    }
-    size_t o = 0;
-    for (int32_t id = 0; id < n_base; id++) {
-        size_t n;
-        const uint8_t *p = k3_bm_bytes(&vocab, id, &n);
-        off[id] = (uint32_t)o;
-        memcpy(tokens + o, p, n);
-        o += n;
-    }
-    off[n_base] = (uint32_t)o;
-    *tokens_out = tokens;
-    *off_out = off;
-    rc = 0;
-out:
+    int rc = k3_bm_init(&vocab, n_base, (size_t)n_base) ? k3_errf(err, "synthesize: out of memory")
+                                                         : add_single_bytes(&vocab, err);
+    if (!rc)
+        rc = collect_pieces(&t, &pre, text, len, &st, err);
+    if (!rc)
+        rc = count_pairs(&t, err);
+    if (!rc)
+        rc = learn_from_corpus(&t, &vocab, &n_tok, n_base, &s, &st, err);
+    if (!rc && n_tok < n_base)
+        rc = fill_ranks(&vocab, &n_tok, n_base, &pre, &s, &st, err);
+    if (!rc)
+        rc = export_ranks(&vocab, n_base, tokens_out, off_out, err);
     if (stats)
         *stats = st;
     trainer_free(&t);
@@ -613,160 +695,4 @@ out:
     k3_bpe_scratch_free(&s);
     k3_pretok_free(&pre);
     return rc;
-}
-
-/* ============================================================ writing files = */
-
-const char *k3_special_name(int32_t id, int n_base, int vocab_size, char *buf, size_t size)
-{
-    int i = id - n_base, n_slots = vocab_size - n_base;
-    const char *name = NULL;
-    if (i == n_slots - 2)
-        name = "[UNK]";
-    else if (i == n_slots - 1)
-        name = "[PAD]";
-    else
-        switch (i) {
-        case 0: name = "[BOS]"; break;
-        case 1: name = "[EOS]"; break;
-        case 2: name = "<|end_of_msg|>"; break;
-        case 3: name = "<|open|>"; break;
-        case 4: name = "<|close|>"; break;
-        case 5: name = "<|sep|>"; break;
-        case 9: name = "[EOT]"; break;
-        case 18: name = "<|media_begin|>"; break;
-        case 19: name = "<|media_content|>"; break;
-        case 20: name = "<|media_end|>"; break;
-        case 21: name = "<|media_pad|>"; break;
-        default: break;
-        }
-    if (name)
-        snprintf(buf, size, "%s", name);
-    else
-        snprintf(buf, size, "<|reserved_token_%d|>", (int)id);
-    return buf;
-}
-
-static size_t b64_encode(const uint8_t *p, size_t n, char *out)
-{
-    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t o = 0, i = 0;
-    for (; i + 3 <= n; i += 3) {
-        uint32_t w = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-        out[o++] = A[w >> 18];
-        out[o++] = A[(w >> 12) & 63];
-        out[o++] = A[(w >> 6) & 63];
-        out[o++] = A[w & 63];
-    }
-    if (i < n) {
-        uint32_t w = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0);
-        out[o++] = A[w >> 18];
-        out[o++] = A[(w >> 12) & 63];
-        out[o++] = i + 1 < n ? A[(w >> 6) & 63] : '=';
-        out[o++] = '=';
-    }
-    return o;
-}
-
-static int write_ranks(const char *path, const uint8_t *tokens, const uint32_t *off, int n_base,
-                       struct k3_err *err)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return k3_errf(err, "%s: %s", path, strerror(errno));
-    char *line = NULL;
-    size_t line_cap = 0;
-    int rc = 0;
-    for (int32_t id = 0; id < n_base && !rc; id++) {
-        size_t n = off[id + 1] - off[id], need = (n + 2) / 3 * 4 + 16;
-        if (need > line_cap) {
-            free(line);
-            line_cap = 2 * need;
-            line = malloc(line_cap);
-            if (!line) {
-                rc = k3_errf(err, "%s: out of memory", path);
-                break;
-            }
-        }
-        size_t o = b64_encode(tokens + off[id], n, line);
-        o += (size_t)snprintf(line + o, line_cap - o, " %d\n", (int)id);
-        if (fwrite(line, 1, o, f) != o)
-            rc = k3_errf(err, "%s: write failed: %s", path, strerror(errno));
-    }
-    free(line);
-    if (fclose(f) && !rc)
-        rc = k3_errf(err, "%s: write failed: %s", path, strerror(errno));
-    return rc;
-}
-
-static int write_config(const char *path, int n_base, int vocab_size, struct k3_err *err)
-{
-    json_t *root = json_object(), *dec = json_object();
-    char name[64], key[16];
-    for (int32_t id = n_base; id < vocab_size; id++) {
-        json_t *e = json_object();
-        json_object_set_new(e, "content", json_string(k3_special_name(id, n_base, vocab_size,
-                                                                      name, sizeof name)));
-        json_object_set_new(e, "lstrip", json_false());
-        json_object_set_new(e, "normalized", json_false());
-        json_object_set_new(e, "rstrip", json_false());
-        json_object_set_new(e, "single_word", json_false());
-        json_object_set_new(e, "special", json_true());
-        snprintf(key, sizeof key, "%d", (int)id);
-        json_object_set_new(dec, key, e);
-    }
-    json_object_set_new(root, "added_tokens_decoder", dec);
-    json_object_set_new(root, "bos_token", json_string("[BOS]"));
-    json_object_set_new(root, "clean_up_tokenization_spaces", json_false());
-    json_object_set_new(root, "eos_token", json_string("[EOS]"));
-    json_object_set_new(root, "model_max_length", json_integer(1048576));
-    json_object_set_new(root, "pad_token", json_string("[PAD]"));
-    json_object_set_new(root, "tokenizer_class", json_string("TikTokenTokenizer"));
-    json_object_set_new(root, "unk_token", json_string("[UNK]"));
-    char *text = json_dumps(root, JSON_INDENT(2));
-    json_decref(root);
-    if (!text)
-        return k3_errf(err, "%s: out of memory", path);
-    int rc = 0;
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        rc = k3_errf(err, "%s: %s", path, strerror(errno));
-    else {
-        size_t n = strlen(text);
-        if (fwrite(text, 1, n, f) != n || fputc('\n', f) == EOF)
-            rc = k3_errf(err, "%s: write failed: %s", path, strerror(errno));
-        if (fclose(f) && !rc)
-            rc = k3_errf(err, "%s: write failed: %s", path, strerror(errno));
-    }
-    free(text);
-    return rc;
-}
-
-int k3_tok_synthesize(const char *dir, int vocab_size, int n_base, struct k3_err *err)
-{
-    if (n_base < 256)
-        return k3_errf(err, "synthesize: n_base %d < 256 (the single bytes)", n_base);
-    if (vocab_size < n_base + 2)
-        return k3_errf(err, "synthesize: vocab_size %d leaves fewer than 2 special slots after "
-                       "n_base %d ([UNK] and [PAD] need them)", vocab_size, n_base);
-    if (mkdir(dir, 0755) && errno != EEXIST)
-        return k3_errf(err, "%s: %s", dir, strerror(errno));
-    const uint8_t *corpus = (const uint8_t *)k3_corpus;
-    size_t len = (size_t)(k3_corpus_end - k3_corpus);
-    size_t bad = k3_utf8_invalid_at(corpus, len);
-    if (bad != len)
-        return k3_errf(err, "synthesize: embedded corpus: invalid UTF-8 at byte %zu", bad);
-    uint8_t *tokens;
-    uint32_t *off;
-    if (k3_bpe_learn(corpus, len, n_base, &tokens, &off, NULL, err))
-        return -1;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/tiktoken.model", dir);
-    int rc = write_ranks(path, tokens, off, n_base, err);
-    free(tokens);
-    free(off);
-    if (rc)
-        return -1;
-    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    return write_config(path, n_base, vocab_size, err);
 }

@@ -1,9 +1,9 @@
-/* BPE training for synthetic vocabularies (k3_tok_synthesize in tokenizer.h).
+/* BPE training for synthetic vocabularies (vocab.h writes the files).
  *
  * Owns: the embedded training corpus, learning merges from it, filling the ranks the
- * corpus cannot supply, naming the special slots, writing tiktoken.model and
- * tokenizer_config.json.  The learned vocabulary is part of the synthetic model
- * format: every rule in bpe_train.c and every corpus byte is frozen.
+ * corpus cannot supply.  Does not own: the tokenizer that reads the result (engine/text/),
+ * the files and the special slots (vocab.c).  The learned vocabulary is part of the
+ * synthetic model format: every rule in bpe_train.c and every corpus byte is frozen.
  */
 #ifndef K3_BPE_TRAIN_H
 #define K3_BPE_TRAIN_H
@@ -16,9 +16,6 @@
 /* The corpus (engine/synth/corpus.S): k3_corpus[0 .. k3_corpus_end - k3_corpus). */
 extern const char k3_corpus[];
 extern const char k3_corpus_end[];
-
-/* Name of special slot id (n_base <= id < vocab_size) as K3 names it, written to buf. */
-const char *k3_special_name(int32_t id, int n_base, int vocab_size, char *buf, size_t size);
 
 struct k3_bpe_stats {
     size_t corpus_bytes, pieces, unique_pieces;

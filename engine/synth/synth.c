@@ -1,26 +1,24 @@
+/* `synth`: a checkpoint folder in K3's shipped layout.  The tensors and their shards
+ * (plan_items), the shard files, the index and the folder's atomic appearance are
+ * here; the values are weights.c's, the vocabulary vocab.c's.  See synth.h. */
 #include "engine/synth/synth.h"
 
 #include <errno.h>
 #include <jansson.h>
-#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "engine/base/files.h"
-#include "engine/kernels/kernels.h"
 #include "engine/kernels/mxfp4.h"
-#include "engine/base/rng.h"
 #include "engine/model/safetensors.h"
 #include "engine/model/tensors.h"
-#include "engine/text/tokenizer.h"
+#include "engine/synth/vocab.h"
+#include "engine/synth/weights.h"
 
-/* Elements per random stream: each stream is seeded from (seed, tensor name, chunk), so
- * chunks fill in parallel and a tensor's bytes do not depend on the order of writing. */
-#define STREAM_ELEMS (1 << 16)
 /* Elements generated per write. */
 #define WRITE_ELEMS (1 << 22)
 /* Typical shard size; K3 ships 96 shards of about 16 GB. */
@@ -36,73 +34,9 @@ struct item {
     int64_t numel;
     const struct k3_tensor_spec *spec; /* NULL for expert parts */
     int expert_fan_in;                 /* expert scale parts: inputs the scales cover */
-    int is_scale;
+    bool is_scale;
     int shard;
 };
-
-static uint64_t stream_seed(uint64_t seed, const char *name, uint64_t chunk)
-{
-    uint64_t h = XXH3_64bits_withSeed(name, strlen(name), seed);
-    return h ^ (chunk * 0x9e3779b97f4a7c15ull);
-}
-
-/* One trunk value by its init rule; i is the element index within the tensor. */
-static float init_value(const struct k3_tensor_spec *s, const struct k3_config *c,
-                        struct k3_rng *r, int64_t i)
-{
-    switch (s->init) {
-    case K3_INIT_LINEAR: return (float)(k3_rng_normal(r) / sqrt((double)s->fan_in));
-    case K3_INIT_EMBED: return (float)k3_rng_normal(r);
-    case K3_INIT_LM_HEAD: return (float)(4.0 * k3_rng_normal(r) / sqrt((double)c->hidden));
-    case K3_INIT_GAIN: return (float)(0.8 + 0.4 * k3_rng_uniform(r));
-    case K3_INIT_RES_PROJ: return (float)(k3_rng_normal(r) / sqrt((double)c->hidden));
-    case K3_INIT_A_LOG: {
-        double u = 1.0 + 15.0 * k3_rng_uniform(r); /* drawn for every slot: stream stays aligned */
-        return i < s->live ? (float)log(u) : 0.0f;
-    }
-    case K3_INIT_DT_BIAS: return (float)(0.5 * k3_rng_normal(r));
-    case K3_INIT_CONV: return (float)(0.25 * k3_rng_normal(r));
-    case K3_INIT_BIAS: return (float)(0.05 * k3_rng_normal(r));
-    }
-    return 0;
-}
-
-/* E8M0 exponent putting an expert's weights near std 1/sqrt(fan_in): E2M1 values of
- * uniform nibbles have an rms of about 2.93. */
-static int scale_center(int fan_in)
-{
-    return 127 + (int)lround(log2(1.0 / (2.93 * sqrt((double)fan_in))));
-}
-
-static void fill_chunk(const struct item *it, const struct k3_config *c, uint64_t seed,
-                       int64_t first, int64_t count, uint8_t *out)
-{
-    int64_t n_streams = (count + STREAM_ELEMS - 1) / STREAM_ELEMS;
-#pragma omp parallel for schedule(static)
-    for (int64_t k = 0; k < n_streams; k++) {
-        int64_t begin = first + k * STREAM_ELEMS;
-        int64_t end = begin + STREAM_ELEMS < first + count ? begin + STREAM_ELEMS : first + count;
-        struct k3_rng r;
-        k3_rng_seed(&r, stream_seed(seed, it->name, (uint64_t)(begin / STREAM_ELEMS)));
-        for (int64_t i = begin; i < end; i++) {
-            int64_t o = i - first;
-            if (!it->spec && it->is_scale) {
-                int jitter = (int)(k3_rng_next(&r) % 3) - 1;
-                out[o] = (uint8_t)(scale_center(it->expert_fan_in) + jitter);
-            } else if (!it->spec) {
-                out[o] = (uint8_t)k3_rng_next(&r);
-            } else {
-                float v = init_value(it->spec, c, &r, i);
-                if (it->dtype == K3_DT_F32)
-                    memcpy(out + 4 * o, &v, 4);
-                else {
-                    uint16_t b = k3_f32_to_bf16(v);
-                    memcpy(out + 2 * o, &b, 2);
-                }
-            }
-        }
-    }
-}
 
 static int dtype_rank(enum k3_dtype t)
 {
@@ -196,14 +130,35 @@ static void shard_name(char *buf, size_t len, int s, int n)
     snprintf(buf, len, "model-%05d-of-%05d.safetensors", s + 1, n);
 }
 
-static int write_shard(const char *dir, int s, int n_shards, struct item *items, int64_t n,
-                       const struct k3_config *c, uint64_t seed, uint8_t *buf, bool quiet,
-                       struct k3_err *err)
+/* One synth run: what the writers share. */
+struct run {
+    const struct k3_config *c;
+    uint64_t seed;
+    const char *dir;    /* the folder being filled (renamed into place at the end) */
+    int n_shards;
+    uint8_t *buf;       /* [WRITE_ELEMS * 4] the values of one write */
+    const struct k3_synth_notes *notes;
+    struct k3_err *err;
+};
+
+/* Tells the caller, if it listens. */
+static void note(const struct run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(const struct run *r, const char *fmt, ...)
 {
-    char file[64], path[K3_PATH_MAX];
-    shard_name(file, sizeof file, s, n_shards);
-    if (k3_path_join(path, sizeof path, dir, file, err))
-        return -1;
+    if (!r->notes || !r->notes->fn)
+        return;
+    char line[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    r->notes->fn(r->notes->ctx, line);
+}
+
+/* The safetensors header of items[0..n), in their order. */
+static int write_shard_header(FILE *f, const char *path, struct item *items, int64_t n,
+                              struct k3_err *err)
+{
     struct k3_st_tensor *hdr = calloc((size_t)n + 1, sizeof *hdr);
     if (!hdr)
         return k3_errf(err, "out of memory");
@@ -214,26 +169,46 @@ static int write_shard(const char *dir, int s, int n_shards, struct item *items,
         memcpy(hdr[i].shape, items[i].shape, sizeof items[i].shape);
         hdr[i].nbytes = item_bytes(&items[i]);
     }
-    FILE *f = fopen(path, "wb");
-    int rc = f ? k3_st_write_header(f, hdr, (int)n, path, err)
-               : k3_errf(err, "%s: %s", path, strerror(errno));
+    int rc = k3_st_write_header(f, hdr, (int)n, path, err);
     free(hdr);
+    return rc;
+}
+
+/* The values of one tensor, WRITE_ELEMS at a time. */
+static int write_tensor(const struct run *r, FILE *f, const char *path, const struct item *it)
+{
+    const struct k3_synth_tensor view = {it->name, it->dtype, it->spec, it->is_scale,
+                                         it->expert_fan_in};
+    int esize = k3_dtype_size(it->dtype);
+    for (int64_t first = 0; first < it->numel; first += WRITE_ELEMS) {
+        int64_t count = it->numel - first < WRITE_ELEMS ? it->numel - first : WRITE_ELEMS;
+        k3_synth_fill(&view, r->c, r->seed, first, count, r->buf);
+        if (fwrite(r->buf, (size_t)esize, (size_t)count, f) != (size_t)count)
+            return k3_errf(r->err, "%s: write failed: %s", path, strerror(errno));
+    }
+    return 0;
+}
+
+/* Shard s: a header, then the values of items[0..n). */
+static int write_shard(const struct run *r, int s, struct item *items, int64_t n)
+{
+    char file[64], path[K3_PATH_MAX];
+    shard_name(file, sizeof file, s, r->n_shards);
+    if (k3_path_join(path, sizeof path, r->dir, file, r->err))
+        return -1;
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return k3_errf(r->err, "%s: %s", path, strerror(errno));
+    int rc = write_shard_header(f, path, items, n, r->err);
     uint64_t written = 0;
     for (int64_t i = 0; !rc && i < n; i++) {
-        const struct item *it = &items[i];
-        int esize = k3_dtype_size(it->dtype);
-        for (int64_t first = 0; !rc && first < it->numel; first += WRITE_ELEMS) {
-            int64_t count = it->numel - first < WRITE_ELEMS ? it->numel - first : WRITE_ELEMS;
-            fill_chunk(it, c, seed, first, count, buf);
-            if (fwrite(buf, (size_t)esize, (size_t)count, f) != (size_t)count)
-                rc = k3_errf(err, "%s: write failed: %s", path, strerror(errno));
-            written += (uint64_t)(count * esize);
-        }
+        rc = write_tensor(r, f, path, &items[i]);
+        written += item_bytes(&items[i]);
     }
-    if (f && fclose(f) && !rc)
-        rc = k3_errf(err, "%s: write failed: %s", path, strerror(errno));
-    if (!rc && !quiet)
-        fprintf(stderr, "synth: %s (%.1f MB, %lld tensors)\n", file, written / 1e6, (long long)n);
+    if (fclose(f) && !rc)
+        rc = k3_errf(r->err, "%s: write failed: %s", path, strerror(errno));
+    if (!rc)
+        note(r, "%s (%.1f MB, %lld tensors)", file, written / 1e6, (long long)n);
     return rc;
 }
 
@@ -262,8 +237,43 @@ static int write_index(const char *dir, const struct item *items, int64_t n, int
     return rc;
 }
 
-int k3_synth(const struct k3_config *c, uint64_t seed, const char *out_dir, bool quiet,
-             struct k3_err *err)
+/* Removes what a failed run wrote, so nothing that looks like a checkpoint is left. */
+static void remove_partial(const char *dir, int n_shards)
+{
+    char path[K3_PATH_MAX], file[64];
+    for (int s = 0; s < n_shards; s++) {
+        shard_name(file, sizeof file, s, n_shards);
+        if (!k3_path_join(path, sizeof path, dir, file, NULL))
+            unlink(path);
+    }
+    const char *const others[] = {"config.json", "model.safetensors.index.json",
+                                  "tiktoken.model", "tokenizer_config.json"};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        if (!k3_path_join(path, sizeof path, dir, others[i], NULL))
+            unlink(path);
+    }
+    rmdir(dir);
+}
+
+/* Every file of the checkpoint into r->dir: config, vocabulary, shards, index. */
+static int write_files(const struct run *r, struct item *items, int64_t n_items)
+{
+    if (k3_write_text(r->dir, "config.json", r->c->json, r->err) ||
+        k3_tok_synthesize(r->dir, r->c->vocab, r->c->bos_id, r->err))
+        return -1;
+    for (int s = 0, first = 0; s < r->n_shards; s++) {
+        int end = first;
+        while (end < n_items && items[end].shard == s)
+            end++;
+        if (write_shard(r, s, items + first, end - first))
+            return -1;
+        first = end;
+    }
+    return write_index(r->dir, items, n_items, r->n_shards, r->err);
+}
+
+int k3_synth(const struct k3_config *c, uint64_t seed, const char *out_dir,
+             const struct k3_synth_notes *notes, struct k3_err *err)
 {
     struct stat st;
     if (stat(out_dir, &st) == 0)
@@ -275,50 +285,23 @@ int k3_synth(const struct k3_config *c, uint64_t seed, const char *out_dir, bool
         return k3_errf(err, "--out %s: path too long", out_dir);
     if (k3_mkdir_parents(tmp, err))
         return -1;
-
+    struct run r = {c, seed, tmp, 0, malloc((size_t)WRITE_ELEMS * 4), notes, err};
     struct k3_tensor_spec *specs = NULL;
     int n_specs = 0;
     struct item *items = NULL;
     int64_t n_items = 0;
-    int n_shards = 0;
-    uint8_t *buf = malloc((size_t)WRITE_ELEMS * 4);
-    int rc = buf ? 0 : k3_errf(err, "out of memory");
+    int rc = r.buf ? 0 : k3_errf(err, "out of memory");
     if (!rc && k3_trunk_specs(c, &specs, &n_specs))
         rc = k3_errf(err, "out of memory");
-    if (!rc && plan_items(c, specs, n_specs, &items, &n_items, &n_shards))
+    if (!rc && plan_items(c, specs, n_specs, &items, &n_items, &r.n_shards))
         rc = k3_errf(err, "out of memory");
     if (!rc)
-        rc = k3_write_text(tmp, "config.json", c->json, err);
-    if (!rc)
-        rc = k3_tok_synthesize(tmp, c->vocab, c->bos_id, err);
-    for (int s = 0, first = 0; !rc && s < n_shards; s++) {
-        int end = first;
-        while (end < n_items && items[end].shard == s)
-            end++;
-        rc = write_shard(tmp, s, n_shards, items + first, end - first, c, seed, buf, quiet, err);
-        first = end;
-    }
-    if (!rc)
-        rc = write_index(tmp, items, n_items, n_shards, err);
+        rc = write_files(&r, items, n_items);
     if (!rc && rename(tmp, out_dir))
         rc = k3_errf(err, "rename %s to %s: %s", tmp, out_dir, strerror(errno));
-    if (rc) {
-        /* Leave nothing that looks like a checkpoint: remove what this run wrote. */
-        char path[K3_PATH_MAX], file[64];
-        for (int s = 0; s < n_shards; s++) {
-            shard_name(file, sizeof file, s, n_shards);
-            if (!k3_path_join(path, sizeof path, tmp, file, NULL))
-                unlink(path);
-        }
-        const char *const others[] = {"config.json", "model.safetensors.index.json",
-                                      "tiktoken.model", "tokenizer_config.json"};
-        for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
-            if (!k3_path_join(path, sizeof path, tmp, others[i], NULL))
-                unlink(path);
-        }
-        rmdir(tmp);
-    }
-    free(buf);
+    if (rc)
+        remove_partial(tmp, r.n_shards);
+    free(r.buf);
     free(items);
     free(specs);
     return rc;

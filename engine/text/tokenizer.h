@@ -4,9 +4,9 @@
  * special tokens of `tokenizer_config.json` (added_tokens_decoder); pre-tokenizing with
  * K3's regex through PCRE2 (JIT), the `&&` class intersections rewritten for PCRE2;
  * byte-level BPE encoding (lowest-rank merge first); decoding ids to bytes; a UTF-8
- * stream that holds back a character split across tokens; and, for `synth`, learning a
- * small BPE vocabulary from an embedded English corpus and writing both files.
- * Does not own: chat markup (the CLI builds it from specials), sampling, the model.
+ * stream that holds back a character split across tokens.
+ * Does not own: chat markup (chat.h), sampling, the model, synthetic vocabularies
+ * (engine/synth/vocab.h, outside the inference library).
  */
 #ifndef K3_TOKENIZER_H
 #define K3_TOKENIZER_H
@@ -23,7 +23,7 @@ struct k3_tokenizer;
  * rewrite keeps the meaning the shipped pattern has in tiktoken (Rust `regex` via
  * fancy-regex), which differs from PCRE2's reading of the same text in three places:
  *  - `[A&&[^\p{Han}]]` (class intersection; PCRE2 has none) becomes one negated class
- *    of the complementary general categories plus Han (see tokenizer.c);
+ *    of the complementary general categories plus Han (see pretok.h);
  *  - `\p{Han}` becomes `\p{sc:Han}`: Rust's bare script name is the Script property,
  *    PCRE2's (10.40 on) is Script_Extensions, which would also take 、。・〆 into Han runs;
  *  - `\s` / `\S` become the explicit Unicode White_Space set: PCRE2's \s also matches
@@ -93,12 +93,5 @@ struct k3_utf8_stream {
 };
 size_t k3_utf8_push(struct k3_utf8_stream *s, const uint8_t *bytes, size_t len, char *out);
 size_t k3_utf8_flush(struct k3_utf8_stream *s, char *out);
-
-/* Writes dir/tiktoken.model and dir/tokenizer_config.json for a synthetic model
- * (creating dir if it is missing): n_base BPE ranks learned from the embedded corpus
- * (ranks 0..255 are the single bytes), then vocab_size - n_base >= 2 special slots
- * named as K3 names them.  The same arguments always give the same bytes; the details
- * (tie rules, filling past the corpus) are at the top of bpe_train.c. */
-int k3_tok_synthesize(const char *dir, int vocab_size, int n_base, struct k3_err *err);
 
 #endif

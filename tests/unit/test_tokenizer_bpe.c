@@ -8,7 +8,8 @@
 #include <time.h>
 
 #include "engine/text/tokenizer.h"
-#include "engine/text/tokenizer_internal.h"
+#include "engine/text/bpe.h"
+#include "engine/text/bytemap.h"
 #include "tests/check.h"
 
 static char root[512];

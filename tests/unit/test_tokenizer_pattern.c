@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "engine/text/tokenizer.h"
-#include "engine/text/tokenizer_internal.h"
+#include "engine/text/pretok.h"
 #include "tests/check.h"
 
 static pcre2_code *compile(const char *pattern)

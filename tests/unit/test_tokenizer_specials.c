@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "engine/synth/vocab.h"
 #include "engine/text/tokenizer.h"
 #include "tests/check.h"
 

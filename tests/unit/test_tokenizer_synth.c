@@ -9,9 +9,12 @@
 #include <xxhash.h>
 
 #include "engine/synth/bpe_train.h"
+#include "engine/synth/vocab.h"
 #include "engine/text/tokenizer.h"
+#include "engine/text/bpe.h"
 #include "engine/text/tokenizer_internal.h"
 #include "tests/check.h"
+#include "tests/util.h"
 
 static char root[512];
 
@@ -26,16 +29,8 @@ static char *slurp(const char *dir, const char *name, size_t *len)
 {
     char path[700];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    REQUIRE(f, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    REQUIRE(fread(buf, 1, (size_t)n, f) == (size_t)n, "short read %s", path);
-    buf[n] = 0;
-    fclose(f);
-    *len = (size_t)n;
+    char *buf = read_file(path, len);
+    REQUIRE(buf, "cannot read %s", path);
     return buf;
 }
 

@@ -4,8 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/synth/vocab.h"
 #include "engine/text/tokenizer.h"
-#include "engine/text/tokenizer_internal.h"
+#include "engine/text/utf8.h"
 #include "tests/check.h"
 
 static char root[512];
