@@ -383,6 +383,14 @@ int k3_stream_set_faults(struct k3_stream *s, const char *spec, uint64_t seed, s
     return 0;
 }
 
+int k3_stream_wait_reads(struct k3_stream *s, struct k3_err *err)
+{
+    while (s->inflight > 0)
+        if (pump(s, 1, err))
+            return -1;
+    return 0;
+}
+
 bool k3_stream_faults(const struct k3_stream *s, struct k3_fault_counts *counts)
 {
     if (s->faults)

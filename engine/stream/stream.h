@@ -89,6 +89,9 @@ const char *k3_stream_backend(const struct k3_stream *s);
  * stream can serve many independent runs (tests). */
 int k3_stream_set_faults(struct k3_stream *s, const char *spec, uint64_t seed,
                          struct k3_err *err);
+/* Waits until no read is in flight (prefetches included), so that what was asked for
+ * is in memory: a settled state for tests and benchmarks. */
+int k3_stream_wait_reads(struct k3_stream *s, struct k3_err *err);
 /* Faults injected so far; false when injection is off. */
 bool k3_stream_faults(const struct k3_stream *s, struct k3_fault_counts *counts);
 
