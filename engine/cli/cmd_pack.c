@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine/cli/cli.h"
@@ -11,6 +12,44 @@
 
 #define MAX_DRIVES 256
 #define MIN_CHUNK (64u << 10)
+
+/* What pack says: a line per phase (none with -q), warnings always, and on a terminal a
+ * progress bar. */
+struct report {
+    bool quiet, tty;
+    double start, last;
+};
+
+static double seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void pack_note(void *ctx, bool warning, const char *line)
+{
+    const struct report *r = ctx;
+    if (warning || !r->quiet)
+        fprintf(stderr, "pack: %s%s\n", warning ? "warning: " : "", line);
+}
+
+static void pack_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    struct report *r = ctx;
+    double t = seconds(), el = t - r->start;
+    if (r->quiet || !r->tty || (done < total && t - r->last < 0.25))
+        return;
+    r->last = t;
+    double frac = total ? (double)done / total : 1, rate = el > 0 ? done / el : 0;
+    char bar[31];
+    for (int i = 0; i < 30; i++)
+        bar[i] = i < (int)(frac * 30) ? '#' : ' ';
+    bar[30] = 0;
+    fprintf(stderr, "\rpack: [%s] %5.1f%% %.2f/%.2f GB %4.0f MB/s ETA %4.0f s %s", bar,
+            100 * frac, done / 1e9, total / 1e9, rate / 1e6, rate > 0 ? (total - done) / rate : 0,
+            done == total ? "\n" : "");
+}
 
 int cmd_pack(int argc, char **argv)
 {
@@ -26,14 +65,16 @@ int cmd_pack(int argc, char **argv)
          "each; default: each record in one piece per drive", 0, 0},
         {"replicas", 0, K3_OPT_INT, &replicas, "N",
          "copies of every piece: 2 puts a second one on the next drive", 1, 2},
-        {"quiet", 'q', K3_OPT_FLAG, &quiet, NULL, "one line per phase, no progress bar", 0, 0},
+        {"quiet", 'q', K3_OPT_FLAG, &quiet, NULL, "print nothing but warnings and errors", 0, 0},
     };
     const char *usage = "usage: k3-uring pack --checkpoint DIR --drives D0,D1,.. [--chunk SIZE]";
     struct k3_err err = {{0}};
     int rc = k3_opts_parse(opts, (int)(sizeof opts / sizeof opts[0]), argc, argv, usage, &err);
     if (rc > 0)
         return 0;
-    struct k3_pack_opts po = {.checkpoint = checkpoint, .progress = !quiet, .replicas = replicas};
+    struct report report = {.quiet = quiet, .tty = isatty(2) != 0, .start = seconds()};
+    struct k3_pack_opts po = {.checkpoint = checkpoint, .replicas = replicas, .note = pack_note,
+                              .progress = pack_progress, .ctx = &report};
     if (!rc && (!checkpoint || !drive_list))
         rc = k3_errf(&err, "pack: --checkpoint and --drives are required (see --help)");
     if (!rc && chunk_text && !strcmp(chunk_text, "record")) {
