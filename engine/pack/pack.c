@@ -239,7 +239,7 @@ static int write_piece(struct packer *pk, uint64_t k, struct k3_err *err)
 {
     struct k3_pack_piece *pc = &pk->pp.pieces[k];
     size_t len = (size_t)k3_pack_round_up(pc->bytes, K3_PACK_ALIGN);
-    pc->xxh64 = XXH3_64bits(pk->buf, pc->bytes);
+    pc->xxh3 = XXH3_64bits(pk->buf, pc->bytes);
     memset(pk->buf + pc->bytes, 0, len - pc->bytes);
     int e = k3io_pwrite_full(&pk->files[pc->drive], pk->buf, len, pc->offset);
     if (e)
@@ -268,7 +268,7 @@ static int write_object(struct packer *pk, uint64_t o, XXH3_state_t *st, struct 
         pk->done_bytes += bytes;
         progress(pk);
     }
-    x->xxh64 = XXH3_64bits_digest(st);
+    x->xxh3 = XXH3_64bits_digest(st);
     return 0;
 }
 
@@ -348,7 +348,7 @@ static uint64_t model_hash(const struct packer *pk)
     XXH64_reset(st, 0);
     XXH64_update(st, pk->config_text, pk->config_len);
     for (uint64_t o = 0; o < pk->pp.n_objects; o++)
-        XXH64_update(st, &pk->pp.objects[o].xxh64, sizeof pk->pp.objects[o].xxh64);
+        XXH64_update(st, &pk->pp.objects[o].xxh3, sizeof pk->pp.objects[o].xxh3);
     uint64_t h = XXH64_digest(st);
     XXH64_freeState(st);
     return h;

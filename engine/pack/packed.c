@@ -308,7 +308,7 @@ int k3_packed_verify_piece(const struct k3_packed *p, uint64_t o, uint64_t piece
                            const uint8_t *dst, struct k3_err *err)
 {
     const struct k3_pack_piece *pc = &p->pieces[piece];
-    if (XXH3_64bits(dst, pc->bytes) == pc->xxh64)
+    if (XXH3_64bits(dst, pc->bytes) == pc->xxh3)
         return 0;
     char what[64];
     k3_packed_describe(p, o, what, sizeof what);

@@ -46,7 +46,7 @@ static void check(struct k3_stream *s, int n_jobs)
         const struct k3_pack_object *x = &s->p->objects[b->object];
         const struct k3_pack_piece *pc = &s->p->pieces[x->first_piece + b->first_piece + jobs[i].k];
         jobs[i].bad = XXH3_64bits(b->base + (uint64_t)jobs[i].k * x->piece_bytes, pc->bytes) !=
-                      pc->xxh64;
+                      pc->xxh3;
     }
 }
 
