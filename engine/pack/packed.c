@@ -169,98 +169,136 @@ static int count_mismatch(const struct k3_pack_header *headers, const char *cons
     return k3_errf(err, "drive %s: the pack has %u drives, %d given", paths[0], count, n);
 }
 
+/* Reads and checks every drive's manifest, keeping its header; keeps drive 0's bytes
+ * (every drive holds the same tables) and drops the others' at once, so opening N drives
+ * does not hold N manifests. */
+static int read_manifests(const char *const *paths, int n, struct k3_pack_header *headers,
+                          uint8_t **manifest0, struct k3_err *err)
+{
+    for (int i = 0; i < n; i++) {
+        uint8_t *m = NULL;
+        uint64_t len;
+        if (read_manifest(paths[i], &m, &len, err)) {
+            free(m);
+            return -1;
+        }
+        memcpy(&headers[i], m, sizeof headers[i]);
+        if (headers[i].drive_index == 0 && !*manifest0)
+            *manifest0 = m;
+        else
+            free(m);
+    }
+    return 0;
+}
+
+/* The drives must be exactly one pack's: same id, every index once, the count it says. */
+static int check_one_pack(const struct k3_pack_header *headers, const char *const *paths, int n,
+                          struct k3_err *err)
+{
+    const struct k3_pack_header *h0 = &headers[0];
+    for (int i = 0; i < n; i++) {
+        const struct k3_pack_header *h = &headers[i];
+        if (memcmp(h->pack_id, h0->pack_id, sizeof h->pack_id)) {
+            char a[20], b[20];
+            hex_id(a, h->pack_id);
+            hex_id(b, h0->pack_id);
+            return h->model_xxh64 == h0->model_xxh64
+                       ? k3_errf(err, "drive %s: from another pack of this model (pack %s, drive "
+                                 "%s is pack %s); pack all drives together", paths[i], a, paths[0], b)
+                       : k3_errf(err, "drive %s: holds another model than drive %s", paths[i],
+                                 paths[0]);
+        }
+        if ((int)h->drive_count != n)
+            return count_mismatch(headers, paths, n, err);
+        if (h->sections_xxh64 != h0->sections_xxh64)
+            return k3_errf(err, "drive %s: manifest tables differ from drive %s", paths[i], paths[0]);
+        for (int j = 0; j < i; j++)
+            if (headers[j].drive_index == h->drive_index)
+                return k3_errf(err, "drives %s and %s: both are drive %u of the pack", paths[j],
+                               paths[i], h->drive_index);
+    }
+    return 0;
+}
+
+/* Opens drive i's data file into its slot by drive index; it must be as long as its
+ * manifest says. */
+static int open_data_file(struct k3_packed *p, const struct k3_pack_header *h, const char *dir,
+                          struct k3_err *err)
+{
+    struct k3_pack_drive *d = &p->drives[h->drive_index];
+    char path[K3_PATH_MAX];
+    if (!(d->path = strdup(dir)))
+        return k3_errf(err, "out of memory");
+    if (k3_path_join(path, sizeof path, dir, K3_PACK_DATA_FILE, err))
+        return -1;
+    int e = k3io_open(&d->data, path, O_RDONLY, true);
+    if (e)
+        return k3_errf(err, "drive %s: %s: %s", dir, path, strerror(-e));
+    if (d->data.size < h->data_bytes)
+        return k3_errf(err, "drive %s: %s is %llu bytes, the manifest says %llu (truncated)", dir,
+                       path, (unsigned long long)d->data.size, (unsigned long long)h->data_bytes);
+    return 0;
+}
+
+/* Points the tables and the checkpoint files at drive 0's manifest (checked already). */
+static void map_sections(struct k3_packed *p)
+{
+    const uint8_t *m = p->manifest;
+    const struct k3_pack_header *h = &p->header;
+    p->objects = (const void *)(m + section(h, K3_SEC_OBJECTS)->offset);
+    p->pieces = (const void *)(m + section(h, K3_SEC_PIECES)->offset);
+    p->tensors = (const void *)(m + section(h, K3_SEC_TENSORS)->offset);
+    p->names = (const char *)m + section(h, K3_SEC_NAMES)->offset;
+    p->names_bytes = section(h, K3_SEC_NAMES)->bytes;
+    p->config = (const char *)m + section(h, K3_SEC_CONFIG)->offset;
+    p->config_len = section(h, K3_SEC_CONFIG)->bytes;
+    const struct k3_pack_section *rep = section(h, K3_SEC_REPLICAS);
+    p->replicas = rep ? (const void *)(m + rep->offset) : NULL;
+    const struct k3_pack_section *tk = section(h, K3_SEC_TIKTOKEN), *tc = section(h, K3_SEC_TOKCONFIG);
+    if (tk && tc) {
+        p->tiktoken = (const char *)m + tk->offset;
+        p->tiktoken_len = tk->bytes;
+        p->tokconfig = (const char *)m + tc->offset;
+        p->tokconfig_len = tc->bytes;
+    }
+}
+
+/* The pack, its drives' headers in paths order in *headers ([n], the caller frees). */
+static int open_drives(struct k3_packed *p, const char *const *paths, int n,
+                       struct k3_pack_header *headers, struct k3_err *err)
+{
+    if (read_manifests(paths, n, headers, &p->manifest, err) ||
+        check_one_pack(headers, paths, n, err))
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (open_data_file(p, &headers[i], paths[i], err))
+            return -1;
+    for (int i = 0; i < n; i++)
+        if (headers[i].drive_index == 0)
+            p->header = headers[i];
+    map_sections(p);
+    return 0;
+}
+
 int k3_packed_open(struct k3_packed **out, const char *const *paths, int n, struct k3_err *err)
 {
     *out = NULL;
+    if (n <= 0)
+        return k3_errf(err, "no drives given");
     struct k3_packed *p = calloc(1, sizeof *p);
-    uint8_t **manifests = calloc((size_t)n + 1, sizeof *manifests);
-    struct k3_pack_header *headers = calloc((size_t)n + 1, sizeof *headers);
-    int rc = p && manifests && headers && n > 0 ? 0 : k3_errf(err, "no drives given");
-    if (!rc) {
-        p->n_drives = n;
-        p->drives = calloc((size_t)n, sizeof *p->drives);
-        if (!p->drives)
-            rc = k3_errf(err, "out of memory");
-        for (int i = 0; p->drives && i < n; i++)
-            p->drives[i].data.fd = -1;
+    struct k3_pack_header *headers = calloc((size_t)n, sizeof *headers);
+    struct k3_pack_drive *drives = calloc((size_t)n, sizeof *drives);
+    if (!p || !headers || !drives) {
+        free(p);
+        free(headers);
+        free(drives);
+        return k3_errf(err, "out of memory opening %d drives", n);
     }
-    /* Only drive 0's manifest is kept (they share every table): the others are checked
-     * and dropped at once, so opening N drives does not hold N manifests. */
-    for (int i = 0; !rc && i < n; i++) {
-        uint64_t len;
-        rc = read_manifest(paths[i], &manifests[i], &len, err);
-        if (!rc)
-            memcpy(&headers[i], manifests[i], sizeof headers[i]);
-        if (!rc && headers[i].drive_index != 0) {
-            free(manifests[i]);
-            manifests[i] = NULL;
-        }
-    }
-    /* The drives must be exactly one pack's: same id, every index once, the count it says. */
-    for (int i = 0; !rc && i < n; i++) {
-        const struct k3_pack_header *h = &headers[i], *h0 = &headers[0];
-        char a[20], b[20];
-        hex_id(a, h->pack_id);
-        hex_id(b, h0->pack_id);
-        if (memcmp(h->pack_id, h0->pack_id, sizeof h->pack_id))
-            rc = h->model_xxh64 == h0->model_xxh64
-                     ? k3_errf(err, "drive %s: from another pack of this model (pack %s, drive %s "
-                               "is pack %s); pack all drives together", paths[i], a, paths[0], b)
-                     : k3_errf(err, "drive %s: holds another model than drive %s", paths[i],
-                               paths[0]);
-        else if ((int)h->drive_count != n)
-            rc = count_mismatch(headers, paths, n, err);
-        else if (h->sections_xxh64 != h0->sections_xxh64)
-            rc = k3_errf(err, "drive %s: manifest tables differ from drive %s", paths[i], paths[0]);
-        for (int j = 0; !rc && j < i; j++)
-            if (headers[j].drive_index == h->drive_index)
-                rc = k3_errf(err, "drives %s and %s: both are drive %u of the pack", paths[j],
-                             paths[i], h->drive_index);
-    }
-    for (int i = 0; !rc && i < n; i++) {
-        struct k3_pack_drive *d = &p->drives[headers[i].drive_index];
-        d->path = strdup(paths[i]);
-        char path[K3_PATH_MAX];
-        rc = d->path ? k3_path_join(path, sizeof path, paths[i], K3_PACK_DATA_FILE, err)
-                     : k3_errf(err, "out of memory");
-        int e = rc ? 0 : k3io_open(&d->data, path, O_RDONLY, true);
-        if (!rc && e)
-            rc = k3_errf(err, "drive %s: %s: %s", paths[i], path, strerror(-e));
-        if (!rc && d->data.size < headers[i].data_bytes)
-            rc = k3_errf(err, "drive %s: %s is %llu bytes, the manifest says %llu (truncated)",
-                         paths[i], path, (unsigned long long)d->data.size,
-                         (unsigned long long)headers[i].data_bytes);
-    }
-    if (!rc) {
-        int first = 0;
-        while (headers[first].drive_index != 0)
-            first++;
-        p->header = headers[first];
-        p->manifest = manifests[first];
-        manifests[first] = NULL;
-        const uint8_t *m = p->manifest;
-        const struct k3_pack_header *h = &p->header;
-        p->objects = (const void *)(m + section(h, K3_SEC_OBJECTS)->offset);
-        p->pieces = (const void *)(m + section(h, K3_SEC_PIECES)->offset);
-        p->tensors = (const void *)(m + section(h, K3_SEC_TENSORS)->offset);
-        p->names = (const char *)m + section(h, K3_SEC_NAMES)->offset;
-        p->names_bytes = section(h, K3_SEC_NAMES)->bytes;
-        p->config = (const char *)m + section(h, K3_SEC_CONFIG)->offset;
-        p->config_len = section(h, K3_SEC_CONFIG)->bytes;
-        const struct k3_pack_section *rep = section(h, K3_SEC_REPLICAS);
-        p->replicas = rep ? (const void *)(m + rep->offset) : NULL;
-        const struct k3_pack_section *tk = section(h, K3_SEC_TIKTOKEN),
-                                     *tc = section(h, K3_SEC_TOKCONFIG);
-        if (tk && tc) {
-            p->tiktoken = (const char *)m + tk->offset;
-            p->tiktoken_len = tk->bytes;
-            p->tokconfig = (const char *)m + tc->offset;
-            p->tokconfig_len = tc->bytes;
-        }
-    }
-    for (int i = 0; manifests && i < n; i++)
-        free(manifests[i]);
-    free(manifests);
+    p->n_drives = n;
+    p->drives = drives;
+    for (int i = 0; i < n; i++)
+        p->drives[i].data.fd = -1;
+    int rc = open_drives(p, paths, n, headers, err);
     free(headers);
     if (rc) {
         k3_packed_close(p);
