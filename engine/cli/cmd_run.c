@@ -230,6 +230,13 @@ static int prepare_prompt(struct runner *r, struct k3_err *err)
     return 0;
 }
 
+/* What the read path says while running (a drive taken as lost). */
+static void read_path_note(void *ctx, const char *line)
+{
+    (void)ctx;
+    fprintf(stderr, "k3-uring: note: %s\n", line);
+}
+
 static int open_read_path(struct runner *r, struct k3_err *err)
 {
     const struct run_opts *o = r->o;
@@ -259,6 +266,7 @@ static int open_read_path(struct runner *r, struct k3_err *err)
         .faults = getenv("K3_FAULTS"),
         .fault_seed = fault_seed,
         .logits_bytes = sizeof(float) * (size_t)K3_CHUNK * (size_t)c->vocab,
+        .note = read_path_note,
     };
     char note[256] = "";
     if (k3_stream_open(&r->stream, &r->m, &so, note, sizeof note, err))

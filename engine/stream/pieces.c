@@ -160,8 +160,12 @@ static void count_drive(struct k3_stream *s, uint32_t drive, bool ok)
     if (++s->drive_failures[drive] < DRIVE_LOST_AFTER || !s->p->replicas || s->drive_lost[drive])
         return;
     s->drive_lost[drive] = true;
-    fprintf(stderr, "k3-uring: note: drive %s: %d reads failed in a row; reading its pieces "
-                    "from their replicas\n", s->p->drives[drive].path, DRIVE_LOST_AFTER);
+    if (s->o.note) {
+        char line[sizeof(struct k3_err)];
+        snprintf(line, sizeof line, "drive %s: %d reads failed in a row; reading its pieces from "
+                 "their replicas", s->p->drives[drive].path, DRIVE_LOST_AFTER);
+        s->o.note(s->o.note_ctx, line);
+    }
 }
 
 /* A failed read of piece j is read again: at the same place while tries remain, then

@@ -45,6 +45,10 @@ struct k3_stream_opts {
     const char *faults;        /* fault injection spec (faults.h), or NULL */
     uint64_t fault_seed;
     uint64_t logits_bytes;     /* what the caller keeps for logits (counted in the budget) */
+    /* A fallback taken while reading, one line (e.g. a drive taken as lost, its pieces
+     * read from replicas); called on the caller's thread.  NULL: not said. */
+    void (*note)(void *ctx, const char *line);
+    void *note_ctx;
 };
 
 /* Counters since the stream opened; difference two snapshots for one token. */
