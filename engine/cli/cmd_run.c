@@ -572,7 +572,7 @@ static int generate(const struct run_opts *o, struct k3_err *err)
 
 int cmd_run(int argc, char **argv)
 {
-    struct run_opts o = {.n_predict = 16, .top_p = 1.0f, .seed = 1, .prefetch_k = 24,
+    struct run_opts o = {.n_predict = 16, .top_p = 1.0f, .seed = 1, .prefetch_k = K3_PREFETCH_K_DEFAULT,
                          .prefetch_depth = 2, .predict_text = "on", .predict_from_text = "moe-input-next",
                          .think_text = "on", .numa_text = "auto"};
     const struct k3_opt opts[] = {

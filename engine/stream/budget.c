@@ -4,6 +4,7 @@
 
 #include "engine/forward/forward.h"
 #include "engine/model/tensors.h"
+#include "engine/stream/verify.h"
 
 static const double GIB = 1073741824.0;
 
@@ -16,9 +17,10 @@ static uint64_t fixed_part(const struct k3_budget_input *in, struct k3_budget *b
     b->manifest = in->manifest_bytes;
     b->logits = in->logits_bytes;
     b->expert_inflight = (uint64_t)in->inflight_records * in->record_bytes;
-    b->embed_rows = 2 * in->piece_bytes;
+    b->verify = k3_verify_scratch_bytes();
+    b->embed_buffer = in->embed_buffer_bytes;
     return b->runtime + b->state + b->scratch + b->vectors + b->manifest + b->logits +
-           b->expert_inflight + b->embed_rows;
+           b->expert_inflight + b->verify + b->embed_buffer;
 }
 
 /* Largest layer or output segment not resident: the size of each stream slot (the
@@ -184,7 +186,7 @@ void k3_budget_print(FILE *f, const struct k3_budget *b, const struct k3_budget_
             (unsigned long long)b->floor, in->ctx);
     fprintf(f, "  session state         %8.3f GiB (KDA state, conv rings, MLA cache)\n",
             b->state / G);
-    fprintf(f, "  runtime + scratch     %8.3f GiB\n", (b->runtime + b->scratch) / G);
+    fprintf(f, "  runtime + scratch     %8.3f GiB\n", (b->runtime + b->scratch + b->verify) / G);
     fprintf(f, "  small tensors         %8.3f GiB\n", (b->vectors + b->manifest) / G);
     fprintf(f, "  expert buffers        %8.3f GiB (%d in flight)\n", b->expert_inflight / G,
             in->inflight_records);

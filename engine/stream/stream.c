@@ -39,9 +39,8 @@ static int budget_input(struct k3_stream *s, struct k3_err *err)
         s->segment_bytes[i] = k3_packed_buffer_bytes(p, (uint64_t)i);
     bool has_records = p->header.n_objects > p->header.n_trunk_objects;
     s->record_stride = has_records ? k3_packed_buffer_bytes(p, p->header.n_trunk_objects) : 0;
-    /* An embedding row spans at most this many pieces. */
-    uint64_t piece = p->objects[K3_SEG_EMBED].piece_bytes, row = 2 * (uint64_t)c->hidden;
-    s->embed_capacity = ((row + piece - 1) / piece + 1) * piece;
+    s->embed_capacity = k3_budget_embed_buffer_bytes(2 * (uint64_t)c->hidden,
+                                                     p->objects[K3_SEG_EMBED].piece_bytes);
     s->in = (struct k3_budget_input){
         .cfg = c,
         .ctx = s->o.ctx,
@@ -51,7 +50,7 @@ static int budget_input(struct k3_stream *s, struct k3_err *err)
         .segment_bytes = s->segment_bytes,
         .vector_bytes = vector_bytes(&s->m->plan),
         .record_bytes = s->record_stride,
-        .piece_bytes = s->embed_capacity / 2,
+        .embed_buffer_bytes = s->embed_capacity,
         .manifest_bytes = p->header.manifest_bytes,
         .logits_bytes = s->o.logits_bytes,
         .inflight_records = has_records ? c->top_k + s->o.prefetch_k : 0,

@@ -25,6 +25,10 @@
 #include "engine/base/trace.h"
 #include "iouring/reader.h"
 
+/* Records a layer prefetches for the next by default (run's --prefetch-k; plan assumes
+ * it). */
+#define K3_PREFETCH_K_DEFAULT 24
+
 /* Budget presets for k3_stream_opts.ram. */
 #define K3_RAM_TRUNK 0           /* the whole trunk resident (and the floor's buffers) */
 #define K3_RAM_FLOOR UINT64_MAX  /* the floor: every segment streamed */

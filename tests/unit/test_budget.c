@@ -36,7 +36,7 @@ static struct k3_budget_input input(const uint64_t *bytes, int n)
         .segment_bytes = bytes,
         .vector_bytes = 1 * MiB,
         .record_bytes = 4 * MiB,
-        .piece_bytes = 64 * 1024,
+        .embed_buffer_bytes = 2 * 64 * 1024,
         .manifest_bytes = 1 * MiB,
         .logits_bytes = 1 * MiB,
         .inflight_records = 4,
