@@ -32,6 +32,13 @@ static const struct k3_pack_section *section(const struct k3_pack_header *h, uin
     return NULL;
 }
 
+/* Section s holds exactly count entries of size bytes (by division: count * size could
+ * wrap around for a count from a damaged header). */
+static bool holds(const struct k3_pack_section *s, uint64_t count, size_t size)
+{
+    return s->bytes % size == 0 && s->bytes / size == count;
+}
+
 static int check_tables(const uint8_t *m, const struct k3_pack_header *h, const char *file,
                         struct k3_err *err)
 {
@@ -40,9 +47,9 @@ static int check_tables(const uint8_t *m, const struct k3_pack_header *h, const 
                                  *ten = section(h, K3_SEC_TENSORS), *nam = section(h, K3_SEC_NAMES);
     if (!obj || !pcs || !ten || !nam || !section(h, K3_SEC_CONFIG))
         return k3_errf(err, "%s: a required section is missing", file);
-    if (obj->bytes != h->n_objects * sizeof(struct k3_pack_object) ||
-        pcs->bytes != h->n_pieces * sizeof(struct k3_pack_piece) ||
-        ten->bytes != h->n_tensors * sizeof(struct k3_pack_tensor) ||
+    if (!holds(obj, h->n_objects, sizeof(struct k3_pack_object)) ||
+        !holds(pcs, h->n_pieces, sizeof(struct k3_pack_piece)) ||
+        !holds(ten, h->n_tensors, sizeof(struct k3_pack_tensor)) ||
         h->n_trunk_objects > h->n_objects || (nam->bytes && m[nam->offset + nam->bytes - 1]))
         return k3_errf(err, "%s: table sizes disagree with the header counts", file);
     const struct k3_pack_object *objects = (const void *)(m + obj->offset);
@@ -68,7 +75,7 @@ static int check_tables(const uint8_t *m, const struct k3_pack_header *h, const 
         }
     }
     const struct k3_pack_section *rep = section(h, K3_SEC_REPLICAS);
-    if (rep && rep->bytes != h->n_pieces * sizeof(struct k3_pack_replica))
+    if (rep && !holds(rep, h->n_pieces, sizeof(struct k3_pack_replica)))
         return k3_errf(err, "%s: replica table size disagrees with the piece count", file);
     for (uint64_t i = 0; rep && i < h->n_pieces; i++) {
         const struct k3_pack_replica *r = (const void *)(m + rep->offset + i * sizeof *r);

@@ -26,7 +26,7 @@ len=$(od -An -t u8 -N 8 "$shard" | tr -d ' ')
   dd if="$shard" iflag=skip_bytes,count_bytes skip=8 count="$len" bs=64K status=none; } >"$work/header.seed"
 corpus fuzz_safetensors "$work/header.seed" "$m/model.safetensors.index.json"
 corpus fuzz_config "$m/config.json"
-corpus fuzz_manifest "$seeds/pack/a/k3-uring.manifest"
+corpus fuzz_manifest "$root"/tests/fuzz/regressions/fuzz_manifest/*
 { cat "$m/tiktoken.model"; printf '\0'; cat "$m/tokenizer_config.json"; } >"$work/tokenizer.seed"
 corpus fuzz_tokenizer "$work/tokenizer.seed"
 
