@@ -54,6 +54,23 @@ static void checkpoint_sections(const char *config, const struct k3_tensor_spec 
     sec->tokconfig = file_bytes(dir, "tokenizer_config.json");
 }
 
+/* Each spec's bytes as synth stores it ([n], malloc'd; NULL when out of memory), and in
+ * *vectors the small tensors' bytes as the model keeps them (f32). */
+static uint64_t *spec_bytes(const struct k3_tensor_spec *specs, int n, uint64_t *vectors)
+{
+    uint64_t *bytes = calloc((size_t)n, sizeof *bytes);
+    *vectors = 0;
+    for (int i = 0; bytes && i < n; i++) {
+        uint64_t numel = 1;
+        for (int d = 0; d < specs[i].ndim; d++)
+            numel *= (uint64_t)specs[i].shape[d];
+        bytes[i] = numel * (uint64_t)k3_dtype_size(k3_spec_dtype(&specs[i]));
+        if (specs[i].kind != K3_T_MATRIX)
+            *vectors += numel * 4;
+    }
+    return bytes;
+}
+
 /* What a default pack of cfg (`config` names it) over n_drives would hold, as the budget
  * sees it: the same quantities the runtime gives it for that pack (stream.c), and the
  * default run's records in flight. */
@@ -65,15 +82,7 @@ static int budget_input(const struct k3_config *c, const char *config, int n_dri
     int n;
     if (k3_trunk_specs(c, &specs, &n))
         return k3_errf(err, "out of memory");
-    uint64_t *bytes = calloc((size_t)n, sizeof *bytes), vectors = 0;
-    for (int i = 0; bytes && i < n; i++) {
-        uint64_t numel = 1;
-        for (int d = 0; d < specs[i].ndim; d++)
-            numel *= (uint64_t)specs[i].shape[d];
-        bytes[i] = numel * (uint64_t)k3_dtype_size(k3_spec_dtype(&specs[i]));
-        if (specs[i].kind != K3_T_MATRIX)
-            vectors += numel * 4;
-    }
+    uint64_t vectors, *bytes = spec_bytes(specs, n, &vectors);
     struct k3_trunk_layout t = {0};
     struct k3_pack_plan pp = {0};
     struct k3_record_layout rec;

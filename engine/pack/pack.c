@@ -354,42 +354,63 @@ static uint64_t model_hash(const struct packer *pk)
     return h;
 }
 
+struct section_src {
+    uint32_t kind;
+    const void *p;
+    size_t len;
+};
+
+/* The manifest's sections in pack_format.h's order (replicas only with 2); returns how
+ * many. */
+static int sections_of(const struct packer *pk, const struct blob *tensors,
+                       const struct blob *names, struct section_src *secs)
+{
+    const struct k3_pack_plan *pp = &pk->pp;
+    int n = 0;
+    secs[n++] = (struct section_src){K3_SEC_CONFIG, pk->config_text, pk->config_len};
+    secs[n++] = (struct section_src){K3_SEC_TIKTOKEN, pk->tiktoken, pk->tiktoken_len};
+    secs[n++] = (struct section_src){K3_SEC_TOKCONFIG, pk->tokconfig, pk->tokconfig_len};
+    secs[n++] = (struct section_src){K3_SEC_OBJECTS, pp->objects, pp->n_objects * sizeof *pp->objects};
+    secs[n++] = (struct section_src){K3_SEC_PIECES, pp->pieces, pp->n_pieces * sizeof *pp->pieces};
+    secs[n++] = (struct section_src){K3_SEC_TENSORS, tensors->data, tensors->len};
+    secs[n++] = (struct section_src){K3_SEC_NAMES, names->data, names->len};
+    if (pp->replicas)
+        secs[n++] = (struct section_src){K3_SEC_REPLICAS, pp->replicas,
+                                         pp->n_pieces * sizeof *pp->replicas};
+    return n;
+}
+
+/* What every drive's header says alike (sections, drive index, sizes and checksums
+ * are filled in after). */
+static void shared_header(const struct packer *pk, int n_sections, struct k3_pack_header *h)
+{
+    const struct k3_pack_plan *pp = &pk->pp;
+    uint64_t first_record = pp->n_trunk < pp->n_objects ? pp->n_trunk : 0;
+    *h = (struct k3_pack_header){
+        .version = K3_PACK_VERSION,
+        .header_bytes = sizeof *h,
+        .drive_count = (uint32_t)pk->n_drives,
+        .chunk_bytes = pk->o->whole_records ? 0 : pp->objects[first_record].piece_bytes,
+        .n_objects = pp->n_objects,
+        .n_pieces = pp->n_pieces,
+        .n_tensors = (uint64_t)pk->plan.n_specs,
+        .n_trunk_objects = (uint32_t)pp->n_trunk,
+        .n_sections = (uint32_t)n_sections,
+        .model_xxh64 = model_hash(pk),
+    };
+    memcpy(h->magic, K3_PACK_MAGIC, sizeof h->magic);
+}
+
 /* The manifest body (every section, in order) and the header the drives share;
  * drive_index, data_bytes and manifest_xxh64 are each drive's. */
 static int manifest_body(struct packer *pk, struct k3_pack_header *h, struct blob *body,
                          struct k3_err *err)
 {
     struct blob tensors = {0}, names = {0};
+    struct section_src secs[K3_PACK_MAX_SECTIONS];
     int rc = tensor_tables(pk, &tensors, &names) ? k3_errf(err, "out of memory") : 0;
-    const struct k3_pack_plan *pp = &pk->pp;
-    struct {
-        uint32_t kind;
-        const void *p;
-        size_t len;
-    } secs[] = {
-        {K3_SEC_CONFIG, pk->config_text, pk->config_len},
-        {K3_SEC_TIKTOKEN, pk->tiktoken, pk->tiktoken_len},
-        {K3_SEC_TOKCONFIG, pk->tokconfig, pk->tokconfig_len},
-        {K3_SEC_OBJECTS, pp->objects, pp->n_objects * sizeof *pp->objects},
-        {K3_SEC_PIECES, pp->pieces, pp->n_pieces * sizeof *pp->pieces},
-        {K3_SEC_TENSORS, tensors.data, tensors.len},
-        {K3_SEC_NAMES, names.data, names.len},
-        {K3_SEC_REPLICAS, pp->replicas, pp->replicas ? pp->n_pieces * sizeof *pp->replicas : 0},
-    };
-    int n_secs = (int)(sizeof secs / sizeof secs[0]) - (pp->replicas ? 0 : 1);
-    *h = (struct k3_pack_header){
-        .version = K3_PACK_VERSION,
-        .header_bytes = sizeof *h,
-        .drive_count = (uint32_t)pk->n_drives,
-        .chunk_bytes = pk->o->whole_records ? 0 : pp->objects[pp->n_trunk < pp->n_objects ? pp->n_trunk : 0].piece_bytes,
-        .n_objects = pp->n_objects,
-        .n_pieces = pp->n_pieces,
-        .n_tensors = (uint64_t)pk->plan.n_specs,
-        .n_trunk_objects = (uint32_t)pp->n_trunk,
-        .n_sections = (uint32_t)n_secs,
-        .model_xxh64 = model_hash(pk),
-    };
-    memcpy(h->magic, K3_PACK_MAGIC, sizeof h->magic);
+    int n_secs = sections_of(pk, &tensors, &names, secs);
+    shared_header(pk, n_secs, h);
     if (!rc && getrandom(h->pack_id, sizeof h->pack_id, 0) != (ssize_t)sizeof h->pack_id)
         rc = k3_errf(err, "getrandom: %s", strerror(errno));
     XXH64_state_t *st = XXH64_createState();

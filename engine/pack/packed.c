@@ -39,22 +39,10 @@ static bool holds(const struct k3_pack_section *s, uint64_t count, size_t size)
     return s->bytes % size == 0 && s->bytes / size == count;
 }
 
-static int check_tables(const uint8_t *m, const struct k3_pack_header *h, const char *file,
-                        struct k3_err *err)
+/* Every object's piece range, and each piece's size, drive and place. */
+static int check_objects(const struct k3_pack_header *h, const struct k3_pack_object *objects,
+                         const struct k3_pack_piece *pieces, const char *file, struct k3_err *err)
 {
-    const struct k3_pack_section *obj = section(h, K3_SEC_OBJECTS),
-                                 *pcs = section(h, K3_SEC_PIECES),
-                                 *ten = section(h, K3_SEC_TENSORS), *nam = section(h, K3_SEC_NAMES);
-    if (!obj || !pcs || !ten || !nam || !section(h, K3_SEC_CONFIG))
-        return k3_errf(err, "%s: a required section is missing", file);
-    if (!holds(obj, h->n_objects, sizeof(struct k3_pack_object)) ||
-        !holds(pcs, h->n_pieces, sizeof(struct k3_pack_piece)) ||
-        !holds(ten, h->n_tensors, sizeof(struct k3_pack_tensor)) ||
-        h->n_trunk_objects > h->n_objects || (nam->bytes && m[nam->offset + nam->bytes - 1]))
-        return k3_errf(err, "%s: table sizes disagree with the header counts", file);
-    const struct k3_pack_object *objects = (const void *)(m + obj->offset);
-    const struct k3_pack_piece *pieces = (const void *)(m + pcs->offset);
-    const struct k3_pack_tensor *tensors = (const void *)(m + ten->offset);
     for (uint64_t o = 0; o < h->n_objects; o++) {
         const struct k3_pack_object *x = &objects[o];
         if (!x->piece_bytes || x->piece_bytes % K3_PACK_ALIGN || !x->n_pieces ||
@@ -74,10 +62,19 @@ static int check_tables(const uint8_t *m, const struct k3_pack_header *h, const 
             sum += p->bytes;
         }
     }
+    return 0;
+}
+
+/* The replica table, when there is one: a drive and place for every piece. */
+static int check_replicas(const uint8_t *m, const struct k3_pack_header *h,
+                          const struct k3_pack_piece *pieces, const char *file, struct k3_err *err)
+{
     const struct k3_pack_section *rep = section(h, K3_SEC_REPLICAS);
-    if (rep && !holds(rep, h->n_pieces, sizeof(struct k3_pack_replica)))
+    if (!rep)
+        return 0;
+    if (!holds(rep, h->n_pieces, sizeof(struct k3_pack_replica)))
         return k3_errf(err, "%s: replica table size disagrees with the piece count", file);
-    for (uint64_t i = 0; rep && i < h->n_pieces; i++) {
+    for (uint64_t i = 0; i < h->n_pieces; i++) {
         const struct k3_pack_replica *r = (const void *)(m + rep->offset + i * sizeof *r);
         if (r->drive >= h->drive_count || r->offset % K3_PACK_ALIGN ||
             (r->drive == h->drive_index &&
@@ -85,14 +82,43 @@ static int check_tables(const uint8_t *m, const struct k3_pack_header *h, const 
             return k3_errf(err, "%s: replica of piece %llu: bad drive or offset", file,
                            (unsigned long long)i);
     }
+    return 0;
+}
+
+/* Every tensor inside its trunk segment, with a name. */
+static int check_tensors(const struct k3_pack_header *h, const struct k3_pack_object *objects,
+                         const struct k3_pack_tensor *tensors, uint64_t names_bytes,
+                         const char *file, struct k3_err *err)
+{
     for (uint64_t i = 0; i < h->n_tensors; i++) {
         const struct k3_pack_tensor *t = &tensors[i];
         if (t->object >= h->n_trunk_objects || t->offset > objects[t->object].bytes ||
-            t->bytes > objects[t->object].bytes - t->offset || t->name_offset >= nam->bytes ||
+            t->bytes > objects[t->object].bytes - t->offset || t->name_offset >= names_bytes ||
             t->ndim > 3)
             return k3_errf(err, "%s: tensor %llu: out of bounds", file, (unsigned long long)i);
     }
     return 0;
+}
+
+static int check_tables(const uint8_t *m, const struct k3_pack_header *h, const char *file,
+                        struct k3_err *err)
+{
+    const struct k3_pack_section *obj = section(h, K3_SEC_OBJECTS),
+                                 *pcs = section(h, K3_SEC_PIECES),
+                                 *ten = section(h, K3_SEC_TENSORS), *nam = section(h, K3_SEC_NAMES);
+    if (!obj || !pcs || !ten || !nam || !section(h, K3_SEC_CONFIG))
+        return k3_errf(err, "%s: a required section is missing", file);
+    if (!holds(obj, h->n_objects, sizeof(struct k3_pack_object)) ||
+        !holds(pcs, h->n_pieces, sizeof(struct k3_pack_piece)) ||
+        !holds(ten, h->n_tensors, sizeof(struct k3_pack_tensor)) ||
+        h->n_trunk_objects > h->n_objects || (nam->bytes && m[nam->offset + nam->bytes - 1]))
+        return k3_errf(err, "%s: table sizes disagree with the header counts", file);
+    const struct k3_pack_object *objects = (const void *)(m + obj->offset);
+    const struct k3_pack_piece *pieces = (const void *)(m + pcs->offset);
+    const struct k3_pack_tensor *tensors = (const void *)(m + ten->offset);
+    if (check_objects(h, objects, pieces, file, err) || check_replicas(m, h, pieces, file, err))
+        return -1;
+    return check_tensors(h, objects, tensors, nam->bytes, file, err);
 }
 
 int k3_pack_manifest_check(const uint8_t *m, uint64_t len, const char *file, struct k3_err *err)
