@@ -5,8 +5,6 @@
 #include <hwloc.h>
 #include <omp.h>
 #include <stdint.h>
-#include <string.h>
-#include <sys/mman.h>
 
 /* The PU this OS thread was last pinned to by this module, -1 when unknown. */
 static _Thread_local int pinned_cpu = -1;
@@ -80,84 +78,6 @@ int k3numa_thread_cpus(const struct k3numa_topo *t, int *cpus, int max)
 }
 
 /* ------------------------------------------------------------------ memory */
-
-#define HUGE_2M ((size_t)2 << 20)
-#define PAGE_4K ((size_t)4096)
-
-int k3numa_area_alloc(const struct k3numa_topo *t, struct k3numa_area *a, size_t len,
-                      int node)
-{
-    memset(a, 0, sizeof *a);
-    a->node = node < 0 ? -1 : node;
-    if (node >= 0 && k3numa_layout_node_index(k3numa_topo_layout(t), node) < 0)
-        return -EINVAL;
-    hwloc_topology_t h = k3numa_topo_hwloc(t);
-    size_t align = len >= HUGE_2M ? HUGE_2M : PAGE_4K;
-    size_t n = len ? (len + align - 1) / align * align : align;
-    if (n < len || n + align < n)
-        return -ENOMEM;
-    /* Room to align: hwloc gives page-aligned mmap memory on this machine, and plain
-     * malloc memory on a synthetic or XML topology. */
-    size_t raw_len = n + align;
-    void *raw = NULL;
-    if (node >= 0) {
-        hwloc_bitmap_t set = hwloc_bitmap_alloc();
-        if (!set)
-            return -ENOMEM;
-        hwloc_bitmap_only(set, (unsigned)node);
-        errno = 0;
-        raw = hwloc_alloc_membind(h, raw_len, set, HWLOC_MEMBIND_BIND,
-                                  HWLOC_MEMBIND_BYNODESET | HWLOC_MEMBIND_STRICT);
-        hwloc_bitmap_free(set);
-        if (raw)
-            a->bound = true;
-        else
-            a->bind_err = errno ? -errno : -ENOSYS;
-    }
-    if (!raw)
-        raw = hwloc_alloc(h, raw_len);
-    if (!raw)
-        return -ENOMEM;
-    uintptr_t at = ((uintptr_t)raw + align - 1) / align * align;
-    a->raw = raw;
-    a->raw_len = raw_len;
-    a->p = (void *)at;
-    a->len = n;
-    if (align == HUGE_2M)
-        madvise(a->p, n, MADV_HUGEPAGE); /* advice only: without THP it is ordinary memory */
-    if (k3numa_topo_is_real(t)) {
-        /* Fresh anonymous mmap memory is zero: one write per page faults it in. */
-        for (size_t off = 0; off < n; off += PAGE_4K)
-            ((volatile char *)a->p)[off] = 0;
-    } else {
-        memset(a->p, 0, n);
-    }
-    return 0;
-}
-
-void k3numa_area_free(const struct k3numa_topo *t, struct k3numa_area *a)
-{
-    if (a->raw)
-        hwloc_free(k3numa_topo_hwloc(t), a->raw, a->raw_len);
-    memset(a, 0, sizeof *a);
-    a->node = -1;
-}
-
-int k3numa_area_nodes(const struct k3numa_topo *t, const void *p, size_t len, int *nodes,
-                      int max)
-{
-    hwloc_bitmap_t set = hwloc_bitmap_alloc();
-    if (!set)
-        return -ENOMEM;
-    int rc;
-    if (hwloc_get_area_memlocation(k3numa_topo_hwloc(t), p, len, set,
-                                   HWLOC_MEMBIND_BYNODESET) < 0)
-        rc = errno ? -errno : -ENOSYS;
-    else
-        rc = bitmap_to_list(set, nodes, max);
-    hwloc_bitmap_free(set);
-    return rc;
-}
 
 int k3numa_range_bind(const struct k3numa_topo *t, void *p, size_t len, int node)
 {

@@ -1,8 +1,8 @@
 /* Applying a plan: pinning threads, node-bound memory, and reading back what was set.
  *
- * Owns: hwloc's binding calls (hwloc_set_cpubind per thread, hwloc_alloc_membind with
- * BIND on one node), their alignment, the OpenMP thread binding, and the queries that
- * check them (hwloc_get_cpubind, hwloc_get_area_memlocation).
+ * Owns: hwloc's binding calls (hwloc_set_cpubind per thread, hwloc_set_area_membind to
+ * bind or interleave parts of an area already allocated), the OpenMP thread binding, and
+ * the query that checks a thread's (hwloc_get_cpubind).
  * Does not own: deciding where (plan.h), what runs or what the memory holds.  Knows
  * nothing of models.
  *
@@ -38,35 +38,6 @@ int k3numa_bind_thread(const struct k3numa_topo *t, const int *cpus, int n);
 /* The PUs the calling thread may run on, ascending, into cpus[0..max); returns how many
  * there are (possibly more than max), or -errno. */
 int k3numa_thread_cpus(const struct k3numa_topo *t, int *cpus, int max);
-
-/* Node-bound memory for read buffers. */
-struct k3numa_area {
-    void *p;          /* [len] bytes, zeroed, every page already faulted in: aligned to
-                       * 4 KiB, or to 2 MiB (and madvised MADV_HUGEPAGE) when len >= 2 MiB */
-    size_t len;       /* as asked, rounded up to that alignment */
-    int node;         /* NUMA node OS index asked for; -1 none */
-    bool bound;       /* the memory policy is BIND to node */
-    int bind_err;     /* when node >= 0 but !bound: the -errno of the refused binding
-                       * (e.g. -EPERM: mbind blocked by a container's seccomp profile);
-                       * the memory is then ordinary, unbound */
-    void *raw;        /* what hwloc allocated, for hwloc_free */
-    size_t raw_len;
-};
-
-/* Allocates len bytes bound to NUMA node `node` (OS index; -1: not bound, as under
- * --numa off) with hwloc_alloc_membind(BIND, BYNODESET, STRICT), then faults every page
- * in so that placement happens now and a node short of memory shows at start-up, not
- * mid-decode.  A refused binding falls back to unbound memory (a->bound false, reason in
- * a->bind_err) rather than failing.  -EINVAL: node not in the topology; -ENOMEM. */
-int k3numa_area_alloc(const struct k3numa_topo *t, struct k3numa_area *a, size_t len,
-                      int node);
-void k3numa_area_free(const struct k3numa_topo *t, struct k3numa_area *a);
-
-/* The NUMA nodes (OS indexes, ascending) holding the pages of [p, p + len) that are
- * faulted in, into nodes[0..max); returns how many (possibly more than max), or -errno.
- * On a topology that is not this machine hwloc answers every node. */
-int k3numa_area_nodes(const struct k3numa_topo *t, const void *p, size_t len, int *nodes,
-                      int max);
 
 /* Binds (and migrates) the whole pages inside [p, p + len) to node (OS index; -1: leave
  * them): for parts of one area that belong on different nodes, e.g. one registered read

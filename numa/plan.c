@@ -190,14 +190,6 @@ nomem:
     return -ENOMEM;
 }
 
-int k3numa_plan_team_of_node(const struct k3numa_plan *p, int node)
-{
-    for (int k = 0; k < p->n_teams; k++)
-        if (p->teams[k].node == node)
-            return k;
-    return (node > 0 ? node : 0) % p->n_teams;
-}
-
 /* Cut point k of `parts` over rows rows in whole granules (the last one may be short). */
 static int cut(int rows, int granule, int k, int parts)
 {

@@ -86,11 +86,6 @@ int k3numa_plan_make(struct k3numa_plan **out, const struct k3numa_layout *l,
                      const int *drive_nodes, int n_drives, int threads, unsigned flags);
 void k3numa_plan_free(struct k3numa_plan *p);
 
-/* The team that computes an expert whose buffer is on node (rule 6).  Buffers placed by
- * this plan are always on a team's node; any other node (or -1) maps to team
- * max(node, 0) mod n_teams, so the answer is always a valid team. */
-int k3numa_plan_team_of_node(const struct k3numa_plan *p, int node);
-
 /* Rule 7: rows [*begin, *end) of a rows-row mat-vec for OpenMP thread `thread`, or for
  * team `team`.  granule >= 1 (e.g. 16 rows = one 64-byte line of f32 outputs per cut);
  * a thread or team may get an empty range when rows are few. */

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine/cli/cli.h"
@@ -12,6 +13,44 @@
 #define MAX_DRIVES 256
 #define MIN_CHUNK (64u << 10)
 #define CHUNK_RECORD UINT64_MAX /* --chunk record */
+
+/* What pack says: a line per phase (none with -q), warnings always, and on a terminal a
+ * progress bar. */
+struct report {
+    bool quiet, tty;
+    double start, last;
+};
+
+static double seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void pack_note(void *ctx, bool warning, const char *line)
+{
+    const struct report *r = ctx;
+    if (warning || !r->quiet)
+        fprintf(stderr, "pack: %s%s\n", warning ? "warning: " : "", line);
+}
+
+static void pack_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    struct report *r = ctx;
+    double t = seconds(), el = t - r->start;
+    if (r->quiet || !r->tty || (done < total && t - r->last < 0.25))
+        return;
+    r->last = t;
+    double frac = total ? (double)done / total : 1, rate = el > 0 ? done / el : 0;
+    char bar[31];
+    for (int i = 0; i < 30; i++)
+        bar[i] = i < (int)(frac * 30) ? '#' : ' ';
+    bar[30] = 0;
+    fprintf(stderr, "\rpack: [%s] %5.1f%% %.2f/%.2f GB %4.0f MB/s ETA %4.0f s %s", bar,
+            100 * frac, done / 1e9, total / 1e9, rate / 1e6, rate > 0 ? (total - done) / rate : 0,
+            done == total ? "\n" : "");
+}
 
 int cmd_pack(int argc, char **argv)
 {
@@ -31,7 +70,7 @@ int cmd_pack(int argc, char **argv)
         {.name = "replicas", .type = K3_OPT_INT, .dst = &replicas, .arg = "N",
          .help = "copies of every piece: 2 puts a second one on the next drive", .min = 1, .max = 2},
         {.name = "quiet", .short_name = 'q', .type = K3_OPT_FLAG, .dst = &quiet,
-         .help = "one line per phase, no progress bar"},
+         .help = "print nothing but warnings and errors"},
     };
     const char *usage = "usage: k3-uring pack --checkpoint DIR --drives D0,D1,.. [--chunk SIZE]";
     struct k3_err err = {{0}};
@@ -40,7 +79,9 @@ int cmd_pack(int argc, char **argv)
         k3_opts_help(stdout, usage, opts, K3_OPTS_COUNT(opts));
         return 0;
     }
-    struct k3_pack_opts po = {.checkpoint = checkpoint, .progress = !quiet, .replicas = replicas,
+    struct report report = {.quiet = quiet, .tty = isatty(2) != 0, .start = seconds()};
+    struct k3_pack_opts po = {.checkpoint = checkpoint, .replicas = replicas, .note = pack_note,
+                              .progress = pack_progress, .ctx = &report,
                               .whole_records = chunk == CHUNK_RECORD};
     if (!po.whole_records)
         po.chunk = k3_pack_round_up(chunk, K3_PACK_ALIGN);

@@ -5,67 +5,117 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "engine/base/files.h"
 #include "engine/stream/budget.h"
 #include "engine/cli/cli.h"
 #include "engine/model/config.h"
+#include "engine/model/config_presets.h"
 #include "engine/forward/forward.h"
 #include "engine/base/options.h"
 #include "engine/pack/pack_format.h"
+#include "engine/pack/pack_plan.h"
 #include "engine/model/tensors.h"
 #include "engine/stream/stream.h"
 
-/* What a pack of cfg over n_drives would hold, as the budget sees it. */
-static int budget_input(const struct k3_config *c, int n_drives, int ctx, int threads,
-                        struct k3_budget_input *in, uint64_t **segments, struct k3_err *err)
+/* Bytes of the file dir/name, 0 when there is none. */
+static uint64_t file_bytes(const char *dir, const char *name)
+{
+    char path[K3_PATH_MAX];
+    struct stat st;
+    if (k3_path_join(path, sizeof path, dir, name, NULL) || stat(path, &st))
+        return 0;
+    return (uint64_t)st.st_size;
+}
+
+/* The manifest's sections besides the tables: the config as pack stores it (the file's
+ * bytes, or a preset's text), and, for a config.json inside a checkpoint folder, that
+ * folder's tokenizer files. */
+static void checkpoint_sections(const char *config, const struct k3_tensor_spec *specs, int n,
+                                struct k3_pack_sections *sec)
+{
+    *sec = (struct k3_pack_sections){.n_tensors = (uint64_t)n};
+    for (int i = 0; i < n; i++)
+        sec->names += strlen(specs[i].name) + 1;
+    if (k3_config_preset(config)) {
+        sec->config = strlen(k3_config_preset(config));
+        return;
+    }
+    char dir[K3_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", config);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = 0;
+    else
+        snprintf(dir, sizeof dir, ".");
+    sec->config = file_bytes(dir, slash ? slash + 1 : config);
+    sec->tiktoken = file_bytes(dir, "tiktoken.model");
+    sec->tokconfig = file_bytes(dir, "tokenizer_config.json");
+}
+
+/* Each spec's bytes as synth stores it ([n], malloc'd; NULL when out of memory), and in
+ * *vectors the small tensors' bytes as the model keeps them (f32). */
+static uint64_t *spec_bytes(const struct k3_tensor_spec *specs, int n, uint64_t *vectors)
+{
+    uint64_t *bytes = calloc((size_t)n, sizeof *bytes);
+    *vectors = 0;
+    for (int i = 0; bytes && i < n; i++) {
+        uint64_t numel = 1;
+        for (int d = 0; d < specs[i].ndim; d++)
+            numel *= (uint64_t)specs[i].shape[d];
+        bytes[i] = numel * (uint64_t)k3_dtype_size(k3_spec_dtype(&specs[i]));
+        if (specs[i].kind != K3_T_MATRIX)
+            *vectors += numel * 4;
+    }
+    return bytes;
+}
+
+/* What a default pack of cfg (`config` names it) over n_drives would hold, as the budget
+ * sees it: the same quantities the runtime gives it for that pack (stream.c), and the
+ * default run's records in flight. */
+static int budget_input(const struct k3_config *c, const char *config, int n_drives, int ctx,
+                        int threads, int teams, struct k3_budget_input *in, uint64_t **segments,
+                        struct k3_err *err)
 {
     struct k3_tensor_spec *specs;
     int n;
     if (k3_trunk_specs(c, &specs, &n))
         return k3_errf(err, "out of memory");
-    uint64_t *bytes = calloc((size_t)n, sizeof *bytes), vectors = 0;
-    for (int i = 0; bytes && i < n; i++) {
-        uint64_t numel = 1;
-        for (int d = 0; d < specs[i].ndim; d++)
-            numel *= (uint64_t)specs[i].shape[d];
-        bytes[i] = numel * (specs[i].kind == K3_T_F32 ? 4 : 2);
-        if (specs[i].kind != K3_T_MATRIX)
-            vectors += numel * 4;
-    }
+    uint64_t vectors, *bytes = spec_bytes(specs, n, &vectors);
     struct k3_trunk_layout t = {0};
-    int rc = bytes && !k3_trunk_layout_init(&t, c, specs, n, bytes) ? 0
-                                                                     : k3_errf(err, "out of memory");
+    struct k3_pack_plan pp = {0};
     struct k3_record_layout rec;
     k3_record_layout_init(&rec, c);
-    uint64_t piece = k3_pack_record_piece_bytes(rec.bytes, (rec.bytes + n_drives - 1) / n_drives,
-                                                (uint32_t)n_drives);
-    uint64_t records = (uint64_t)k3_moe_layer_count(c) * c->n_experts;
-    uint64_t pieces = records * (uint64_t)n_drives, trunk = 0;
-    if (!rc) {
-        *segments = calloc((size_t)t.n_segments, sizeof **segments);
-        rc = *segments ? 0 : k3_errf(err, "out of memory");
-    }
-    for (int s = 0; !rc && s < t.n_segments; s++) {
+    struct k3_pack_geometry g = {.n_drives = n_drives, .replicas = 1};
+    int rc = bytes && !k3_trunk_layout_init(&t, c, specs, n, bytes) ? 0
+                                                                     : k3_errf(err, "out of memory");
+    if (!rc)
+        rc = k3_pack_plan(&pp, c, t.segment_bytes, t.n_segments, rec.bytes, &g, err);
+    if (!rc && !(*segments = calloc((size_t)t.n_segments, sizeof **segments)))
+        rc = k3_errf(err, "out of memory");
+    for (int s = 0; !rc && s < t.n_segments; s++)
         (*segments)[s] = k3_pack_round_up(t.segment_bytes[s], K3_PACK_ALIGN);
-        trunk += t.segment_bytes[s];
-    }
     if (!rc) {
-        pieces += trunk / piece + (uint64_t)t.n_segments;
+        struct k3_pack_sections sec;
+        checkpoint_sections(config, specs, n, &sec);
         *in = (struct k3_budget_input){
             .cfg = c,
             .ctx = ctx,
             .threads = threads,
+            .teams = teams,
             .n_segments = t.n_segments,
             .segment_bytes = *segments,
             .vector_bytes = vectors,
             .record_bytes = k3_pack_round_up(rec.bytes, K3_PACK_ALIGN),
-            .piece_bytes = piece,
-            .manifest_bytes = pieces * sizeof(struct k3_pack_piece) +
-                              (records + (uint64_t)t.n_segments) * sizeof(struct k3_pack_object),
+            .embed_buffer_bytes = k3_budget_embed_buffer_bytes(2 * (uint64_t)c->hidden,
+                                                               pp.trunk_piece),
+            .manifest_bytes = k3_pack_manifest_bytes(&pp, &sec),
             .logits_bytes = (uint64_t)K3_CHUNK * (uint64_t)c->vocab * sizeof(float),
-            .inflight_records = c->top_k,
+            .inflight_records = c->top_k + K3_PREFETCH_K_DEFAULT,
         };
     }
+    k3_pack_plan_free(&pp);
     k3_trunk_layout_free(&t);
     free(bytes);
     free(specs);
@@ -132,7 +182,9 @@ static void project(const struct k3_config *c, const struct k3_budget_input *in,
         if (!b->resident[s])
             trunk_read += (double)in->segment_bytes[s];
     }
-    double read = expert_bytes * (1 - hit) + trunk_read + (b->resident[0] ? 0 : in->piece_bytes);
+    /* an embedding row: at most its buffer's pieces */
+    double read = expert_bytes * (1 - hit) + trunk_read +
+                  (b->resident[K3_SEG_EMBED] ? 0 : (double)in->embed_buffer_bytes);
     double t_io = read / (box->drives * box->drive_gbps * 1e9);
     double t_c = compute_seconds(expert_bytes, box->mxfp4_core, box) +
                  compute_seconds(trunk_compute, box->bf16_core, box);
@@ -205,7 +257,8 @@ int cmd_plan(int argc, char **argv)
     }
     struct k3_budget_input in;
     uint64_t *segments = NULL;
-    rc = budget_input(&c, drives, ctx, threads ? threads : box.cores, &in, &segments, &err);
+    rc = budget_input(&c, config, drives, ctx, threads ? threads : box.cores, nodes, &in, &segments,
+                      &err);
     struct k3_budget b;
     if (!rc) {
         k3_budget_plan(&in, UINT64_MAX, &b, NULL); /* the floor, whatever the budget */

@@ -4,6 +4,7 @@
  * values per position whose next token was predicted (every prompt position, then every
  * generated token but the last). */
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,13 @@ static void on_interrupt(int sig)
     signal(sig, SIG_DFL);
 }
 
+/* What the read path says while running (a drive taken as lost). */
+static void read_path_note(void *ctx, const char *line)
+{
+    (void)ctx;
+    fprintf(stderr, "k3-uring: note: %s\n", line);
+}
+
 static struct k3_runtime_opts runtime_opts(const struct run_opts *o)
 {
     return (struct k3_runtime_opts){
@@ -37,6 +45,7 @@ static struct k3_runtime_opts runtime_opts(const struct run_opts *o)
         .prefetch_depth = o->prefetch_depth,
         .predict = o->predict,
         .trace_path = o->trace_path,
+        .note = read_path_note,
     };
 }
 
@@ -281,7 +290,7 @@ int cmd_run(int argc, char **argv)
     static const struct k3_opt_choice predict_from_choices[] = {
         {"moe-input", K3_PREDICT_MOE_INPUT}, {"moe-input-next", K3_PREDICT_MOE_INPUT_NEXT},
         {"layer-output", K3_PREDICT_LAYER_OUTPUT}, {NULL, 0}};
-    struct run_opts o = {.n_predict = 16, .top_p = 1.0f, .seed = 1, .prefetch_k = 24,
+    struct run_opts o = {.n_predict = 16, .top_p = 1.0f, .seed = 1, .prefetch_k = K3_PREFETCH_K_DEFAULT,
                          .prefetch_depth = 2, .think = 1, .predict_on = 1, .ram = K3_RAM_TRUNK,
                          .io = K3IO_AUTO, .predict_from = K3_PREDICT_MOE_INPUT_NEXT};
     const struct k3_opt opts[] = {

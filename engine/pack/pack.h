@@ -1,11 +1,12 @@
 /* `pack`: a checkpoint folder turned into the striped streaming layout on N drives
  * (pack_format.h).
  *
- * Owns: planning objects and pieces, checking every drive (a writable folder with the
- * space the plan needs) before writing anything, streaming the input once through one
- * piece-sized buffer, and writing the manifests last (synced data, then temporary name,
- * sync, rename), so a pack killed at any point leaves nothing that opens, and a rerun
- * completes it.  Does not own: reading packs (packed.h).
+ * Owns: checking every drive (a writable folder with the space the plan needs) before
+ * writing anything, streaming the input once through one piece-sized buffer, and writing
+ * the manifests last (synced data, then temporary name, sync, rename), so a pack killed at
+ * any point leaves nothing that opens, and a rerun completes it.  What it has done and
+ * any warning go to the caller's callbacks; nothing is printed.
+ * Does not own: where objects and pieces go (pack_plan.h), reading packs (packed.h).
  */
 #ifndef K3_PACK_H
 #define K3_PACK_H
@@ -22,7 +23,12 @@ struct k3_pack_opts {
     uint64_t chunk;      /* largest piece, bytes; 0: each record in one piece per drive */
     bool whole_records;  /* each record whole on one drive, round-robin (for comparison) */
     int replicas;        /* 1, or 2: a copy of every piece on the next drive */
-    bool progress;       /* a progress bar (on a terminal) instead of one line per phase */
+    /* Reports, on the packing thread; each may be NULL.  note: one line when a phase
+     * ends (the plan, the data, done) or, with warning, something the user should know
+     * (a drive refusing O_DIRECT).  progress: data bytes written of total, per piece. */
+    void (*note)(void *ctx, bool warning, const char *line);
+    void (*progress)(void *ctx, uint64_t done, uint64_t total);
+    void *ctx;
 };
 
 int k3_pack(const struct k3_pack_opts *o, struct k3_err *err);

@@ -67,7 +67,7 @@ struct k3_pack_header {
     uint64_t manifest_bytes;   /* the whole manifest file */
     uint64_t manifest_xxh64;   /* XXH64 (seed 0) of the manifest with this field zeroed */
     uint64_t sections_xxh64;   /* XXH64 of all section bytes: equal on every drive */
-    uint64_t model_xxh64;      /* XXH64 of the config and every object's xxh64: the model */
+    uint64_t model_xxh64;      /* XXH64 of the config and every object's xxh3: the model */
     uint8_t pack_id[16];       /* random per pack run: drives of one pack share it */
     uint32_t drive_index;
     uint32_t drive_count;
@@ -83,7 +83,7 @@ _Static_assert(sizeof(struct k3_pack_header) == 312, "frozen");
 /* One trunk segment or expert record. */
 struct k3_pack_object {
     uint64_t bytes;            /* logical size */
-    uint64_t xxh64;            /* XXH3-64 of the logical bytes: independent of placement */
+    uint64_t xxh3;             /* XXH3-64 of the logical bytes: independent of placement */
     uint64_t first_piece;      /* index into the piece table */
     uint32_t n_pieces;
     uint32_t piece_bytes;      /* every piece but the last */
@@ -94,7 +94,7 @@ _Static_assert(sizeof(struct k3_pack_object) == 40, "frozen");
 
 struct k3_pack_piece {
     uint64_t offset;           /* in the drive's data file, K3_PACK_ALIGN-aligned */
-    uint64_t xxh64;            /* XXH3-64 (seed 0) of the piece's bytes */
+    uint64_t xxh3;             /* XXH3-64 (seed 0) of the piece's bytes */
     uint32_t bytes;
     uint32_t drive;
 };

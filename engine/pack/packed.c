@@ -32,22 +32,17 @@ static const struct k3_pack_section *section(const struct k3_pack_header *h, uin
     return NULL;
 }
 
-static int check_tables(const uint8_t *m, const struct k3_pack_header *h, const char *file,
-                        struct k3_err *err)
+/* Section s holds exactly count entries of size bytes (by division: count * size could
+ * wrap around for a count from a damaged header). */
+static bool holds(const struct k3_pack_section *s, uint64_t count, size_t size)
 {
-    const struct k3_pack_section *obj = section(h, K3_SEC_OBJECTS),
-                                 *pcs = section(h, K3_SEC_PIECES),
-                                 *ten = section(h, K3_SEC_TENSORS), *nam = section(h, K3_SEC_NAMES);
-    if (!obj || !pcs || !ten || !nam || !section(h, K3_SEC_CONFIG))
-        return k3_errf(err, "%s: a required section is missing", file);
-    if (obj->bytes != h->n_objects * sizeof(struct k3_pack_object) ||
-        pcs->bytes != h->n_pieces * sizeof(struct k3_pack_piece) ||
-        ten->bytes != h->n_tensors * sizeof(struct k3_pack_tensor) ||
-        h->n_trunk_objects > h->n_objects || (nam->bytes && m[nam->offset + nam->bytes - 1]))
-        return k3_errf(err, "%s: table sizes disagree with the header counts", file);
-    const struct k3_pack_object *objects = (const void *)(m + obj->offset);
-    const struct k3_pack_piece *pieces = (const void *)(m + pcs->offset);
-    const struct k3_pack_tensor *tensors = (const void *)(m + ten->offset);
+    return s->bytes % size == 0 && s->bytes / size == count;
+}
+
+/* Every object's piece range, and each piece's size, drive and place. */
+static int check_objects(const struct k3_pack_header *h, const struct k3_pack_object *objects,
+                         const struct k3_pack_piece *pieces, const char *file, struct k3_err *err)
+{
     for (uint64_t o = 0; o < h->n_objects; o++) {
         const struct k3_pack_object *x = &objects[o];
         if (!x->piece_bytes || x->piece_bytes % K3_PACK_ALIGN || !x->n_pieces ||
@@ -67,10 +62,19 @@ static int check_tables(const uint8_t *m, const struct k3_pack_header *h, const 
             sum += p->bytes;
         }
     }
+    return 0;
+}
+
+/* The replica table, when there is one: a drive and place for every piece. */
+static int check_replicas(const uint8_t *m, const struct k3_pack_header *h,
+                          const struct k3_pack_piece *pieces, const char *file, struct k3_err *err)
+{
     const struct k3_pack_section *rep = section(h, K3_SEC_REPLICAS);
-    if (rep && rep->bytes != h->n_pieces * sizeof(struct k3_pack_replica))
+    if (!rep)
+        return 0;
+    if (!holds(rep, h->n_pieces, sizeof(struct k3_pack_replica)))
         return k3_errf(err, "%s: replica table size disagrees with the piece count", file);
-    for (uint64_t i = 0; rep && i < h->n_pieces; i++) {
+    for (uint64_t i = 0; i < h->n_pieces; i++) {
         const struct k3_pack_replica *r = (const void *)(m + rep->offset + i * sizeof *r);
         if (r->drive >= h->drive_count || r->offset % K3_PACK_ALIGN ||
             (r->drive == h->drive_index &&
@@ -78,14 +82,43 @@ static int check_tables(const uint8_t *m, const struct k3_pack_header *h, const 
             return k3_errf(err, "%s: replica of piece %llu: bad drive or offset", file,
                            (unsigned long long)i);
     }
+    return 0;
+}
+
+/* Every tensor inside its trunk segment, with a name. */
+static int check_tensors(const struct k3_pack_header *h, const struct k3_pack_object *objects,
+                         const struct k3_pack_tensor *tensors, uint64_t names_bytes,
+                         const char *file, struct k3_err *err)
+{
     for (uint64_t i = 0; i < h->n_tensors; i++) {
         const struct k3_pack_tensor *t = &tensors[i];
         if (t->object >= h->n_trunk_objects || t->offset > objects[t->object].bytes ||
-            t->bytes > objects[t->object].bytes - t->offset || t->name_offset >= nam->bytes ||
+            t->bytes > objects[t->object].bytes - t->offset || t->name_offset >= names_bytes ||
             t->ndim > 3)
             return k3_errf(err, "%s: tensor %llu: out of bounds", file, (unsigned long long)i);
     }
     return 0;
+}
+
+static int check_tables(const uint8_t *m, const struct k3_pack_header *h, const char *file,
+                        struct k3_err *err)
+{
+    const struct k3_pack_section *obj = section(h, K3_SEC_OBJECTS),
+                                 *pcs = section(h, K3_SEC_PIECES),
+                                 *ten = section(h, K3_SEC_TENSORS), *nam = section(h, K3_SEC_NAMES);
+    if (!obj || !pcs || !ten || !nam || !section(h, K3_SEC_CONFIG))
+        return k3_errf(err, "%s: a required section is missing", file);
+    if (!holds(obj, h->n_objects, sizeof(struct k3_pack_object)) ||
+        !holds(pcs, h->n_pieces, sizeof(struct k3_pack_piece)) ||
+        !holds(ten, h->n_tensors, sizeof(struct k3_pack_tensor)) ||
+        h->n_trunk_objects > h->n_objects || (nam->bytes && m[nam->offset + nam->bytes - 1]))
+        return k3_errf(err, "%s: table sizes disagree with the header counts", file);
+    const struct k3_pack_object *objects = (const void *)(m + obj->offset);
+    const struct k3_pack_piece *pieces = (const void *)(m + pcs->offset);
+    const struct k3_pack_tensor *tensors = (const void *)(m + ten->offset);
+    if (check_objects(h, objects, pieces, file, err) || check_replicas(m, h, pieces, file, err))
+        return -1;
+    return check_tensors(h, objects, tensors, nam->bytes, file, err);
 }
 
 int k3_pack_manifest_check(const uint8_t *m, uint64_t len, const char *file, struct k3_err *err)
@@ -169,98 +202,136 @@ static int count_mismatch(const struct k3_pack_header *headers, const char *cons
     return k3_errf(err, "drive %s: the pack has %u drives, %d given", paths[0], count, n);
 }
 
+/* Reads and checks every drive's manifest, keeping its header; keeps drive 0's bytes
+ * (every drive holds the same tables) and drops the others' at once, so opening N drives
+ * does not hold N manifests. */
+static int read_manifests(const char *const *paths, int n, struct k3_pack_header *headers,
+                          uint8_t **manifest0, struct k3_err *err)
+{
+    for (int i = 0; i < n; i++) {
+        uint8_t *m = NULL;
+        uint64_t len;
+        if (read_manifest(paths[i], &m, &len, err)) {
+            free(m);
+            return -1;
+        }
+        memcpy(&headers[i], m, sizeof headers[i]);
+        if (headers[i].drive_index == 0 && !*manifest0)
+            *manifest0 = m;
+        else
+            free(m);
+    }
+    return 0;
+}
+
+/* The drives must be exactly one pack's: same id, every index once, the count it says. */
+static int check_one_pack(const struct k3_pack_header *headers, const char *const *paths, int n,
+                          struct k3_err *err)
+{
+    const struct k3_pack_header *h0 = &headers[0];
+    for (int i = 0; i < n; i++) {
+        const struct k3_pack_header *h = &headers[i];
+        if (memcmp(h->pack_id, h0->pack_id, sizeof h->pack_id)) {
+            char a[20], b[20];
+            hex_id(a, h->pack_id);
+            hex_id(b, h0->pack_id);
+            return h->model_xxh64 == h0->model_xxh64
+                       ? k3_errf(err, "drive %s: from another pack of this model (pack %s, drive "
+                                 "%s is pack %s); pack all drives together", paths[i], a, paths[0], b)
+                       : k3_errf(err, "drive %s: holds another model than drive %s", paths[i],
+                                 paths[0]);
+        }
+        if ((int)h->drive_count != n)
+            return count_mismatch(headers, paths, n, err);
+        if (h->sections_xxh64 != h0->sections_xxh64)
+            return k3_errf(err, "drive %s: manifest tables differ from drive %s", paths[i], paths[0]);
+        for (int j = 0; j < i; j++)
+            if (headers[j].drive_index == h->drive_index)
+                return k3_errf(err, "drives %s and %s: both are drive %u of the pack", paths[j],
+                               paths[i], h->drive_index);
+    }
+    return 0;
+}
+
+/* Opens drive i's data file into its slot by drive index; it must be as long as its
+ * manifest says. */
+static int open_data_file(struct k3_packed *p, const struct k3_pack_header *h, const char *dir,
+                          struct k3_err *err)
+{
+    struct k3_pack_drive *d = &p->drives[h->drive_index];
+    char path[K3_PATH_MAX];
+    if (!(d->path = strdup(dir)))
+        return k3_errf(err, "out of memory");
+    if (k3_path_join(path, sizeof path, dir, K3_PACK_DATA_FILE, err))
+        return -1;
+    int e = k3io_open(&d->data, path, O_RDONLY, true);
+    if (e)
+        return k3_errf(err, "drive %s: %s: %s", dir, path, strerror(-e));
+    if (d->data.size < h->data_bytes)
+        return k3_errf(err, "drive %s: %s is %llu bytes, the manifest says %llu (truncated)", dir,
+                       path, (unsigned long long)d->data.size, (unsigned long long)h->data_bytes);
+    return 0;
+}
+
+/* Points the tables and the checkpoint files at drive 0's manifest (checked already). */
+static void map_sections(struct k3_packed *p)
+{
+    const uint8_t *m = p->manifest;
+    const struct k3_pack_header *h = &p->header;
+    p->objects = (const void *)(m + section(h, K3_SEC_OBJECTS)->offset);
+    p->pieces = (const void *)(m + section(h, K3_SEC_PIECES)->offset);
+    p->tensors = (const void *)(m + section(h, K3_SEC_TENSORS)->offset);
+    p->names = (const char *)m + section(h, K3_SEC_NAMES)->offset;
+    p->names_bytes = section(h, K3_SEC_NAMES)->bytes;
+    p->config = (const char *)m + section(h, K3_SEC_CONFIG)->offset;
+    p->config_len = section(h, K3_SEC_CONFIG)->bytes;
+    const struct k3_pack_section *rep = section(h, K3_SEC_REPLICAS);
+    p->replicas = rep ? (const void *)(m + rep->offset) : NULL;
+    const struct k3_pack_section *tk = section(h, K3_SEC_TIKTOKEN), *tc = section(h, K3_SEC_TOKCONFIG);
+    if (tk && tc) {
+        p->tiktoken = (const char *)m + tk->offset;
+        p->tiktoken_len = tk->bytes;
+        p->tokconfig = (const char *)m + tc->offset;
+        p->tokconfig_len = tc->bytes;
+    }
+}
+
+/* The pack, its drives' headers in paths order in *headers ([n], the caller frees). */
+static int open_drives(struct k3_packed *p, const char *const *paths, int n,
+                       struct k3_pack_header *headers, struct k3_err *err)
+{
+    if (read_manifests(paths, n, headers, &p->manifest, err) ||
+        check_one_pack(headers, paths, n, err))
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (open_data_file(p, &headers[i], paths[i], err))
+            return -1;
+    for (int i = 0; i < n; i++)
+        if (headers[i].drive_index == 0)
+            p->header = headers[i];
+    map_sections(p);
+    return 0;
+}
+
 int k3_packed_open(struct k3_packed **out, const char *const *paths, int n, struct k3_err *err)
 {
     *out = NULL;
+    if (n <= 0)
+        return k3_errf(err, "no drives given");
     struct k3_packed *p = calloc(1, sizeof *p);
-    uint8_t **manifests = calloc((size_t)n + 1, sizeof *manifests);
-    struct k3_pack_header *headers = calloc((size_t)n + 1, sizeof *headers);
-    int rc = p && manifests && headers && n > 0 ? 0 : k3_errf(err, "no drives given");
-    if (!rc) {
-        p->n_drives = n;
-        p->drives = calloc((size_t)n, sizeof *p->drives);
-        if (!p->drives)
-            rc = k3_errf(err, "out of memory");
-        for (int i = 0; p->drives && i < n; i++)
-            p->drives[i].data.fd = -1;
+    struct k3_pack_header *headers = calloc((size_t)n, sizeof *headers);
+    struct k3_pack_drive *drives = calloc((size_t)n, sizeof *drives);
+    if (!p || !headers || !drives) {
+        free(p);
+        free(headers);
+        free(drives);
+        return k3_errf(err, "out of memory opening %d drives", n);
     }
-    /* Only drive 0's manifest is kept (they share every table): the others are checked
-     * and dropped at once, so opening N drives does not hold N manifests. */
-    for (int i = 0; !rc && i < n; i++) {
-        uint64_t len;
-        rc = read_manifest(paths[i], &manifests[i], &len, err);
-        if (!rc)
-            memcpy(&headers[i], manifests[i], sizeof headers[i]);
-        if (!rc && headers[i].drive_index != 0) {
-            free(manifests[i]);
-            manifests[i] = NULL;
-        }
-    }
-    /* The drives must be exactly one pack's: same id, every index once, the count it says. */
-    for (int i = 0; !rc && i < n; i++) {
-        const struct k3_pack_header *h = &headers[i], *h0 = &headers[0];
-        char a[20], b[20];
-        hex_id(a, h->pack_id);
-        hex_id(b, h0->pack_id);
-        if (memcmp(h->pack_id, h0->pack_id, sizeof h->pack_id))
-            rc = h->model_xxh64 == h0->model_xxh64
-                     ? k3_errf(err, "drive %s: from another pack of this model (pack %s, drive %s "
-                               "is pack %s); pack all drives together", paths[i], a, paths[0], b)
-                     : k3_errf(err, "drive %s: holds another model than drive %s", paths[i],
-                               paths[0]);
-        else if ((int)h->drive_count != n)
-            rc = count_mismatch(headers, paths, n, err);
-        else if (h->sections_xxh64 != h0->sections_xxh64)
-            rc = k3_errf(err, "drive %s: manifest tables differ from drive %s", paths[i], paths[0]);
-        for (int j = 0; !rc && j < i; j++)
-            if (headers[j].drive_index == h->drive_index)
-                rc = k3_errf(err, "drives %s and %s: both are drive %u of the pack", paths[j],
-                             paths[i], h->drive_index);
-    }
-    for (int i = 0; !rc && i < n; i++) {
-        struct k3_pack_drive *d = &p->drives[headers[i].drive_index];
-        d->path = strdup(paths[i]);
-        char path[K3_PATH_MAX];
-        rc = d->path ? k3_path_join(path, sizeof path, paths[i], K3_PACK_DATA_FILE, err)
-                     : k3_errf(err, "out of memory");
-        int e = rc ? 0 : k3io_open(&d->data, path, O_RDONLY, true);
-        if (!rc && e)
-            rc = k3_errf(err, "drive %s: %s: %s", paths[i], path, strerror(-e));
-        if (!rc && d->data.size < headers[i].data_bytes)
-            rc = k3_errf(err, "drive %s: %s is %llu bytes, the manifest says %llu (truncated)",
-                         paths[i], path, (unsigned long long)d->data.size,
-                         (unsigned long long)headers[i].data_bytes);
-    }
-    if (!rc) {
-        int first = 0;
-        while (headers[first].drive_index != 0)
-            first++;
-        p->header = headers[first];
-        p->manifest = manifests[first];
-        manifests[first] = NULL;
-        const uint8_t *m = p->manifest;
-        const struct k3_pack_header *h = &p->header;
-        p->objects = (const void *)(m + section(h, K3_SEC_OBJECTS)->offset);
-        p->pieces = (const void *)(m + section(h, K3_SEC_PIECES)->offset);
-        p->tensors = (const void *)(m + section(h, K3_SEC_TENSORS)->offset);
-        p->names = (const char *)m + section(h, K3_SEC_NAMES)->offset;
-        p->names_bytes = section(h, K3_SEC_NAMES)->bytes;
-        p->config = (const char *)m + section(h, K3_SEC_CONFIG)->offset;
-        p->config_len = section(h, K3_SEC_CONFIG)->bytes;
-        const struct k3_pack_section *rep = section(h, K3_SEC_REPLICAS);
-        p->replicas = rep ? (const void *)(m + rep->offset) : NULL;
-        const struct k3_pack_section *tk = section(h, K3_SEC_TIKTOKEN),
-                                     *tc = section(h, K3_SEC_TOKCONFIG);
-        if (tk && tc) {
-            p->tiktoken = (const char *)m + tk->offset;
-            p->tiktoken_len = tk->bytes;
-            p->tokconfig = (const char *)m + tc->offset;
-            p->tokconfig_len = tc->bytes;
-        }
-    }
-    for (int i = 0; manifests && i < n; i++)
-        free(manifests[i]);
-    free(manifests);
+    p->n_drives = n;
+    p->drives = drives;
+    for (int i = 0; i < n; i++)
+        p->drives[i].data.fd = -1;
+    int rc = open_drives(p, paths, n, headers, err);
     free(headers);
     if (rc) {
         k3_packed_close(p);
@@ -308,7 +379,7 @@ int k3_packed_verify_piece(const struct k3_packed *p, uint64_t o, uint64_t piece
                            const uint8_t *dst, struct k3_err *err)
 {
     const struct k3_pack_piece *pc = &p->pieces[piece];
-    if (XXH3_64bits(dst, pc->bytes) == pc->xxh64)
+    if (XXH3_64bits(dst, pc->bytes) == pc->xxh3)
         return 0;
     char what[64];
     k3_packed_describe(p, o, what, sizeof what);

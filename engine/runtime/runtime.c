@@ -75,6 +75,8 @@ static int open_stream(struct k3_runtime *rt, int ctx, int logits_rows, struct k
         .faults = getenv("K3_FAULTS"),
         .fault_seed = fault_seed,
         .logits_bytes = sizeof(float) * (size_t)logits_rows * (size_t)rt->m.cfg.vocab,
+        .note = o->note,
+        .note_ctx = o->note_ctx,
     };
     char line[256] = "";
     if (k3_stream_open(&rt->stream, &rt->m, &so, line, sizeof line, err))

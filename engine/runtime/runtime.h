@@ -34,6 +34,10 @@ struct k3_runtime_opts {
     int prefetch_k, prefetch_depth;
     enum k3_predict_from predict;
     const char *trace_path;   /* NULL: no trace */
+    /* What the read path says while running (a drive taken as lost), on the caller's
+     * thread; NULL: not said. */
+    void (*note)(void *ctx, const char *line);
+    void *note_ctx;
 };
 
 struct k3_runtime {

@@ -3,6 +3,8 @@
 #include <string.h>
 
 #include "engine/forward/forward.h"
+#include "engine/model/tensors.h"
+#include "engine/stream/verify.h"
 
 static const double GIB = 1073741824.0;
 
@@ -15,38 +17,126 @@ static uint64_t fixed_part(const struct k3_budget_input *in, struct k3_budget *b
     b->manifest = in->manifest_bytes;
     b->logits = in->logits_bytes;
     b->expert_inflight = (uint64_t)in->inflight_records * in->record_bytes;
-    b->embed_rows = 2 * in->piece_bytes;
+    b->verify = k3_verify_scratch_bytes();
+    b->embed_buffer = in->embed_buffer_bytes;
     return b->runtime + b->state + b->scratch + b->vectors + b->manifest + b->logits +
-           b->expert_inflight + b->embed_rows;
+           b->expert_inflight + b->verify + b->embed_buffer;
 }
 
-/* Largest segment not resident (the embedding is read by rows, never streamed whole). */
+/* Largest layer or output segment not resident: the size of each stream slot (the
+ * embedding is read by rows into its own buffer, never streamed whole). */
 static uint64_t largest_streamed(const struct k3_budget_input *in, const bool *resident)
 {
     uint64_t m = 0;
-    for (int s = 1; s < in->n_segments; s++)
+    for (int s = K3_SEG_EMBED + 1; s < in->n_segments; s++)
         if (!resident[s] && in->segment_bytes[s] > m)
             m = in->segment_bytes[s];
     return m;
 }
 
-/* Resident order: the largest layer and output segments first, the embedding last. */
-static int next_candidate(const struct k3_budget_input *in, const bool *resident)
+/* What the trunk takes with these segments resident: them, and two stream slots. */
+static uint64_t trunk_cost(const struct k3_budget_input *in, const bool *resident)
 {
-    int best = -1;
-    for (int s = 1; s < in->n_segments; s++)
-        if (!resident[s] && (best < 0 || in->segment_bytes[s] > in->segment_bytes[best]))
-            best = s;
-    return best >= 0 ? best : resident[0] ? -1 : 0;
-}
-
-static uint64_t cost(const struct k3_budget_input *in, const bool *resident, uint64_t fixed)
-{
-    uint64_t c = fixed + 2 * largest_streamed(in, resident);
+    uint64_t c = 2 * largest_streamed(in, resident);
     for (int s = 0; s < in->n_segments; s++)
         if (resident[s])
             c += in->segment_bytes[s];
     return c;
+}
+
+/* Resident layer and output bytes: each one a byte not read per token. */
+static uint64_t layer_bytes(const struct k3_budget_input *in, const bool *resident)
+{
+    uint64_t r = 0;
+    for (int s = K3_SEG_EMBED + 1; s < in->n_segments; s++)
+        if (resident[s])
+            r += in->segment_bytes[s];
+    return r;
+}
+
+/* The layer and output segments, largest first (ties in segment order). */
+static void by_size(const struct k3_budget_input *in, int *order)
+{
+    int n = 0;
+    for (int s = K3_SEG_EMBED + 1; s < in->n_segments; s++) {
+        int at = n++;
+        while (at > 0 && in->segment_bytes[order[at - 1]] < in->segment_bytes[s]) {
+            order[at] = order[at - 1];
+            at--;
+        }
+        order[at] = s;
+    }
+}
+
+/* The plan whose slots are m: every layer or output segment larger than m resident. */
+static void larger_than(const struct k3_budget_input *in, uint64_t m, bool *resident)
+{
+    memset(resident, 0, sizeof(bool) * (size_t)in->n_segments);
+    for (int s = K3_SEG_EMBED + 1; s < in->n_segments; s++)
+        resident[s] = in->segment_bytes[s] > m;
+}
+
+/* Makes streamed segments resident, largest first, each that still fits in room.  One
+ * pass is enough: once a segment is passed over it streams, its slot stays, and every
+ * later addition only costs more. */
+static void fill(const struct k3_budget_input *in, const int *order, uint64_t room,
+                 bool *resident)
+{
+    for (int i = 0; i < in->n_segments - 1; i++) {
+        int s = order[i];
+        if (resident[s])
+            continue;
+        resident[s] = true;
+        if (trunk_cost(in, resident) > room)
+            resident[s] = false;
+    }
+}
+
+/* The slot size candidate c stands for: 0 (nothing streamed), or segment c's size. */
+static uint64_t candidate_slot(const struct k3_budget_input *in, int c)
+{
+    return c == K3_SEG_EMBED ? 0 : in->segment_bytes[c];
+}
+
+/* The cheapest trunk: over every slot size, only the larger segments resident. */
+static uint64_t floor_trunk(const struct k3_budget_input *in, bool *resident)
+{
+    bool trial[K3_MAX_LAYERS + 2];
+    uint64_t best = UINT64_MAX;
+    larger_than(in, 0, resident);
+    for (int c = K3_SEG_EMBED; c < in->n_segments; c++) {
+        larger_than(in, candidate_slot(in, c), trial);
+        uint64_t cost = trunk_cost(in, trial);
+        if (cost < best) {
+            best = cost;
+            memcpy(resident, trial, sizeof(bool) * (size_t)in->n_segments);
+        }
+    }
+    return best;
+}
+
+/* The most resident layer and output bytes within room (the header's rule; candidate 0
+ * is slot size 0: every segment resident), then the embedding if it still fits.  room
+ * is at least the floor's trunk. */
+static void plan_trunk(const struct k3_budget_input *in, uint64_t room, bool *resident)
+{
+    int order[K3_MAX_LAYERS + 2];
+    bool trial[K3_MAX_LAYERS + 2];
+    by_size(in, order);
+    floor_trunk(in, resident);
+    fill(in, order, room, resident);
+    for (int c = K3_SEG_EMBED; c < in->n_segments; c++) {
+        larger_than(in, candidate_slot(in, c), trial);
+        if (trunk_cost(in, trial) > room)
+            continue;
+        fill(in, order, room, trial);
+        uint64_t got = layer_bytes(in, trial), have = layer_bytes(in, resident);
+        if (got > have || (got == have && trunk_cost(in, trial) < trunk_cost(in, resident)))
+            memcpy(resident, trial, sizeof(bool) * (size_t)in->n_segments);
+    }
+    resident[K3_SEG_EMBED] = true;
+    if (trunk_cost(in, resident) > room)
+        resident[K3_SEG_EMBED] = false;
 }
 
 uint64_t k3_budget_trunk_resident(const struct k3_budget_input *in)
@@ -66,25 +156,7 @@ int k3_budget_plan(const struct k3_budget_input *in, uint64_t budget, struct k3_
     b->budget = budget;
     b->n_segments = in->n_segments;
     uint64_t fixed = fixed_part(in, b);
-    /* The floor: with the k largest segments resident the cost is their sum plus two slots
-     * of the next largest; the cheapest k is the floor (for K3 it is k = 0, but a model
-     * with one huge segment is cheaper with that one resident). */
-    bool trial[K3_MAX_LAYERS + 2] = {0};
-    b->floor = cost(in, trial, fixed);
-    int best_k = 0;
-    for (int k = 1;; k++) {
-        int s = next_candidate(in, trial);
-        if (s <= 0)
-            break;
-        trial[s] = true;
-        uint64_t c = cost(in, trial, fixed);
-        if (c < b->floor) {
-            b->floor = c;
-            best_k = k;
-        }
-    }
-    for (int k = 0; k < best_k; k++)
-        b->resident[next_candidate(in, b->resident)] = true;
+    b->floor = fixed + floor_trunk(in, b->resident);
     if (budget < b->floor)
         return k3_errf(err,
                        "--ram %.2f GiB is below the floor of %.2f GiB at %d context (session "
@@ -92,22 +164,12 @@ int k3_budget_plan(const struct k3_budget_input *in, uint64_t budget, struct k3_
                        budget / GIB, b->floor / GIB, in->ctx, b->state / GIB,
                        b->expert_inflight / GIB, (b->floor - fixed) / GIB,
                        (fixed - b->state - b->expert_inflight) / GIB);
-    /* Above the floor: more segments resident while the plan still fits. */
-    for (;;) {
-        int s = next_candidate(in, b->resident);
-        if (s < 0)
-            break;
-        b->resident[s] = true;
-        if (cost(in, b->resident, fixed) > budget) {
-            b->resident[s] = false;
-            break;
-        }
-    }
+    plan_trunk(in, budget - fixed, b->resident);
     b->stream_slot_bytes = largest_streamed(in, b->resident);
     for (int s = 0; s < in->n_segments; s++)
         if (b->resident[s])
             b->resident_bytes += in->segment_bytes[s];
-    uint64_t spent = cost(in, b->resident, fixed);
+    uint64_t spent = fixed + trunk_cost(in, b->resident);
     b->cache_records = in->record_bytes ? (int)((budget - spent) / in->record_bytes) : 0;
     b->cache_bytes = (uint64_t)b->cache_records * in->record_bytes;
     return 0;
@@ -116,7 +178,7 @@ int k3_budget_plan(const struct k3_budget_input *in, uint64_t budget, struct k3_
 void k3_budget_print(FILE *f, const struct k3_budget *b, const struct k3_budget_input *in)
 {
     int resident = 0, streamed = 0;
-    for (int s = 1; s < in->n_segments; s++)
+    for (int s = K3_SEG_EMBED + 1; s < in->n_segments; s++)
         resident += b->resident[s], streamed += !b->resident[s];
     const double G = GIB;
     fprintf(f, "budget %.2f GiB = %llu B (floor %.2f GiB = %llu B at %d context):\n",
@@ -124,13 +186,13 @@ void k3_budget_print(FILE *f, const struct k3_budget *b, const struct k3_budget_
             (unsigned long long)b->floor, in->ctx);
     fprintf(f, "  session state         %8.3f GiB (KDA state, conv rings, MLA cache)\n",
             b->state / G);
-    fprintf(f, "  runtime + scratch     %8.3f GiB\n", (b->runtime + b->scratch) / G);
+    fprintf(f, "  runtime + scratch     %8.3f GiB\n", (b->runtime + b->scratch + b->verify) / G);
     fprintf(f, "  small tensors         %8.3f GiB\n", (b->vectors + b->manifest) / G);
     fprintf(f, "  expert buffers        %8.3f GiB (%d in flight)\n", b->expert_inflight / G,
             in->inflight_records);
     fprintf(f, "  trunk resident        %8.3f GiB (%d of %d layer/output segments%s)\n",
             b->resident_bytes / G, resident, in->n_segments - 1,
-            b->resident[0] ? ", and the embedding" : "; embedding rows read on demand");
+            b->resident[K3_SEG_EMBED] ? ", and the embedding" : "; embedding rows read on demand");
     fprintf(f, "  trunk stream slots    %8.3f GiB (2 x %.3f GiB for %d streamed segments)\n",
             2 * b->stream_slot_bytes / G, b->stream_slot_bytes / G, streamed);
     fprintf(f, "  expert cache          %8.3f GiB (%d records)\n", b->cache_bytes / G,

@@ -3,13 +3,20 @@
  *
  * Owns: the arithmetic.  The floor is the runtime itself, the session state for the
  * context (KDA state, conv rings, MLA latent cache), the scratch of one chunk, every
- * segment's small tensors, the expert buffers one layer keeps in flight, a buffer for
- * embedding rows (read on demand), and the trunk at its cheapest: two stream slots (one
- * computing, one being read) of the largest streamed segment, plus whichever largest
- * segments are cheaper resident than streamed through slots of their size.  Above the
- * floor, trunk segments become resident largest first (each resident byte is a byte not
- * read per token, and the largest ones also shrink the stream slots), the embedding
- * last; what remains holds a cache of expert records.  Does not own: allocation (stream.c), measuring RSS.
+ * segment's small tensors, the manifest, the caller's logits, the expert buffers one
+ * layer keeps in flight, the checksum pass's scratch, the buffer embedding rows are read
+ * into (on demand), and the trunk at its cheapest: two stream slots (one computing, one
+ * being read) of the largest streamed segment, plus whichever largest segments are
+ * cheaper resident than streamed through slots of their size.
+ * Above the floor the trunk is planned for the most resident layer and output bytes
+ * (each is a byte not read per token): for each slot size m (every segment size, and 0:
+ * nothing streamed) every segment larger than m is resident, then the rest largest
+ * first, each that still fits; the plan with the most resident bytes wins (the fewest
+ * bytes spent on a tie).  A budget that holds the whole trunk so keeps it all resident,
+ * and any plan falls short of the best possible by less than the best plan's slot.  The
+ * embedding (one row read per token) is made resident last, if it still fits; what
+ * remains holds a cache of expert records.
+ * Does not own: allocation (stream.c), measuring RSS.
  */
 #ifndef K3_BUDGET_H
 #define K3_BUDGET_H
@@ -30,12 +37,12 @@ struct k3_budget_input {
     int ctx;                      /* positions the session holds */
     int threads;
     int teams;                    /* compute teams (0 counts as 1) */
-    int n_segments;               /* trunk segments: 0 embedding, 1..L layers, L+1 output */
+    int n_segments;               /* trunk segments (tensors.h: K3_SEG_EMBED, k3_seg_layer...) */
     const uint64_t *segment_bytes;/* [n_segments], as read (rounded to pieces) */
     uint64_t vector_bytes;        /* every segment's small tensors, as f32 */
     uint64_t record_bytes;        /* one expert record's buffer */
-    uint64_t piece_bytes;         /* the largest trunk piece (an embedding row's read) */
-    uint64_t manifest_bytes;
+    uint64_t embed_buffer_bytes;  /* embedding rows' buffer (k3_budget_embed_buffer_bytes) */
+    uint64_t manifest_bytes;      /* the whole manifest, held while the model is open */
     uint64_t logits_bytes;        /* the caller's logits buffer */
     int inflight_records;         /* expert records one layer keeps in flight */
 };
@@ -46,7 +53,8 @@ struct k3_budget {
     /* fixed part of the floor */
     uint64_t runtime, state, scratch, vectors, manifest, logits;
     uint64_t expert_inflight;     /* inflight_records x record_bytes */
-    uint64_t embed_rows;          /* two pieces: a row may straddle a piece boundary */
+    uint64_t verify;              /* the checksum pass's scratch (k3_verify_scratch_bytes) */
+    uint64_t embed_buffer;        /* in->embed_buffer_bytes */
     /* spent above the fixed part */
     bool resident[K3_MAX_LAYERS + 2]; /* by segment */
     int n_segments;
@@ -55,6 +63,14 @@ struct k3_budget {
     int cache_records;
     uint64_t cache_bytes;
 };
+
+/* The buffer an embedding row of row_bytes is read into, from a segment cut into pieces
+ * of piece_bytes: the pieces a row fills, and one more, as a row may straddle a piece
+ * boundary.  The one definition, for the runtime and `plan`. */
+static inline uint64_t k3_budget_embed_buffer_bytes(uint64_t row_bytes, uint64_t piece_bytes)
+{
+    return ((row_bytes + piece_bytes - 1) / piece_bytes + 1) * piece_bytes;
+}
 
 /* Plans a budget of `budget` bytes; below the floor it fails with a message naming the
  * floor and its parts. */

@@ -25,6 +25,10 @@
 #include "engine/base/trace.h"
 #include "iouring/reader.h"
 
+/* Records a layer prefetches for the next by default (run's --prefetch-k; plan assumes
+ * it). */
+#define K3_PREFETCH_K_DEFAULT 24
+
 /* Budget presets for k3_stream_opts.ram. */
 #define K3_RAM_TRUNK 0           /* the whole trunk resident (and the floor's buffers) */
 #define K3_RAM_FLOOR UINT64_MAX  /* the floor: every segment streamed */
@@ -45,6 +49,10 @@ struct k3_stream_opts {
     const char *faults;        /* fault injection spec (faults.h), or NULL */
     uint64_t fault_seed;
     uint64_t logits_bytes;     /* what the caller keeps for logits (counted in the budget) */
+    /* A fallback taken while reading, one line (e.g. a drive taken as lost, its pieces
+     * read from replicas); called on the caller's thread.  NULL: not said. */
+    void (*note)(void *ctx, const char *line);
+    void *note_ctx;
 };
 
 /* Counters since the stream opened; difference two snapshots for one token. */
@@ -89,6 +97,9 @@ const char *k3_stream_backend(const struct k3_stream *s);
  * stream can serve many independent runs (tests). */
 int k3_stream_set_faults(struct k3_stream *s, const char *spec, uint64_t seed,
                          struct k3_err *err);
+/* Waits until no read is in flight (prefetches included), so that what was asked for
+ * is in memory: a settled state for tests and benchmarks. */
+int k3_stream_wait_reads(struct k3_stream *s, struct k3_err *err);
 /* Faults injected so far; false when injection is off. */
 bool k3_stream_faults(const struct k3_stream *s, struct k3_fault_counts *counts);
 

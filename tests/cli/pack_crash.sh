@@ -15,7 +15,7 @@ drives="$d/a,$d/b,$d/c"
   >/dev/null || fail "checkpoint run"
 
 # The number of data writes of a complete pack: one per piece.
-pieces=$("$K3" pack --checkpoint "$m" --drives "$drives" -q 2>&1 | sed -n 's/.* in \([0-9]*\) pieces.*/\1/p')
+pieces=$("$K3" pack --checkpoint "$m" --drives "$drives" 2>&1 | sed -n 's/.* in \([0-9]*\) pieces.*/\1/p')
 [[ -n "$pieces" && "$pieces" -gt 10 ]] || fail "could not read the piece count"
 
 for point in pwrite64:1 pwrite64:$((pieces / 2)) pwrite64:$pieces fdatasync:1 rename:1 rename:2; do

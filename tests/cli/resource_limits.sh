@@ -42,7 +42,7 @@ expect_error 1 "Too many open files" bash -c "ulimit -n 4 && exec '$K3' run --dr
 # The disk fills while packing: ENOSPC on reserving the data, then on writing a manifest.
 # LeakSanitizer cannot run under ptrace, so the traced runs leave leak checking to the rest.
 mkdir -p "$d/p1" "$d/p2"
-for point in fallocate:1 "pwrite64:$(($("$K3" pack --checkpoint "$m" --drives "$d/p1,$d/p2" -q 2>&1 | sed -n 's/.* in \([0-9]*\) pieces.*/\1/p') + 1))"; do
+for point in fallocate:1 "pwrite64:$(($("$K3" pack --checkpoint "$m" --drives "$d/p1,$d/p2" 2>&1 | sed -n 's/.* in \([0-9]*\) pieces.*/\1/p') + 1))"; do
   call=${point%%:*} when=${point#*:}
   ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
     strace -f -o /dev/null -e trace="$call" -e inject="$call:error=ENOSPC:when=$when" \

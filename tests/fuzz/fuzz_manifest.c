@@ -1,5 +1,12 @@
 /* libFuzzer: a drive's manifest.  The checksum would stop almost every mutation at the
- * door, so the harness recomputes it: the fuzzer then reaches the table checks. */
+ * door, so the harness recomputes it: the fuzzer then reaches the table checks.
+ *
+ * Seeds: tests/fuzz/regressions/fuzz_manifest, whose whole manifests (mini-*) are a
+ * synthetic model's of 2 layers, 4 experts, hidden 64 and vocabulary 512, its tokenizer
+ * files removed, packed on one drive and on two with replicas (9-11 KB).  Seeded with a k3-tiny manifest (200 KB: 3,822 pieces
+ * and their replicas) it ran ~600 inputs a second: libFuzzer hashes, copies and mutates
+ * whole inputs, and every input walks every table entry; small seeds run ~20,000 a
+ * second here and reach more of the checks in the same time. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -29,7 +29,7 @@ done
 # shard's tensors.  A whole k3-tiny shard header (577 KB of JSON, 1,666 tensors) made
 # every execution cost ~30 ms under ASan: 30 executions a second.
 corpus fuzz_config "$m/config.json"
-corpus fuzz_manifest "$seeds/pack/a/k3-uring.manifest"
+corpus fuzz_manifest "$root"/tests/fuzz/regressions/fuzz_manifest/*
 { cat "$m/tiktoken.model"; printf '\0'; cat "$m/tokenizer_config.json"; } >"$work/tokenizer.seed"
 corpus fuzz_tokenizer "$work/tokenizer.seed"
 

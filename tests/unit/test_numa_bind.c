@@ -1,11 +1,13 @@
-/* numa/bind: thread pinning and node-bound memory, for real on this machine (checked with
- * sched_getaffinity and hwloc_get_area_memlocation / get_area_membind), as a no-op on a
- * synthetic topology; and the whole plan applied here, with one team. */
+/* numa/bind: thread pinning and binding parts of an area to nodes, for real on this
+ * machine (checked with sched_getaffinity and hwloc_get_area_memlocation /
+ * get_area_membind), as a no-op on a synthetic topology; and the whole plan applied here,
+ * with one team. */
 #include <errno.h>
 #include <hwloc.h>
 #include <omp.h>
 #include <sched.h>
 #include <stdint.h>
+#include <sys/mman.h>
 
 #include "numa/bind.h"
 #include "tests/unit/test_numa.h"
@@ -27,13 +29,31 @@ static int affinity(int *cpus, int max)
     return n;
 }
 
-static bool all_zero(const void *p, size_t len)
+/* Fresh anonymous memory, as the read area is: no page faulted in yet. */
+static void *fresh(size_t len)
 {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < len; i++)
-        if (b[i])
-            return false;
-    return true;
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(p != MAP_FAILED, "mmap %zu bytes", len);
+    return p;
+}
+
+/* The nodes (OS indexes) holding the faulted-in pages of [p, p+len), into nodes[0..max);
+ * returns how many. */
+static int nodes_of(const struct k3numa_topo *t, const void *p, size_t len, int *nodes, int max)
+{
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+    int n = 0;
+    unsigned i;
+    if (hwloc_get_area_memlocation(k3numa_topo_hwloc(t), p, len, set, HWLOC_MEMBIND_BYNODESET) == 0)
+        hwloc_bitmap_foreach_begin(i, set)
+        {
+            if (n < max)
+                nodes[n] = (int)i;
+            n++;
+        }
+    hwloc_bitmap_foreach_end();
+    hwloc_bitmap_free(set);
+    return n;
 }
 
 /* What the kernel says the policy of [p, p+len) is: BIND to exactly `node`? */
@@ -65,20 +85,14 @@ static void synthetic(void)
     CHECK(k3numa_bind_thread(t, (int[]){256}, 1) == -EINVAL, "PU 256 is not in the topology");
     CHECK(k3numa_bind_thread(t, (int[]){-1}, 1) == -EINVAL, "PU -1");
 
-    struct k3numa_area a;
-    CHECK(k3numa_area_alloc(t, &a, 5 * MiB + 1, 1) == 0, "area on synthetic node 1");
-    CHECK(a.p && (uintptr_t)a.p % (2 * MiB) == 0 && a.len == 6 * MiB && a.node == 1 &&
-              a.bound && all_zero(a.p, a.len),
-          "synthetic area: %p len %zu node %d bound %d", a.p, a.len, a.node, a.bound);
-    memset(a.p, 0xab, a.len); /* ASan: all of it is ours */
-    k3numa_area_free(t, &a);
-    CHECK(a.p == NULL && a.raw == NULL, "freed area cleared");
-    CHECK(k3numa_area_alloc(t, &a, 100, 0) == 0 && (uintptr_t)a.p % 4096 == 0 &&
-              a.len == 4096,
-          "small synthetic area: %p len %zu", a.p, a.len);
-    k3numa_area_free(t, &a);
-    CHECK(k3numa_area_alloc(t, &a, 4096, 2) == -EINVAL && a.p == NULL,
-          "node 2 is not in the topology");
+    /* Parts of an area bound or interleaved: accepted, and the memory is as it was. */
+    char *a = fresh(4 * MiB);
+    memset(a, 0xab, 4 * MiB);
+    CHECK(k3numa_range_bind(t, a, 2 * MiB, 1) == 0, "bind on synthetic node 1");
+    CHECK(k3numa_range_interleave(t, a + 2 * MiB, 2 * MiB, (int[]){0, 1}, 2) == 0,
+          "interleave on synthetic nodes 0 and 1");
+    CHECK(a[0] == (char)0xab && a[4 * MiB - 1] == (char)0xab, "synthetic binding changed memory");
+    munmap(a, 4 * MiB);
     k3numa_topo_destroy(t);
 }
 
@@ -103,68 +117,55 @@ static void real_thread(struct k3numa_topo *t)
           "after unbinding %d PUs, at start %d", n, ns);
 }
 
+/* Binds fresh memory to node and faults it in: where it lands and the policy it has. */
+static void check_bound(const struct k3numa_topo *t, size_t len, int node, const char *what)
+{
+    char *a = fresh(len);
+    int rc = k3numa_range_bind(t, a, len, node);
+    if (rc == -EPERM || rc == -ENOSYS)
+        SKIP("mbind refused here (%s): memory cannot be bound", strerror(-rc));
+    REQUIRE(rc == 0, "%s: binding to node %d: %d", what, node, rc);
+    memset(a, 1, len);
+    int nodes[8];
+    int nn = nodes_of(t, a, len, nodes, 8);
+    CHECK(nn == 1 && nodes[0] == node, "%s: memlocation %d nodes, first %d; want %d", what, nn,
+          nn > 0 ? nodes[0] : -1, node);
+    CHECK(bound_to(t, a, len, node), "%s: policy is not BIND to node %d", what, node);
+    munmap(a, len);
+}
+
 static void real_memory(struct k3numa_topo *t)
 {
     const struct k3numa_layout *l = k3numa_topo_layout(t);
     for (int i = 0; i < l->n_nodes; i++) {
-        int node = l->nodes[i].os_index;
         if (l->nodes[i].memory_bytes && l->nodes[i].memory_bytes < 64 * MiB)
             continue;
-        struct k3numa_area a;
-        int rc = k3numa_area_alloc(t, &a, 4 * MiB, node);
-        REQUIRE(rc == 0, "4 MiB on node %d: %d", node, rc);
-        if (!a.bound)
-            SKIP("mbind refused here (%s): memory cannot be bound", strerror(-a.bind_err));
-        CHECK((uintptr_t)a.p % (2 * MiB) == 0 && a.len == 4 * MiB, "area %p len %zu", a.p,
-              a.len);
-        CHECK(all_zero(a.p, a.len), "area not zeroed");
-        int nodes[8];
-        int nn = k3numa_area_nodes(t, a.p, a.len, nodes, 8);
-        CHECK(nn == 1 && nodes[0] == node, "memlocation: %d nodes, first %d; want %d", nn,
-              nn > 0 ? nodes[0] : -1, node);
-        CHECK(bound_to(t, a.p, a.len, node), "policy of the area is not BIND to node %d",
-              node);
-        k3numa_area_free(t, &a);
-
-        rc = k3numa_area_alloc(t, &a, 100, node);
-        CHECK(rc == 0 && a.bound && (uintptr_t)a.p % 4096 == 0 && a.len == 4096,
-              "small area: rc %d %p len %zu", rc, a.p, a.len);
-        if (rc == 0) {
-            nn = k3numa_area_nodes(t, a.p, a.len, nodes, 8);
-            CHECK(nn == 1 && nodes[0] == node, "small area on %d nodes", nn);
-            CHECK(bound_to(t, a.p, a.len, node), "small area policy");
-            k3numa_area_free(t, &a);
-        }
+        check_bound(t, 4 * MiB, l->nodes[i].os_index, "4 MiB");
+        check_bound(t, 4096, l->nodes[i].os_index, "one page");
     }
-    struct k3numa_area a;
-    int rc = k3numa_area_alloc(t, &a, 3 * MiB, -1);
-    CHECK(rc == 0 && !a.bound && a.bind_err == 0 && a.node == -1 &&
-              (uintptr_t)a.p % (2 * MiB) == 0,
-          "unbound area: rc %d bound %d", rc, a.bound);
-    if (rc == 0)
-        k3numa_area_free(t, &a);
 
     /* Parts of one area placed separately, as the stream places its read area: the first
      * half interleaved over the nodes (here the same node twice), the second bound. */
     int node = l->nodes[0].os_index, twice[2] = {node, node};
-    rc = k3numa_area_alloc(t, &a, 4 * MiB, -1);
-    REQUIRE(rc == 0, "4 MiB unbound: %d", rc);
-    CHECK(k3numa_range_interleave(t, a.p, 2 * MiB, twice, 2) == 0, "interleave the first half");
-    CHECK(k3numa_range_bind(t, (char *)a.p + 2 * MiB, 2 * MiB, node) == 0, "bind the second half");
+    char *a = fresh(4 * MiB);
+    CHECK(k3numa_range_interleave(t, a, 2 * MiB, twice, 2) == 0, "interleave the first half");
+    CHECK(k3numa_range_bind(t, a + 2 * MiB, 2 * MiB, node) == 0, "bind the second half");
     hwloc_bitmap_t set = hwloc_bitmap_alloc();
     hwloc_membind_policy_t pol;
-    rc = hwloc_get_area_membind(k3numa_topo_hwloc(t), a.p, 2 * MiB, set, &pol,
-                                HWLOC_MEMBIND_BYNODESET);
+    int rc = hwloc_get_area_membind(k3numa_topo_hwloc(t), a, 2 * MiB, set, &pol,
+                                    HWLOC_MEMBIND_BYNODESET);
     CHECK(rc == 0 && pol == HWLOC_MEMBIND_INTERLEAVE && hwloc_bitmap_isset(set, (unsigned)node),
           "first half: rc %d policy %d", rc, (int)pol);
     hwloc_bitmap_free(set);
-    CHECK(bound_to(t, (char *)a.p + 2 * MiB, 2 * MiB, node), "second half not bound");
-    memset(a.p, 1, a.len);
+    CHECK(bound_to(t, a + 2 * MiB, 2 * MiB, node), "second half not bound");
+    memset(a, 1, 4 * MiB);
     int nodes[8];
-    int nn = k3numa_area_nodes(t, a.p, a.len, nodes, 8);
+    int nn = nodes_of(t, a, 4 * MiB, nodes, 8);
     CHECK(nn == 1 && nodes[0] == node, "split area on %d nodes, first %d", nn, nn > 0 ? nodes[0] : -1);
-    k3numa_area_free(t, &a);
-    CHECK(k3numa_area_alloc(t, &a, 4096, 4096) == -EINVAL, "node 4096 is not here");
+    /* Node -1 (--numa off) and an empty range leave memory alone. */
+    CHECK(k3numa_range_bind(t, a, 4096, -1) == 0 && k3numa_range_bind(t, a, 0, node) == 0,
+          "no node, no bytes");
+    munmap(a, 4 * MiB);
 }
 
 /* The whole plan on this machine, as the engine will apply it: drive nodes from the
@@ -211,18 +212,8 @@ static void real_plan(struct k3numa_topo *t)
     }
     CHECK(wrong == 0, "%d threads with another affinity than planned", wrong);
 
-    for (int d = 0; d < 2; d++) {
-        struct k3numa_area a;
-        rc = k3numa_area_alloc(t, &a, 2 * MiB, p->buffer_node[d]);
-        REQUIRE(rc == 0, "buffers of drive %d on node %d: %d", d, p->buffer_node[d], rc);
-        int nodes[8];
-        int nn = k3numa_area_nodes(t, a.p, a.len, nodes, 8);
-        CHECK(a.bound && nn == 1 && nodes[0] == p->buffer_node[d],
-              "drive %d buffers: bound %d, on %d nodes, first %d; want %d", d, a.bound, nn,
-              nn > 0 ? nodes[0] : -1, p->buffer_node[d]);
-        CHECK(bound_to(t, a.p, a.len, p->buffer_node[d]), "drive %d buffers policy", d);
-        k3numa_area_free(t, &a);
-    }
+    for (int d = 0; d < 2; d++)
+        check_bound(t, 2 * MiB, p->buffer_node[d], "a drive's read buffers");
     k3numa_plan_free(p);
 }
 

@@ -213,8 +213,6 @@ static void nps4(void)
     }
     /* nvme4n1 attaches to four nodes: no single locality, the first spill goes to team 0. */
     CHECK_BUFFERS(p, 1, 3, 5, 7, 0);
-    CHECK(k3numa_plan_team_of_node(p, 5) == 5 && k3numa_plan_team_of_node(p, -1) == 0,
-          "experts on node 5 computed by team %d", k3numa_plan_team_of_node(p, 5));
     CHECK(px->n_threads == p->n_threads && px->n_teams == p->n_teams &&
               memcmp(px->thread_cpu, p->thread_cpu, sizeof(int) * (size_t)p->n_threads) == 0 &&
               memcmp(px->buffer_node, p->buffer_node, sizeof(int) * 5) == 0,
@@ -232,8 +230,6 @@ static void nps4(void)
                   p->thread_cpu[k] == 16 * k,
               "team %d: node %d cpu %d", k, p->teams[k].node, p->thread_cpu[k]);
     CHECK_BUFFERS(p, 1, 3, 0, 1, 2);
-    CHECK(k3numa_plan_team_of_node(p, 6) == 2, "node 6 has no team: %d",
-          k3numa_plan_team_of_node(p, 6));
     k3numa_plan_free(p);
 
     /* 20 threads over 8 equal nodes: 3,3,3,3,2,2,2,2. */

@@ -1,0 +1,186 @@
+/* The read path's insides, shared by its files; callers use stream.h.
+ *
+ *   stream.c     opening: the budget plan, the area's layout, NUMA placement of the
+ *                buffers, the resident segments; closing, faults, accessors
+ *   pieces.c     piece I/O: submitting an object's pieces, completions, retries at the
+ *                same place, replicas, lost drives, failure reports, fault injection
+ *   verify.c     checksums of landed pieces, in parallel; waiting for a buffer to be ready
+ *   trunk.c      the trunk source: double-buffered stream slots, binding segments,
+ *                embedding rows on demand
+ *   cache.c      the expert store: record slots as an LRU cache, prefetch, promote,
+ *                abandon, team balancing
+ *   buffer.c     the buffers' states, their legal transitions and invariants
+ *
+ * Every read lands in a struct buffer, which goes through the states of enum buf_state;
+ * buffer_set() asserts that each change is a legal one and buffer_check() that the
+ * buffer's invariants hold after it.
+ */
+#ifndef K3_STREAM_INTERNAL_H
+#define K3_STREAM_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/stream/stream.h"
+#include "engine/pack/packed.h"
+
+/* ---- read tags ------------------------------------------------------------------ */
+
+/* What a completion belongs to.  A tag is: owner (8 bits), how the piece is being read
+ * (8 bits: tries so far, and whether from its replica), the owner's index (16 bits), the
+ * piece (32 bits). */
+enum owner { OWN_SEGMENT = 1, OWN_SLOT = 2, OWN_RECORD = 3, OWN_EMBED = 4 };
+
+#define FROM_REPLICA 0x80u
+#define SPECULATIVE 0x40u /* a prefetch: read in the background, may be dropped unstarted */
+#define TRIES_MASK 0x3fu
+#define MAX_OWNER_INDEX 0xffffu
+
+static inline uint64_t make_tag(enum owner kind, uint32_t how, uint32_t index, uint32_t piece)
+{
+    return (uint64_t)kind << 56 | (uint64_t)(how & 0xff) << 48 |
+           (uint64_t)(index & MAX_OWNER_INDEX) << 32 | piece;
+}
+
+static inline enum owner tag_owner(uint64_t tag) { return (enum owner)(tag >> 56); }
+static inline uint32_t tag_how(uint64_t tag) { return (uint32_t)(tag >> 48) & 0xff; }
+static inline uint32_t tag_index(uint64_t tag) { return (uint32_t)(tag >> 32) & MAX_OWNER_INDEX; }
+static inline uint32_t tag_piece(uint64_t tag) { return (uint32_t)tag; }
+
+/* ---- buffers ---------------------------------------------------------------------- */
+
+enum buf_state {
+    BUF_FREE,      /* holds nothing */
+    BUF_PENDING,   /* an object's pieces are being read; some may have landed */
+    BUF_LANDED,    /* every piece in, checksums not yet checked */
+    BUF_READY,     /* checked: the bytes may be used */
+    BUF_ABANDONED, /* record slots: a prefetch no one asked for whose unstarted reads were
+                    * dropped; the started ones still land, then the slot is free */
+};
+
+/* A buffer that pieces [first_piece, first_piece + count) of an object are read into,
+ * piece first_piece + k at base + k * piece_bytes. */
+struct buffer {
+    uint8_t *base;      /* [count * piece_bytes of the object] */
+    enum owner kind;    /* who owns it, and its index there: its reads are tagged so */
+    uint32_t index;
+    enum buf_state state;
+    int64_t object;     /* -1 when free */
+    uint32_t first_piece, count;
+    uint32_t pending;   /* pieces not yet landed */
+    uint32_t inflight;  /* its reads in flight, each for a piece not yet landed */
+    double submitted;   /* trace time of the reads */
+    bool replica_round; /* bad pieces were re-read from replicas: another failure stands */
+    bool bad;           /* verify: a piece failed its checksum in this pass */
+    int pins;           /* in use: a record in the current batch, the trunk slot bound to
+                         * the model, a resident segment; never refilled while pinned */
+    int predicted;      /* record slots: the layer it was prefetched for, not yet asked
+                         * for (-1: none) */
+    uint64_t last_use;  /* record slots: for LRU eviction */
+};
+
+/* Asserts b's invariants (the checking function every change of state calls). */
+void buffer_check(const struct buffer *b);
+/* The buffer's state becomes to; asserts the change is legal and the invariants hold. */
+void buffer_set(struct buffer *b, enum buf_state to);
+/* b (free, or holding landed bytes no one uses) is to receive pieces [first, first +
+ * count) of object: pending, nothing issued yet. */
+void buffer_claim(struct buffer *b, int64_t object, uint32_t first, uint32_t count);
+/* b (no one using it, no read in flight) holds nothing again. */
+void buffer_release(struct buffer *b);
+/* Back to free whatever its state, keeping its memory and its tag: for a reset, once
+ * every read in flight has been reaped. */
+void buffer_empty(struct buffer *b);
+
+/* ---- the stream -------------------------------------------------------------------- */
+
+struct k3_stream {
+    struct k3_model *m;
+    const struct k3_packed *p;
+    struct k3_stream_opts o;
+    struct k3io_reader *r;
+    int *fds;                     /* [n_drives] */
+    int *drive_team;              /* [n_drives] the team (and I/O thread) reading each drive */
+    uint8_t *area;                /* [area_bytes] registered with the reader */
+    size_t area_bytes;
+    struct k3_budget budget;
+    struct k3_budget_input in;
+    uint64_t *segment_bytes;      /* [n_segments] buffer bytes */
+    int n_segments;
+    /* the trunk */
+    struct buffer *resident;      /* [n_segments]: base NULL when streamed */
+    struct buffer slots[2];       /* trunk stream slots */
+    int bound_slot;               /* slot of the segment bound to the model, or -1 */
+    struct buffer embed;          /* embedding-row pieces */
+    uint64_t embed_capacity;
+    /* expert records */
+    struct k3_expert_store store;
+    struct buffer *records;       /* [n_records] */
+    int n_records;
+    uint64_t record_stride;
+    uint64_t use_clock;
+    int layer, batch_n, delivered;
+    const int *batch;
+    int *batch_slot;              /* [capacity] slot of each batch entry */
+    bool *batch_done;             /* [capacity] handed out by next() */
+    int n_teams;                  /* compute teams: record slot i is on team i mod n_teams */
+    int *team_load;               /* [n_teams] slots a begin() or prefetch() took per team */
+    uint32_t *dropped;            /* [record_stride / K3_PACK_ALIGN + 1] pieces k3io_drop
+                                   * took back */
+    struct verify_job *verify_jobs; /* [K3_VERIFY_BATCH] */
+    struct k3_trunk_source trunk;
+    /* counters */
+    struct k3_stream_stats stats;
+    struct k3_layer_stats *layer_stats; /* [n_layers + 1] */
+    int cur_layer;                /* the layer computing now (n_layers: the output) */
+    int inflight;                 /* pieces in flight, all buffers */
+    double last_tick;             /* when busy time was last accounted */
+    /* faults */
+    struct k3_faults *faults;     /* NULL unless injecting */
+    int *drive_failures;          /* [n_drives] failed reads in a row */
+    bool *drive_lost;             /* [n_drives] failing: read its pieces' replicas instead */
+    struct k3_err failure;        /* the first failure seen while processing completions */
+    bool failed;
+};
+
+/* Seconds on the monotonic clock. */
+double stream_now(void);
+
+/* pieces.c */
+/* Accounts the time since the last tick as busy (reads in flight) for the layer
+ * computing now; call before the number in flight or the layer changes. */
+void tick(struct k3_stream *s);
+/* Reads pieces [first, first + n) of b's object into b; how: tries and replica, as in
+ * the tag (SPECULATIVE: in the background). */
+int read_pieces(struct k3_stream *s, struct buffer *b, uint32_t first, uint32_t n, uint32_t how,
+                struct k3_err *err);
+/* Claims b for the whole of object o and reads it. */
+int read_object(struct k3_stream *s, struct buffer *b, uint64_t o, struct k3_err *err);
+/* Reaps at least min completions (time counted as stall: compute is waiting). */
+int pump(struct k3_stream *s, int min, struct k3_err *err);
+/* Takes back record slot's reads that have not started: s->dropped[0..n) are their
+ * pieces, which no longer count as in flight; returns n. */
+uint32_t drop_unstarted(struct k3_stream *s, int slot);
+/* Records the first failure: piece j of b's object, read as how, failed for why. */
+void fail(struct k3_stream *s, const struct buffer *b, uint32_t j, uint32_t how, const char *why);
+/* The reader's fault hook (K3_FAULTS). */
+int32_t inject(void *ctx, const struct k3io_fault_at *at, int32_t res);
+
+/* verify.c */
+/* Checks the landed, unchecked buffers of bufs[0..n); those whose pieces all check out
+ * become ready, those with a bad piece pending again (re-read from replicas). */
+int verify(struct k3_stream *s, struct buffer **bufs, int n, struct k3_err *err);
+/* Waits until b has landed and checked out. */
+int wait_ready(struct k3_stream *s, struct buffer *b, struct k3_err *err);
+
+/* trunk.c */
+int trunk_segment(void *ctx, int seg, struct k3_err *err);
+int trunk_embed(void *ctx, const int32_t *tokens, int T, float *out, struct k3_err *err);
+
+/* cache.c */
+extern const struct k3_expert_store_ops stream_store_ops;
+/* The compute team whose node holds record slot i, and which computes what lands there
+ * (numa/plan.h rule 6). */
+static inline int slot_team(const struct k3_stream *s, int i) { return i % s->n_teams; }
+
+#endif

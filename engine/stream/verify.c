@@ -1,0 +1,120 @@
+/* Checksums of landed pieces, checked in parallel batches (XXH3 runs near memory speed on
+ * one core; spread over the compute threads it stays off the critical path).  A bad
+ * piece is read again from its replica, once per fill of its buffer, and the buffer lands
+ * again; otherwise the first bad piece in order is reported. */
+#include "engine/stream/verify.h"
+
+#include <xxhash.h>
+
+#include "engine/stream/stream_internal.h"
+
+/* One piece to check. */
+struct verify_job {
+    struct buffer *b;
+    uint32_t k; /* piece index within the buffer */
+    bool bad;
+};
+
+uint64_t k3_verify_scratch_bytes(void)
+{
+    return K3_VERIFY_BATCH * sizeof(struct verify_job);
+}
+
+/* Queues the pieces of the landed, unchecked buffers of bufs[0..n), from buffer *bi's
+ * piece *bk on, until the batch is full; returns how many were queued. */
+static int queue(struct k3_stream *s, struct buffer **bufs, int n, int *bi, uint32_t *bk)
+{
+    int n_jobs = 0;
+    for (; *bi < n && n_jobs < K3_VERIFY_BATCH; ++*bi, *bk = 0) {
+        struct buffer *b = bufs[*bi];
+        if (b->state != BUF_LANDED && !b->bad) /* bad: pending again, still checked */
+            continue;
+        for (; *bk < b->count && n_jobs < K3_VERIFY_BATCH; ++*bk)
+            s->verify_jobs[n_jobs++] = (struct verify_job){b, *bk, false};
+        if (*bk < b->count)
+            break; /* this buffer continues in the next batch */
+    }
+    return n_jobs;
+}
+
+static void check(struct k3_stream *s, int n_jobs)
+{
+    struct verify_job *jobs = s->verify_jobs;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int i = 0; i < n_jobs; i++) {
+        const struct buffer *b = jobs[i].b;
+        const struct k3_pack_object *x = &s->p->objects[b->object];
+        const struct k3_pack_piece *pc = &s->p->pieces[x->first_piece + b->first_piece + jobs[i].k];
+        jobs[i].bad = XXH3_64bits(b->base + (uint64_t)jobs[i].k * x->piece_bytes, pc->bytes) !=
+                      pc->xxh3;
+    }
+}
+
+/* A bad piece: read again from its replica (once per fill), or the failure stands.  The
+ * buffer's other pieces are still checked in this pass, so that every bad one is re-read
+ * before a second failure counts. */
+static void bad_piece(struct k3_stream *s, const struct verify_job *job)
+{
+    struct buffer *b = job->b;
+    uint32_t j = b->first_piece + job->k;
+    struct k3_err e;
+    b->bad = true;
+    if (s->p->replicas && !b->replica_round) {
+        b->pending++;
+        if (b->state == BUF_LANDED)
+            buffer_set(b, BUF_PENDING);
+        if (!read_pieces(s, b, j, 1, FROM_REPLICA, &e)) {
+            s->stats.replica_reads++;
+            return;
+        }
+    }
+    fail(s, b, j, b->replica_round ? FROM_REPLICA : 0, "checksum mismatch");
+}
+
+/* After the checks: a buffer with no bad piece is ready; one with bad pieces waits for
+ * their re-reads, after which another failure stands. */
+static void settle(struct buffer **bufs, int n)
+{
+    for (int q = 0; q < n; q++) {
+        struct buffer *b = bufs[q];
+        if (b->bad) {
+            b->bad = false;
+            b->replica_round = true;
+        } else if (b->state == BUF_LANDED) {
+            buffer_set(b, BUF_READY);
+        }
+    }
+}
+
+int verify(struct k3_stream *s, struct buffer **bufs, int n, struct k3_err *err)
+{
+    double t0 = stream_now();
+    int bi = 0;
+    uint32_t bk = 0;
+    while (bi < n) {
+        int n_jobs = queue(s, bufs, n, &bi, &bk);
+        check(s, n_jobs);
+        for (int i = 0; i < n_jobs; i++)
+            if (s->verify_jobs[i].bad)
+                bad_piece(s, &s->verify_jobs[i]);
+    }
+    settle(bufs, n);
+    s->stats.verify_seconds += stream_now() - t0;
+    if (s->failed) {
+        *err = s->failure;
+        return -1;
+    }
+    return 0;
+}
+
+int wait_ready(struct k3_stream *s, struct buffer *b, struct k3_err *err)
+{
+    while (b->state != BUF_READY) {
+        while (b->state != BUF_LANDED)
+            if (pump(s, 1, err))
+                return -1;
+        if (verify(s, &b, 1, err))
+            return -1;
+    }
+    return 0;
+}
