@@ -36,7 +36,7 @@ int k3io_pwrite_full(const struct k3io_file *f, const void *buf, size_t len, uin
 
 /* Page-aligned memory (K3IO_ALIGN), zeroed; NULL on failure.  Free with free().  Areas
  * of 2 MiB or more are 2 MiB-aligned and asked to be transparent huge pages: fewer,
- * physically larger pieces per read (measured faster on the virtual disk here). */
+ * physically larger pieces per read (bench/results/engine-choices.md). */
 void *k3io_alloc(size_t len);
 
 #endif

@@ -16,10 +16,9 @@
 #define DEFAULT_QUEUE_DEPTH 64
 #define DEFAULT_MAX_IO (1u << 20)
 #define DEFAULT_PREAD_THREADS 8
-/* Each background chunk in flight is one a foreground read may find ahead of it.
- * bench/prefetch-depth.sh (8 drives at 100 MB/s, 40% of prefetches used; median s/token):
- * 1 per drive 0.436, 2 0.440, 4 0.481, no prefetch 0.417; 2 leaves a fast drive more than
- * one read to stream. */
+/* Each background chunk in flight is one a foreground read may find ahead of it; 2
+ * leaves a fast drive more than one read to stream at little cost over 1
+ * (bench/prefetch-depth.sh; bench/results/engine-choices.md). */
 #define DEFAULT_BACKGROUND_PER_FILE 2
 /* io_uring_setup refuses more entries (EINVAL at 65536, checked); the pool is held to the
  * same bound so that a depth that works on one backend works on the other. */

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "engine/base/files.h"
+#include "engine/runtime/runtime.h"
 #include "engine/stream/budget.h"
 #include "engine/cli/cli.h"
 #include "engine/model/config.h"
@@ -75,8 +76,8 @@ static uint64_t *spec_bytes(const struct k3_tensor_spec *specs, int n, uint64_t 
  * sees it: the same quantities the runtime gives it for that pack (stream.c), and the
  * default run's records in flight. */
 static int budget_input(const struct k3_config *c, const char *config, int n_drives, int ctx,
-                        int threads, int teams, struct k3_budget_input *in, uint64_t **segments,
-                        struct k3_err *err)
+                        int seqs, int threads, int teams, struct k3_budget_input *in,
+                        uint64_t **segments, struct k3_err *err)
 {
     struct k3_tensor_spec *specs;
     int n;
@@ -102,6 +103,7 @@ static int budget_input(const struct k3_config *c, const char *config, int n_dri
         *in = (struct k3_budget_input){
             .cfg = c,
             .ctx = ctx,
+            .seqs = seqs,
             .threads = threads,
             .teams = teams,
             .n_segments = t.n_segments,
@@ -111,7 +113,7 @@ static int budget_input(const struct k3_config *c, const char *config, int n_dri
             .embed_buffer_bytes = k3_budget_embed_buffer_bytes(2 * (uint64_t)c->hidden,
                                                                pp.trunk_piece),
             .manifest_bytes = k3_pack_manifest_bytes(&pp, &sec),
-            .logits_bytes = (uint64_t)K3_CHUNK * (uint64_t)c->vocab * sizeof(float),
+            .caller_bytes = k3_runtime_caller_bytes(c->vocab, seqs),
             .inflight_records = c->top_k + K3_PREFETCH_K_DEFAULT,
         };
     }
@@ -207,7 +209,7 @@ int cmd_plan(int argc, char **argv)
     static const struct k3_opt_choice ram_choices[] = {
         {"floor", K3_RAM_FLOOR}, {"trunk", K3_RAM_TRUNK}, {NULL, 0}};
     const char *config = "k3", *calibration = NULL;
-    int ctx = 4096, drives = 8, threads = 0, cores = 0, nodes = 1;
+    int ctx = 4096, seqs = 1, drives = 8, threads = 0, cores = 0, nodes = 1;
     float drive_gbps = 7.0f, mem_gbps = 150.0f;
     uint64_t ram = K3_RAM_FLOOR;
     const struct k3_opt opts[] = {
@@ -216,7 +218,9 @@ int cmd_plan(int argc, char **argv)
         {.name = "ram", .type = K3_OPT_SIZE, .dst = &ram, .choices = ram_choices, .min = 1,
          .help = "budget to plan; floor: the least that runs, trunk: the whole trunk resident"},
         {.name = "ctx", .type = K3_OPT_INT, .dst = &ctx, .arg = "N",
-         .help = "context positions the session holds", .min = 1, .max = 1 << 24},
+         .help = "context positions each sequence holds", .min = 1, .max = 1 << 24},
+        {.name = "parallel", .type = K3_OPT_INT, .dst = &seqs, .arg = "N",
+         .help = "sequences held at once (serve --parallel)", .min = 1, .max = K3_CHUNK},
         {.name = "drives", .type = K3_OPT_INT, .dst = &drives, .arg = "N",
          .help = "drives the pack stripes over", .min = 1, .max = 256},
         {.name = "drive-gbps", .type = K3_OPT_FLOAT, .dst = &drive_gbps, .arg = "GB/s",
@@ -257,8 +261,8 @@ int cmd_plan(int argc, char **argv)
     }
     struct k3_budget_input in;
     uint64_t *segments = NULL;
-    rc = budget_input(&c, config, drives, ctx, threads ? threads : box.cores, nodes, &in, &segments,
-                      &err);
+    rc = budget_input(&c, config, drives, ctx, seqs, threads ? threads : box.cores, nodes, &in,
+                      &segments, &err);
     struct k3_budget b;
     if (!rc) {
         k3_budget_plan(&in, UINT64_MAX, &b, NULL); /* the floor, whatever the budget */

@@ -117,7 +117,7 @@ static int setup(struct runner *r, struct k3_err *err)
         return -1;
     struct k3_runtime_opts ro = runtime_opts(o);
     if (k3_runtime_open(&r->rt, &ro, err) || prepare_prompt(r, err) ||
-        k3_runtime_start(&r->rt, r->ctx, K3_CHUNK, err))
+        k3_runtime_start(&r->rt, r->ctx, 1, k3_runtime_caller_bytes(r->rt.m.cfg.vocab, 1), err))
         return -1;
     print_notes(r);
     const struct k3_config *c = &r->rt.m.cfg;

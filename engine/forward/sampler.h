@@ -30,4 +30,10 @@ int k3_argmax(const float *logits, int n);
 
 int k3_sample(struct k3_sampler *s, const float *logits);
 
+/* Bytes a sampler of vocab ids keeps (its order and probability buffers). */
+static inline uint64_t k3_sampler_bytes(int vocab)
+{
+    return (uint64_t)vocab * (sizeof(int) + sizeof(float));
+}
+
 #endif

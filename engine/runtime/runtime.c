@@ -55,7 +55,8 @@ static int open_checkpoint_store(struct k3_runtime *rt, struct k3_err *err)
     return 0;
 }
 
-static int open_stream(struct k3_runtime *rt, int ctx, int logits_rows, struct k3_err *err)
+static int open_stream(struct k3_runtime *rt, int ctx, int seqs, uint64_t caller_bytes,
+                       struct k3_err *err)
 {
     const struct k3_runtime_opts *o = &rt->o;
     uint64_t fault_seed;
@@ -65,6 +66,7 @@ static int open_stream(struct k3_runtime *rt, int ctx, int logits_rows, struct k
         .backend = o->io,
         .ram = o->ram,
         .ctx = ctx,
+        .seqs = seqs,
         .threads = omp_get_max_threads(),
         .cache = !o->no_cache,
         .sync = o->sync,
@@ -74,7 +76,7 @@ static int open_stream(struct k3_runtime *rt, int ctx, int logits_rows, struct k
         .place = &rt->place,
         .faults = getenv("K3_FAULTS"),
         .fault_seed = fault_seed,
-        .logits_bytes = sizeof(float) * (size_t)logits_rows * (size_t)rt->m.cfg.vocab,
+        .caller_bytes = caller_bytes,
         .note = o->note,
         .note_ctx = o->note_ctx,
     };
@@ -94,13 +96,14 @@ static int open_stream(struct k3_runtime *rt, int ctx, int logits_rows, struct k
     return 0;
 }
 
-int k3_runtime_start(struct k3_runtime *rt, int ctx, int logits_rows, struct k3_err *err)
+int k3_runtime_start(struct k3_runtime *rt, int ctx, int seqs, uint64_t caller_bytes,
+                     struct k3_err *err)
 {
     const struct k3_runtime_opts *o = &rt->o;
     const struct k3_packed *p = rt->m.packed;
     if (o->trace_path && k3_trace_open(&rt->trace, o->trace_path, p ? p->n_drives : 0, err))
         return -1;
-    if ((p ? open_stream(rt, ctx, logits_rows, err) : open_checkpoint_store(rt, err)) ||
+    if ((p ? open_stream(rt, ctx, seqs, caller_bytes, err) : open_checkpoint_store(rt, err)) ||
         k3_forward_init(&rt->fwd, &rt->m, rt->store, ctx, rt->place.plan, err))
         return -1;
     rt->fwd.hooks = (struct k3_forward_hooks){

@@ -17,6 +17,7 @@
 #include "engine/base/err.h"
 #include "engine/base/trace.h"
 #include "engine/forward/forward.h"
+#include "engine/forward/sampler.h"
 #include "engine/model/model.h"
 #include "engine/stream/placement.h"
 #include "engine/stream/stream.h"
@@ -56,11 +57,21 @@ struct k3_runtime {
 /* Placement and the model; nothing is read beyond the config, the tensor table and the
  * small tensors yet. */
 int k3_runtime_open(struct k3_runtime *rt, const struct k3_runtime_opts *o, struct k3_err *err);
-/* The trace, the read path planned for sequences of ctx positions (the budget counts
- * logits_rows rows of logits the caller keeps), and the compute context. */
-int k3_runtime_start(struct k3_runtime *rt, int ctx, int logits_rows, struct k3_err *err);
+/* The trace, the read path planned for seqs sequences of ctx positions (the budget also
+ * counts caller_bytes the caller keeps beside: logits rows, samplers), and the compute
+ * context. */
+int k3_runtime_start(struct k3_runtime *rt, int ctx, int seqs, uint64_t caller_bytes,
+                     struct k3_err *err);
 /* Closes everything; -1 with err (when not NULL) if the trace could not be completed. */
 int k3_runtime_close(struct k3_runtime *rt, struct k3_err *err);
+
+/* What a generator keeps beside the runtime, counted in the budget: one step's logits
+ * and a sampler per sequence (run: 1; serve: --parallel). */
+static inline uint64_t k3_runtime_caller_bytes(int vocab, int seqs)
+{
+    return sizeof(float) * (uint64_t)K3_CHUNK * (uint64_t)vocab +
+           (uint64_t)seqs * k3_sampler_bytes(vocab);
+}
 
 /* The model's tokenizer, loaded on first use. */
 int k3_runtime_tokenizer(struct k3_runtime *rt, const struct k3_tokenizer **tok,

@@ -8,18 +8,27 @@
 
 static const double GIB = 1073741824.0;
 
+/* "4096 context", or "4096 context x 8 sequences" when several are held. */
+static const char *context_text(const struct k3_budget_input *in, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "%d context", in->ctx);
+    if (in->seqs > 1 && n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, " x %d sequences", in->seqs);
+    return buf;
+}
+
 static uint64_t fixed_part(const struct k3_budget_input *in, struct k3_budget *b)
 {
     b->runtime = K3_RUNTIME_BYTES;
-    b->state = k3_seq_state_bytes(in->cfg, in->ctx);
+    b->state = (uint64_t)(in->seqs > 1 ? in->seqs : 1) * k3_seq_state_bytes(in->cfg, in->ctx);
     b->scratch = k3_forward_scratch_bytes(in->cfg, in->ctx, in->threads, in->teams);
     b->vectors = in->vector_bytes;
     b->manifest = in->manifest_bytes;
-    b->logits = in->logits_bytes;
+    b->caller = in->caller_bytes;
     b->expert_inflight = (uint64_t)in->inflight_records * in->record_bytes;
     b->verify = k3_verify_scratch_bytes();
     b->embed_buffer = in->embed_buffer_bytes;
-    return b->runtime + b->state + b->scratch + b->vectors + b->manifest + b->logits +
+    return b->runtime + b->state + b->scratch + b->vectors + b->manifest + b->caller +
            b->expert_inflight + b->verify + b->embed_buffer;
 }
 
@@ -157,11 +166,13 @@ int k3_budget_plan(const struct k3_budget_input *in, uint64_t budget, struct k3_
     b->n_segments = in->n_segments;
     uint64_t fixed = fixed_part(in, b);
     b->floor = fixed + floor_trunk(in, b->resident);
+    char ctx[64];
     if (budget < b->floor)
         return k3_errf(err,
-                       "--ram %.2f GiB is below the floor of %.2f GiB at %d context (session "
+                       "--ram %.2f GiB is below the floor of %.2f GiB at %s (session "
                        "state %.2f, expert buffers %.2f, trunk %.2f, the rest %.2f GiB)",
-                       budget / GIB, b->floor / GIB, in->ctx, b->state / GIB,
+                       budget / GIB, b->floor / GIB, context_text(in, ctx, sizeof ctx),
+                       b->state / GIB,
                        b->expert_inflight / GIB, (b->floor - fixed) / GIB,
                        (fixed - b->state - b->expert_inflight) / GIB);
     plan_trunk(in, budget - fixed, b->resident);
@@ -181,9 +192,10 @@ void k3_budget_print(FILE *f, const struct k3_budget *b, const struct k3_budget_
     for (int s = K3_SEG_EMBED + 1; s < in->n_segments; s++)
         resident += b->resident[s], streamed += !b->resident[s];
     const double G = GIB;
-    fprintf(f, "budget %.2f GiB = %llu B (floor %.2f GiB = %llu B at %d context):\n",
+    char ctx[64];
+    fprintf(f, "budget %.2f GiB = %llu B (floor %.2f GiB = %llu B at %s):\n",
             b->budget / G, (unsigned long long)b->budget, b->floor / G,
-            (unsigned long long)b->floor, in->ctx);
+            (unsigned long long)b->floor, context_text(in, ctx, sizeof ctx));
     fprintf(f, "  session state         %8.3f GiB (KDA state, conv rings, MLA cache)\n",
             b->state / G);
     fprintf(f, "  runtime + scratch     %8.3f GiB\n", (b->runtime + b->scratch + b->verify) / G);

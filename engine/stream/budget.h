@@ -3,7 +3,7 @@
  *
  * Owns: the arithmetic.  The floor is the runtime itself, the session state for the
  * context (KDA state, conv rings, MLA latent cache), the scratch of one chunk, every
- * segment's small tensors, the manifest, the caller's logits, the expert buffers one
+ * segment's small tensors, the manifest, the caller's buffers, the expert buffers one
  * layer keeps in flight, the checksum pass's scratch, the buffer embedding rows are read
  * into (on demand), and the trunk at its cheapest: two stream slots (one computing, one
  * being read) of the largest streamed segment, plus whichever largest segments are
@@ -34,7 +34,8 @@
 
 struct k3_budget_input {
     const struct k3_config *cfg;
-    int ctx;                      /* positions the session holds */
+    int ctx;                      /* positions each sequence holds */
+    int seqs;                     /* sequences held at once (serve's --parallel; 0 counts as 1) */
     int threads;
     int teams;                    /* compute teams (0 counts as 1) */
     int n_segments;               /* trunk segments (tensors.h: K3_SEG_EMBED, k3_seg_layer...) */
@@ -43,7 +44,7 @@ struct k3_budget_input {
     uint64_t record_bytes;        /* one expert record's buffer */
     uint64_t embed_buffer_bytes;  /* embedding rows' buffer (k3_budget_embed_buffer_bytes) */
     uint64_t manifest_bytes;      /* the whole manifest, held while the model is open */
-    uint64_t logits_bytes;        /* the caller's logits buffer */
+    uint64_t caller_bytes;        /* the caller's buffers: logits rows, samplers */
     int inflight_records;         /* expert records one layer keeps in flight */
 };
 
@@ -51,7 +52,7 @@ struct k3_budget {
     uint64_t budget;
     uint64_t floor;
     /* fixed part of the floor */
-    uint64_t runtime, state, scratch, vectors, manifest, logits;
+    uint64_t runtime, state, scratch, vectors, manifest, caller;
     uint64_t expert_inflight;     /* inflight_records x record_bytes */
     uint64_t verify;              /* the checksum pass's scratch (k3_verify_scratch_bytes) */
     uint64_t embed_buffer;        /* in->embed_buffer_bytes */

@@ -44,6 +44,7 @@ static int budget_input(struct k3_stream *s, struct k3_err *err)
     s->in = (struct k3_budget_input){
         .cfg = c,
         .ctx = s->o.ctx,
+        .seqs = s->o.seqs,
         .threads = s->o.threads,
         .teams = s->n_teams,
         .n_segments = s->n_segments,
@@ -52,7 +53,7 @@ static int budget_input(struct k3_stream *s, struct k3_err *err)
         .record_bytes = s->record_stride,
         .embed_buffer_bytes = s->embed_capacity,
         .manifest_bytes = p->header.manifest_bytes,
-        .logits_bytes = s->o.logits_bytes,
+        .caller_bytes = s->o.caller_bytes,
         .inflight_records = has_records ? c->top_k + s->o.prefetch_k : 0,
     };
     return 0;

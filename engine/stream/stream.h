@@ -38,7 +38,8 @@ struct k3_placement;
 struct k3_stream_opts {
     enum k3io_backend backend; /* --io */
     uint64_t ram;              /* budget in bytes, or a preset above */
-    int ctx;                   /* positions the session will hold */
+    int ctx;                   /* positions each sequence will hold */
+    int seqs;                  /* sequences held at once (0 counts as 1) */
     int threads;
     bool cache;                /* expert cache in the spare budget */
     bool sync;                 /* one read at a time, waited for: the no-overlap baseline */
@@ -48,7 +49,8 @@ struct k3_stream_opts {
     const struct k3_placement *place; /* NUMA plan for the buffers, or NULL */
     const char *faults;        /* fault injection spec (faults.h), or NULL */
     uint64_t fault_seed;
-    uint64_t logits_bytes;     /* what the caller keeps for logits (counted in the budget) */
+    uint64_t caller_bytes;     /* what the caller keeps beside (logits rows, samplers),
+                                * counted in the budget */
     /* A fallback taken while reading, one line (e.g. a drive taken as lost, its pieces
      * read from replicas); called on the caller's thread.  NULL: not said. */
     void (*note)(void *ctx, const char *line);

@@ -14,8 +14,8 @@
 
 #define K3_NO_RANK UINT32_MAX
 /* Pieces at least this long are merged with a heap (O(n log n)) instead of
- * tiktoken's min-scan (O(n^2)); both give the same tokens.  Measured on o200k ranks:
- * equal up to ~32 bytes, heap 1.3x faster at 64, 7x at 1024. */
+ * tiktoken's min-scan (O(n^2)); both give the same tokens.  Where the two cross:
+ * bench/results/engine-choices.md. */
 #define K3_BPE_HEAP_MIN 64
 
 /* Grow-only buffers one encoder reuses across pieces; start zeroed. */

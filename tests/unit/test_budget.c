@@ -4,7 +4,8 @@
  * stream slots); every plan fits its budget; no streamed segment could still be made
  * resident within the budget; the resident layer bytes fall short of the best any plan
  * could hold (found by trying every subset) by less than that plan's stream slot; below
- * the floor the plan is refused. */
+ * the floor the plan is refused.  Sequences held at once (serve --parallel) each add
+ * their state to the floor, and a refusal names them. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -38,7 +39,7 @@ static struct k3_budget_input input(const uint64_t *bytes, int n)
         .record_bytes = 4 * MiB,
         .embed_buffer_bytes = 2 * 64 * 1024,
         .manifest_bytes = 1 * MiB,
-        .logits_bytes = 1 * MiB,
+        .caller_bytes = 1 * MiB,
         .inflight_records = 4,
     };
 }
@@ -155,6 +156,25 @@ static void check_shape(const struct shape *sh)
     check_plan(sh, &in, b.floor);
 }
 
+static void sequences_enter_the_floor(void)
+{
+    static const uint64_t mib[] = {8, 40, 40, 8};
+    uint64_t bytes[4];
+    for (int s = 0; s < 4; s++)
+        bytes[s] = mib[s] * MiB;
+    struct k3_budget_input one = input(bytes, 4), eight = one;
+    eight.seqs = 8;
+    struct k3_budget a, b;
+    struct k3_err err = {{0}};
+    REQUIRE(k3_budget_plan(&one, UINT64_MAX, &a, NULL) == 0 &&
+                k3_budget_plan(&eight, UINT64_MAX, &b, NULL) == 0, "plans");
+    CHECK(b.state == 8 * a.state && b.floor - a.floor == 7 * a.state,
+          "8 sequences: state %" PRIu64 " (one: %" PRIu64 "), floor +%" PRIu64, b.state, a.state,
+          b.floor - a.floor);
+    CHECK(k3_budget_plan(&eight, a.floor, &b, &err) == -1 && strstr(err.msg, "x 8 sequences"),
+          "one sequence's floor is below eight's, and the refusal names them: %s", err.msg);
+}
+
 int main(void)
 {
     struct k3_err err;
@@ -181,6 +201,7 @@ int main(void)
             sh.mib[s] = 1 + k3_rng_next(&r) % 200;
         check_shape(&sh);
     }
+    sequences_enter_the_floor();
     k3_config_free(&cfg);
     return check_result();
 }
