@@ -299,11 +299,20 @@ static int step(struct k3_sched *s, struct k3_err *err)
         return -1;
     for (int j = 0; j < n_logits; j++)
         take_token(s, &s->slots[s->owner[j]], s->logits + (size_t)j * s->rt->m.cfg.vocab);
+    /* Copied here, on the thread that steps, so that a reader of the statistics (a
+     * /metrics handler) never reads counters while a step writes them. */
+    const struct k3_forward_stats *fs = &s->rt->fwd.stats;
+    uint64_t experts = 0;
+    for (int l = 0; l < s->rt->m.cfg.n_layers; l++)
+        experts += fs->decode_experts[l];
+    struct k3_runtime_snapshot snap = k3_runtime_snap(s->rt);
     pthread_mutex_lock(&s->lock);
     s->stats.steps++;
     s->stats.busy_seconds += now() - t0;
-    s->stats.decode_steps = s->rt->fwd.stats.decode_steps;
-    s->stats.decode_rows = s->rt->fwd.stats.decode_rows;
+    s->stats.decode_steps = fs->decode_steps;
+    s->stats.decode_rows = fs->decode_rows;
+    s->stats.decode_experts = experts;
+    s->stats.io = snap.io;
     pthread_mutex_unlock(&s->lock);
     return 0;
 }

@@ -33,7 +33,10 @@ struct k3_sched_stats {
     int running, queued;
     uint64_t requests_done, tokens_generated, prompt_tokens;
     uint64_t steps, decode_steps, decode_rows;
+    uint64_t decode_experts;             /* experts read in decode steps, summed over the
+                                          * layers (forward.h: the union of the rows') */
     double busy_seconds;                 /* in steps */
+    struct k3_stream_stats io;           /* the read path's counters after the last step */
 };
 
 struct k3_sched;
