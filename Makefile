@@ -3,7 +3,7 @@
 
 # Debian packages the build, the tests and the reference need (installed by `make deps`).
 DEB_PKGS := build-essential pkg-config clang libomp-dev liburing-dev libhwloc-dev hwloc libjansson-dev \
-            libxxhash-dev xxhash libpcre2-dev libmicrohttpd-dev curl strace fio
+            libxxhash-dev xxhash libpcre2-dev libmicrohttpd-dev curl jq strace fio
 DEB_PKGS_REF := python3-torch python3-numpy
 DEB_PKGS_BENCH := fio gnuplot-nox bc python3
 
