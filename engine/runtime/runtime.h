@@ -58,6 +58,10 @@ int k3_runtime_start(struct k3_runtime *rt, int ctx, int logits_rows, struct k3_
 /* Closes everything; -1 with err (when not NULL) if the trace could not be completed. */
 int k3_runtime_close(struct k3_runtime *rt, struct k3_err *err);
 
+/* After a step failed on a read: the read path forgets the failure and empties what it
+ * held half-read, so the next step starts clean (stream.h, k3_stream_recover). */
+void k3_runtime_recover(struct k3_runtime *rt);
+
 /* The model's tokenizer, loaded on first use. */
 int k3_runtime_tokenizer(struct k3_runtime *rt, const struct k3_tokenizer **tok,
                          struct k3_err *err);

@@ -364,10 +364,13 @@ void k3_sched_run(struct k3_sched *s)
             continue;
         }
         /* A failed step (a read that failed on every copy) ends the requests in it, whose
-         * state it left half-updated, with its error; the server serves on. */
-        if (step(s, err))
+         * state it left half-updated, with its error; the read path forgets the failure
+         * (it would fail every later step) and the server serves on. */
+        if (step(s, err)) {
             for (int i = 0; i < s->o.parallel; i++)
                 if (s->slots[i].state != SLOT_FREE)
                     end_slot(s, &s->slots[i], K3_FINISH_ERROR, err->msg);
+            k3_runtime_recover(s->rt);
+        }
     }
 }
