@@ -442,10 +442,25 @@ static char *dump(json_t *v)
     return s;
 }
 
+/* s with every byte that starts no well-formed UTF-8 sequence made '?': a message that
+ * quotes a client's text may have cut a character in two. */
+static void utf8_mend(char *s)
+{
+    for (size_t n = strlen(s), i = 0; i < n;) {
+        size_t k = utf8_seq((const unsigned char *)s + i, n - i);
+        if (!k)
+            s[i] = '?';
+        i += k ? k : 1;
+    }
+}
+
 char *k3_api_error_json(const struct k3_api_error *e)
 {
-    return dump(json_pack("{s:{s:s, s:s, s:s?, s:s?}}", "error", "message", e->message, "type",
-                          e->type, "param", e->param[0] ? e->param : NULL, "code", e->code));
+    struct k3_api_error m = *e;
+    utf8_mend(m.message);
+    utf8_mend(m.param);
+    return dump(json_pack("{s:{s:s, s:s, s:s?, s:s?}}", "error", "message", m.message, "type",
+                          m.type, "param", m.param[0] ? m.param : NULL, "code", m.code));
 }
 
 char *k3_api_models_json(const char *model, time_t created)

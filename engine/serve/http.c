@@ -92,6 +92,9 @@ __attribute__((format(printf, 2, 3))) static void log_line(struct k3_http *h, co
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    for (char *at = line; *at; at++) /* a client's text never moves the terminal */
+        if ((unsigned char)*at < 0x20 || *at == 0x7f)
+            *at = '?';
     h->o.log(h->o.log_ctx, line);
 }
 
@@ -461,8 +464,7 @@ static enum MHD_Result on_headers(struct exchange *x, struct MHD_Connection *c, 
     struct k3_http *h = x->h;
     x->route = find_route(url);
     if (!x->route)
-        return refuse(x, c, 404, "invalid_request_error", NULL, "no such path: %.100s %.100s",
-                      method, url);
+        return refuse(x, c, 404, "invalid_request_error", NULL, "no such path: %s", x->line);
     bool get = !strcmp(x->route->method, "GET");
     if (strcmp(method, x->route->method) && !(get && !strcmp(method, "HEAD")))
         return refuse(x, c, 405, "invalid_request_error", NULL, "%s takes %s, not %.32s",
@@ -542,6 +544,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         x->h = h;
         x->started = now();
         snprintf(x->line, sizeof x->line, "%.16s %.120s", method, url);
+        for (char *at = x->line; *at; at++) /* the client's bytes, safe to print and quote */
+            if (*at < 0x20 || *at > 0x7e)
+                *at = '?';
         *con_cls = x;
         pthread_mutex_lock(&h->lock);
         h->open++;

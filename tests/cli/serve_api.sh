@@ -145,6 +145,10 @@ KEY=wrong-key post /v1/completions '{"prompt": "x"}' && expect_api_error 401 inv
 STATUS=$(curl -s -o /dev/null -w '%{http_code}' "$URL/metrics")
 [[ $STATUS == 401 ]] || fail "/metrics without the key: $STATUS"
 post /v1/embeddings '{"input": "x"}' && expect_api_error 404 invalid_request_error null "an unknown path"
+post '/v1/%ff%1b%5B31m' '{}' && expect_api_error 404 invalid_request_error null "an unknown path of odd bytes"
+grep -q $'\e\[31m' "$LOG" && fail "a client's escape sequence reached the log"
+post /v1/completions "{\"prompt\": \"x\", \"model\": \"x$(printf '\xc3\xa9%.0s' {1..300})\"}" &&
+  expect_api_error 400 invalid_request_error model "a long model name of two-byte characters"
 STATUS=$(curl -s -o "$K3_TEST_TMP/405" -D "$K3_TEST_TMP/405.h" -w '%{http_code}' -H "Authorization: Bearer $KEY" "$URL/v1/chat/completions")
 BODY=$(cat "$K3_TEST_TMP/405")
 expect_api_error 405 invalid_request_error null "GET on a POST path"
