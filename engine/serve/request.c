@@ -85,7 +85,8 @@ int k3_request_wait(struct k3_request *r, int timeout_ms, struct k3_req_update *
         rc = pthread_cond_timedwait(&r->changed, &r->lock, &until);
     size_t n = r->shown - r->read;
     if ((u->text = malloc(n + 1))) {
-        memcpy(u->text, r->text + r->read, n);
+        if (n) /* no text yet: r->text is NULL */
+            memcpy(u->text, r->text + r->read, n);
         u->text[n] = 0;
         u->len = n;
         r->read = r->shown;
