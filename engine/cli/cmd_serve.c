@@ -142,12 +142,8 @@ static int check_options(struct serve_opts *o, struct k3_err *err)
     if (o->model && (o->ram_text || o->io_text || o->no_cache || o->sync))
         return k3_errf(err, "--ram, --io, --no-cache and --sync need --drives (a packed model); "
                             "-m DIR loads the checkpoint whole");
-    if (o->parallel < 1 || o->parallel > K3_CHUNK)
-        return k3_errf(err, "--parallel %d: 1 to %d sequences", o->parallel, K3_CHUNK);
     if (o->ctx == 1)
         return k3_errf(err, "--ctx-size 1: a sequence needs room for a prompt and a token");
-    if (o->prefill_chunk > K3_CHUNK)
-        return k3_errf(err, "--prefill-chunk %d: at most %d rows", o->prefill_chunk, K3_CHUNK);
     if (o->api_key && !*o->api_key)
         return k3_errf(err, "--api-key: empty");
     if (!o->ram_text || !strcmp(o->ram_text, "trunk"))

@@ -6,10 +6,21 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
 m=$(tiny_model)
+
+# ---- the command line: usage errors (2) before anything loads, runtime errors (1) -------
+expect_error 2 "exactly one of -m DIR or --drives" "$K3" serve
+expect_error 2 "--parallel: 33 is outside [1, 32]" "$K3" serve -m "$m" --parallel 33
+expect_error 2 "--parallel: 0 is outside" "$K3" serve -m "$m" --parallel 0
+expect_error 2 "--ctx-size 1:" "$K3" serve -m "$m" --ctx-size 1
+expect_error 2 "--ram, --io, --no-cache and --sync need --drives" "$K3" serve -m "$m" --ram 1G
+expect_error 2 "--max-body: \"lots\" is not a size" "$K3" serve -m "$m" --max-body lots
+expect_error 1 "exceeds the model's max_position_embeddings" "$K3" serve -m "$m" --ctx-size 100000
+
 KEY=k3-test-key
 start_server serve-api -m "$m" --parallel 1 --queue 1 --max-body 4096 --api-key "$KEY" --ctx-size 128 \
   --n-predict 4
 model=$(basename "$m")
+expect_error 1 "cannot listen on 127.0.0.1 port ${URL##*:}" "$K3" serve -m "$m" --port "${URL##*:}"
 hi='{"role": "user", "content": "Hi"}'
 
 # ---- endpoints ------------------------------------------------------------------------

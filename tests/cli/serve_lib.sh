@@ -19,17 +19,17 @@ start_server() {
   "$K3" serve --port 0 "$@" 2>"$LOG" &
   PID=$!
   SERVERS+=("$PID")
-  local port="" i
+  local port="" i why=""
   for ((i = 0; i < 1200; i++)); do
-    [[ -z "$port" ]] && port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\) .*|\1|p' "$LOG")
-    if [[ -n "$port" ]] && curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then
+    port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\) .*|\1|p' "$LOG")
+    if [[ -n "$port" ]] && why=$(curl -sS -f --max-time 10 "http://127.0.0.1:$port/health" 2>&1); then
       URL="http://127.0.0.1:$port"
       return 0
     fi
     kill -0 "$PID" 2>/dev/null || { echo "FAIL: the server did not start: $(cat "$LOG")"; exit 1; }
     sleep 0.1
   done
-  echo "FAIL: the server did not answer /health in 120 s: $(cat "$LOG")"
+  echo "FAIL: the server did not answer /health in 120 s (port \"$port\": $why): $(cat "$LOG")"
   exit 1
 }
 
