@@ -72,7 +72,6 @@ struct stream {
     size_t len, cap, at;
     bool ended;               /* the last event is in out */
     bool client_left;
-    double first_token_at;
     char error[256];
 };
 
@@ -237,7 +236,6 @@ static int events(struct stream *st, const struct k3_req_update *u)
     st->a.text_len = u->len;
     st->a.prompt_tokens = u->prompt_tokens;
     st->a.completion_tokens = u->completion_tokens;
-    st->first_token_at = u->first_token_at;
     int rc = 0;
     if (u->len) {
         st->a.finish = K3_FINISH_NONE;
