@@ -3,11 +3,11 @@
 
 # Debian packages the build, the tests and the reference need (installed by `make deps`).
 DEB_PKGS := build-essential pkg-config clang libomp-dev liburing-dev libhwloc-dev hwloc libjansson-dev \
-            libxxhash-dev xxhash libpcre2-dev strace fio
+            libxxhash-dev xxhash libpcre2-dev libmicrohttpd-dev curl jq strace fio
 DEB_PKGS_REF := python3-torch python3-numpy
 DEB_PKGS_BENCH := fio gnuplot-nox bc python3
 
-PKGS := liburing hwloc jansson libxxhash libpcre2-8
+PKGS := liburing hwloc jansson libxxhash libpcre2-8 libmicrohttpd
 
 CC ?= cc
 # -ffp-contract=off: the determinism contract fixes every summation's rounding; letting

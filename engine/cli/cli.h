@@ -9,5 +9,6 @@ int cmd_pack(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_iobench(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 #endif

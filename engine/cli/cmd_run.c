@@ -30,25 +30,6 @@ static void read_path_note(void *ctx, const char *line)
     fprintf(stderr, "k3-uring: note: %s\n", line);
 }
 
-static struct k3_runtime_opts runtime_opts(const struct run_opts *o)
-{
-    return (struct k3_runtime_opts){
-        .model_dir = o->model,
-        .drives = o->drives,
-        .threads = o->threads,
-        .numa_off = o->numa_off,
-        .ram = o->ram,
-        .io = o->io,
-        .no_cache = o->no_cache,
-        .sync = o->sync,
-        .prefetch_k = o->prefetch_k,
-        .prefetch_depth = o->prefetch_depth,
-        .predict = o->predict,
-        .trace_path = o->trace_path,
-        .note = read_path_note,
-    };
-}
-
 static int encode_prompt(struct runner *r, const struct k3_tokenizer *tok, struct k3_err *err)
 {
     const struct run_opts *o = r->o;
@@ -92,34 +73,19 @@ static int prepare_prompt(struct runner *r, struct k3_err *err)
     return 0;
 }
 
-static void print_notes(const struct runner *r)
-{
-    const char *at = r->rt.notes;
-    while (*at) {
-        size_t len = strcspn(at, "\n");
-        fprintf(stderr, "k3-uring: note: %.*s\n", (int)len, at);
-        at += len + (at[len] == '\n');
-    }
-    if (r->o->verbose && r->rt.stream) {
-        const struct k3_budget_input *in;
-        const struct k3_budget *b = k3_stream_budget(r->rt.stream, &in);
-        fprintf(stderr, "k3-uring: reads through %s; ", k3_stream_backend(r->rt.stream));
-        k3_budget_print(stderr, b, in);
-        k3_placement_print(stderr, &r->rt.place, b->expert_inflight + b->cache_bytes);
-    }
-}
-
 static int setup(struct runner *r, struct k3_err *err)
 {
     const struct run_opts *o = r->o;
     /* Opened first, so a bad path fails before a model loads. */
     if (o->logits_out && run_logits_open(&r->lf, o->logits_out, err))
         return -1;
-    struct k3_runtime_opts ro = runtime_opts(o);
+    struct k3_runtime_opts ro = o->model.rt;
+    ro.trace_path = o->trace_path;
+    ro.note = read_path_note;
     if (k3_runtime_open(&r->rt, &ro, err) || prepare_prompt(r, err) ||
         k3_runtime_start(&r->rt, r->ctx, 1, k3_runtime_caller_bytes(r->rt.m.cfg.vocab, 1), err))
         return -1;
-    print_notes(r);
+    model_args_print_opened(&r->rt, o->verbose);
     const struct k3_config *c = &r->rt.m.cfg;
     if (k3_seq_init(&r->seq, c, r->ctx, err) ||
         k3_sampler_init(&r->sampler, c->vocab, o->temp, o->top_k, o->top_p, o->seed, err))
@@ -261,43 +227,26 @@ static int generate(const struct run_opts *o, struct k3_err *err)
 
 static int check_run_opts(struct run_opts *o, struct k3_err *err)
 {
-    if (!!o->model == !!o->drives)
-        return k3_errf(err, "give the model as exactly one of -m DIR or --drives D0,D1,...");
+    if (model_args_check(&o->model, err))
+        return -1;
     if (!!o->prompt + !!o->ids_text + !!o->prompt_file != 1)
         return k3_errf(err, "give the prompt as exactly one of -p TEXT, -f FILE or --ids LIST");
     if (o->chat && o->ids_text)
         return k3_errf(err, "--chat wraps text: give the prompt with -p or -f, not --ids");
     if ((o->system || !o->think) && !o->chat)
         return k3_errf(err, "--system and --think go with --chat");
-    if (o->model && (o->ram != K3_RAM_TRUNK || o->io != K3IO_AUTO || o->no_cache || o->sync))
-        return k3_errf(err, "--ram, --io, --no-cache and --sync need --drives (a packed model); "
-                            "-m DIR loads the checkpoint whole");
     if (o->ids_text && k3_parse_id_list("--ids", o->ids_text, &o->ids, &o->n_ids, err))
         return -1;
     if (o->ids_text && !o->n_ids)
         return k3_errf(err, "--ids: \"%s\" holds no token ids", o->ids_text);
-    o->predict = o->predict_on ? o->predict_from : K3_PREDICT_OFF;
     return 0;
 }
 
 int cmd_run(int argc, char **argv)
 {
-    static const struct k3_opt_choice numa_choices[] = {{"auto", 0}, {"off", 1}, {NULL, 0}};
-    static const struct k3_opt_choice ram_choices[] = {
-        {"floor", K3_RAM_FLOOR}, {"trunk", K3_RAM_TRUNK}, {NULL, 0}};
-    static const struct k3_opt_choice io_choices[] = {
-        {"auto", K3IO_AUTO}, {"uring", K3IO_URING}, {"pread", K3IO_PREAD}, {NULL, 0}};
-    static const struct k3_opt_choice predict_from_choices[] = {
-        {"moe-input", K3_PREDICT_MOE_INPUT}, {"moe-input-next", K3_PREDICT_MOE_INPUT_NEXT},
-        {"layer-output", K3_PREDICT_LAYER_OUTPUT}, {NULL, 0}};
-    struct run_opts o = {.n_predict = 16, .top_p = 1.0f, .seed = 1, .prefetch_k = K3_PREFETCH_K_DEFAULT,
-                         .prefetch_depth = 2, .think = 1, .predict_on = 1, .ram = K3_RAM_TRUNK,
-                         .io = K3IO_AUTO, .predict_from = K3_PREDICT_MOE_INPUT_NEXT};
-    const struct k3_opt opts[] = {
-        {.name = "model", .short_name = 'm', .type = K3_OPT_STRING, .dst = &o.model, .arg = "DIR",
-         .help = "checkpoint folder as shipped"},
-        {.name = "drives", .short_name = 'd', .type = K3_OPT_STRING, .dst = &o.drives,
-         .arg = "D0,D1,..", .help = "packed drive folders, any order (k3-uring pack)"},
+    struct run_opts o = {.n_predict = 16, .top_p = 1.0f, .seed = 1, .think = 1};
+    model_args_init(&o.model);
+    const struct k3_opt own[] = {
         {.name = "prompt", .short_name = 'p', .type = K3_OPT_STRING, .dst = &o.prompt,
          .arg = "TEXT", .help = "prompt text (specials are plain text)"},
         {.name = "file", .short_name = 'f', .type = K3_OPT_STRING, .dst = &o.prompt_file,
@@ -322,31 +271,8 @@ int cmd_run(int argc, char **argv)
          .help = "nucleus sampling mass", .min = 1e-6, .max = 1},
         {.name = "seed", .short_name = 's', .type = K3_OPT_U64, .dst = &o.seed, .arg = "N",
          .help = "sampling seed"},
-        {.name = "threads", .short_name = 't', .type = K3_OPT_INT, .dst = &o.threads, .arg = "N",
-         .help = "compute threads; 0 = one per core", .min = 0, .max = 4096},
-        {.name = "numa", .type = K3_OPT_ENUM, .dst = &o.numa_off, .choices = numa_choices,
-         .help = "auto: a pinned team per NUMA node, buffers on the drives' nodes; off: unpinned"},
         {.name = "ctx-size", .short_name = 'c', .type = K3_OPT_INT, .dst = &o.ctx, .arg = "N",
          .help = "context positions; 0 = prompt + -n", .min = 0, .max = 1 << 30},
-        {.name = "ram", .type = K3_OPT_SIZE, .dst = &o.ram, .choices = ram_choices, .min = 1,
-         .help = "RAM budget of packed drives; floor: every segment streamed, trunk: the "
-                 "whole trunk resident"},
-        {.name = "io", .type = K3_OPT_ENUM, .dst = &o.io, .choices = io_choices,
-         .help = "read backend of packed drives"},
-        {.name = "no-cache", .type = K3_OPT_FLAG, .dst = &o.no_cache,
-         .help = "no expert cache in the spare budget"},
-        {.name = "sync", .type = K3_OPT_FLAG, .dst = &o.sync,
-         .help = "read one record at a time, no overlap (baseline)"},
-        {.name = "predict", .type = K3_OPT_ENUM, .dst = &o.predict_on, .choices = k3_opt_on_off,
-         .help = "packed drives: prefetch the next layer's likely experts"},
-        {.name = "prefetch-k", .type = K3_OPT_INT, .dst = &o.prefetch_k, .arg = "K",
-         .help = "experts prefetched per layer", .min = 1, .max = 4096},
-        {.name = "prefetch-depth", .type = K3_OPT_INT, .dst = &o.prefetch_depth, .arg = "N",
-         .help = "prefetch reads in flight per drive, started only while no demand read waits",
-         .min = 1, .max = 1024},
-        {.name = "predict-from", .type = K3_OPT_ENUM, .dst = &o.predict_from,
-         .choices = predict_from_choices,
-         .help = "the hidden state the next layer's router is applied to"},
         {.name = "trace", .type = K3_OPT_STRING, .dst = &o.trace_path, .arg = "FILE",
          .help = "write a Chrome/Perfetto trace of reads and compute"},
         {.name = "stats", .type = K3_OPT_FLAG, .dst = &o.stats,
@@ -372,6 +298,9 @@ int cmd_run(int argc, char **argv)
         "Stops after -n tokens or at <|end_of_msg|>; Ctrl-C stops early with the statistics.\n"
         "Exit codes: 0 done, 1 a runtime error (files, prompt, I/O), 2 a command-line error,\n"
         "130 interrupted.";
+    struct k3_opt opts[MODEL_ARGS_COUNT + K3_OPTS_COUNT(own)];
+    model_args_table(&o.model, opts);
+    memcpy(opts + MODEL_ARGS_COUNT, own, sizeof own);
     struct k3_err err = {{0}};
     int rc = k3_opts_parse(opts, K3_OPTS_COUNT(opts), argc, argv, &err);
     if (rc > 0) {

@@ -22,6 +22,7 @@ static const struct {
     {"iobench", cmd_iobench, "the read path alone, shaped like decode, on packed drives"},
     {"plan", cmd_plan, "the memory floor and budget of a config (full K3 included)"},
     {"tokenize", cmd_tokenize, "encode text to token ids or decode ids to text"},
+    {"serve", cmd_serve, "an OpenAI-compatible HTTP server; concurrent requests share expert reads"},
 };
 
 static void usage(FILE *f)

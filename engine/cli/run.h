@@ -9,29 +9,24 @@
 #include <stdio.h>
 
 #include "engine/base/files.h"
+#include "engine/cli/model_args.h"
 #include "engine/forward/forward.h"
 #include "engine/forward/sampler.h"
 #include "engine/runtime/runtime.h"
 #include "engine/text/tokenizer.h"
 
 struct run_opts {
-    const char *model, *drives, *ids_text, *prompt, *logits_out, *dump_layers;
+    struct model_args model; /* the model and its read path */
+    const char *ids_text, *prompt, *logits_out, *dump_layers;
     const char *trace_path, *prompt_file, *system;
     int32_t *ids; /* --ids, parsed while validating options */
     int n_ids;
-    int n_predict, threads, top_k, ctx, prefetch_k, prefetch_depth;
-    int think, predict_on; /* --think, --predict: on 1, off 0 */
-    int numa_off;          /* --numa: auto 0, off 1 */
+    int n_predict, top_k, ctx;
+    int think; /* --think: on 1, off 0 */
     float temp, top_p;
-    uint64_t seed, ram;
-    enum k3io_backend io;
-    enum k3_predict_from predict_from; /* --predict-from */
-    enum k3_predict_from predict;      /* what the session uses: off with --predict off */
-    bool print_ids, ignore_eos, quiet, stats, verbose, no_cache, sync, chat, special;
+    uint64_t seed;
+    bool print_ids, ignore_eos, quiet, stats, verbose, chat, special;
 };
-/* --io and --predict-from parse into their enums as K3_OPT_ENUM's int. */
-_Static_assert(sizeof(enum k3io_backend) == sizeof(int) &&
-               sizeof(enum k3_predict_from) == sizeof(int), "enums parsed as int");
 
 /* ---- run_output.c ---- */
 

@@ -129,6 +129,12 @@ int k3_runtime_close(struct k3_runtime *rt, struct k3_err *err)
     return rc;
 }
 
+void k3_runtime_recover(struct k3_runtime *rt)
+{
+    if (rt->stream)
+        k3_stream_recover(rt->stream);
+}
+
 int k3_runtime_tokenizer(struct k3_runtime *rt, const struct k3_tokenizer **tok,
                          struct k3_err *err)
 {

@@ -73,6 +73,10 @@ static inline uint64_t k3_runtime_caller_bytes(int vocab, int seqs)
            (uint64_t)seqs * k3_sampler_bytes(vocab);
 }
 
+/* After a step failed on a read: the read path forgets the failure and empties what it
+ * held half-read, so the next step starts clean (stream.h, k3_stream_recover). */
+void k3_runtime_recover(struct k3_runtime *rt);
+
 /* The model's tokenizer, loaded on first use. */
 int k3_runtime_tokenizer(struct k3_runtime *rt, const struct k3_tokenizer **tok,
                          struct k3_err *err);

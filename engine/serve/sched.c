@@ -40,6 +40,7 @@ struct k3_sched {
     int q_head, q_len;
     bool stopping;
     struct k3_sched_stats stats;
+    uint64_t *layer_experts; /* [n_layers] the forward pass's decode_experts, as of stats */
 };
 
 static double now(void)
@@ -71,9 +72,10 @@ int k3_sched_create(struct k3_sched **out, struct k3_runtime *rt, const struct k
     s->slots = calloc((size_t)o->parallel, sizeof *s->slots);
     s->queue = calloc((size_t)(o->queue_max > 0 ? o->queue_max : 1), sizeof *s->queue);
     s->logits = malloc(sizeof(float) * (size_t)K3_CHUNK * (size_t)c->vocab);
+    s->layer_experts = calloc((size_t)c->n_layers, sizeof(uint64_t));
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->arrived, NULL);
-    int rc = s->slots && s->queue && s->logits ? 0 : k3_errf(err, "out of memory");
+    int rc = s->slots && s->queue && s->logits && s->layer_experts ? 0 : k3_errf(err, "out of memory");
     for (int i = 0; !rc && i < o->parallel; i++)
         rc = k3_seq_init(&s->slots[i].seq, c, o->ctx, err) ||
              k3_sampler_init(&s->slots[i].sampler, c->vocab, 0, 0, 1, 0, err);
@@ -109,6 +111,7 @@ void k3_sched_destroy(struct k3_sched *s)
     free(s->slots);
     free(s->queue);
     free(s->logits);
+    free(s->layer_experts);
     free(s);
 }
 
@@ -136,10 +139,12 @@ void k3_sched_stop(struct k3_sched *s)
     pthread_mutex_unlock(&s->lock);
 }
 
-struct k3_sched_stats k3_sched_stats(struct k3_sched *s)
+struct k3_sched_stats k3_sched_stats(struct k3_sched *s, uint64_t *layer_experts)
 {
     pthread_mutex_lock(&s->lock);
     struct k3_sched_stats st = s->stats;
+    if (layer_experts)
+        memcpy(layer_experts, s->layer_experts, sizeof(uint64_t) * (size_t)s->rt->m.cfg.n_layers);
     pthread_mutex_unlock(&s->lock);
     return st;
 }
@@ -292,6 +297,8 @@ static int step(struct k3_sched *s, struct k3_err *err)
     int n_logits, n = build_step(s, &n_logits);
     if (!n)
         return 0;
+    const struct k3_forward_stats *fs = &s->rt->fwd.stats;
+    uint64_t decode_steps = fs->decode_steps;
     double t0 = now();
     struct k3_step st = {.n = n, .tokens = s->tokens, .seq = s->seq, .want_logits = s->want,
                          .logits = s->logits};
@@ -299,11 +306,23 @@ static int step(struct k3_sched *s, struct k3_err *err)
         return -1;
     for (int j = 0; j < n_logits; j++)
         take_token(s, &s->slots[s->owner[j]], s->logits + (size_t)j * s->rt->m.cfg.vocab);
+    /* Copied here, on the thread that steps, so that a reader of the statistics (a
+     * /metrics handler) never reads counters while a step writes them. */
+    uint64_t experts = 0;
+    for (int l = 0; l < s->rt->m.cfg.n_layers; l++)
+        experts += fs->decode_experts[l];
+    struct k3_runtime_snapshot snap = k3_runtime_snap(s->rt);
+    double seconds = now() - t0;
     pthread_mutex_lock(&s->lock);
     s->stats.steps++;
-    s->stats.busy_seconds += now() - t0;
-    s->stats.decode_steps = s->rt->fwd.stats.decode_steps;
-    s->stats.decode_rows = s->rt->fwd.stats.decode_rows;
+    s->stats.busy_seconds += seconds;
+    if (fs->decode_steps > decode_steps)
+        s->stats.decode_seconds += seconds;
+    memcpy(s->layer_experts, fs->decode_experts, sizeof(uint64_t) * (size_t)s->rt->m.cfg.n_layers);
+    s->stats.decode_steps = fs->decode_steps;
+    s->stats.decode_rows = fs->decode_rows;
+    s->stats.decode_experts = experts;
+    s->stats.io = snap.io;
     pthread_mutex_unlock(&s->lock);
     return 0;
 }
@@ -355,10 +374,13 @@ void k3_sched_run(struct k3_sched *s)
             continue;
         }
         /* A failed step (a read that failed on every copy) ends the requests in it, whose
-         * state it left half-updated, with its error; the server serves on. */
-        if (step(s, err))
+         * state it left half-updated, with its error; the read path forgets the failure
+         * (it would fail every later step) and the server serves on. */
+        if (step(s, err)) {
             for (int i = 0; i < s->o.parallel; i++)
                 if (s->slots[i].state != SLOT_FREE)
                     end_slot(s, &s->slots[i], K3_FINISH_ERROR, err->msg);
+            k3_runtime_recover(s->rt);
+        }
     }
 }

@@ -33,7 +33,11 @@ struct k3_sched_stats {
     int running, queued;
     uint64_t requests_done, tokens_generated, prompt_tokens;
     uint64_t steps, decode_steps, decode_rows;
+    uint64_t decode_experts;             /* experts read in decode steps, summed over the
+                                          * layers (forward.h: the union of the rows') */
     double busy_seconds;                 /* in steps */
+    double decode_seconds;               /* in decode steps */
+    struct k3_stream_stats io;           /* the read path's counters after the last step */
 };
 
 struct k3_sched;
@@ -53,6 +57,8 @@ void k3_sched_run(struct k3_sched *s);
  * (finish "length": as if their limit were reached).  Safe from any thread. */
 void k3_sched_stop(struct k3_sched *s);
 
-struct k3_sched_stats k3_sched_stats(struct k3_sched *s);
+/* The statistics as of the last step; layer_experts (NULL, or [the model's layers]) gets
+ * the experts each layer read in decode steps, from the same step. */
+struct k3_sched_stats k3_sched_stats(struct k3_sched *s, uint64_t *layer_experts);
 
 #endif

@@ -367,6 +367,8 @@ static void reset(struct k3_stream *s)
     s->failed = false;
 }
 
+void k3_stream_recover(struct k3_stream *s) { reset(s); }
+
 int k3_stream_set_faults(struct k3_stream *s, const char *spec, uint64_t seed, struct k3_err *err)
 {
     struct k3_faults *f = NULL;

@@ -95,6 +95,11 @@ const struct k3_trunk_source *k3_stream_trunk(struct k3_stream *s);
 struct k3_stream_stats k3_stream_stats(const struct k3_stream *s);
 const struct k3_layer_stats *k3_stream_layer_stats(const struct k3_stream *s);
 const char *k3_stream_backend(const struct k3_stream *s);
+/* After a read that failed on every copy (the step that met it returned its error, and
+ * every later one would too): reads still in flight land and are dropped, buffers other
+ * than the resident segments are emptied and the failure is forgotten, so the next step
+ * reads afresh.  A drive taken as lost stays lost.  (A server serves on.) */
+void k3_stream_recover(struct k3_stream *s);
 /* Replaces the fault injector (NULL spec: none) and forgets which drives failed, so one
  * stream can serve many independent runs (tests). */
 int k3_stream_set_faults(struct k3_stream *s, const char *spec, uint64_t seed,

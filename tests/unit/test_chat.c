@@ -1,5 +1,6 @@
 /* K3's chat markup: the specials are real special tokens, the markup text between them
- * is plain text, and a user's "<|open|>" stays ordinary text. */
+ * is plain text, and a user's "<|open|>" stays ordinary text; a conversation's assistant
+ * turns sit in response elements; an unknown role is refused. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,6 +58,23 @@ int main(void)
           "no system, no thinking: %s", text);
     free(text);
     free(ids);
+
+    struct k3_chat_msg conv[] = {{"user", "Hi"}, {"assistant", "Hello."}, {"user", "Again"}};
+    REQUIRE(k3_chat_messages(tok, conv, 3, false, &ids, &n, &e) == 0, "%s", e.msg);
+    text = decode(tok, ids, n);
+    want = "<|open|>message role=\"user\"<|sep|>Hi<|close|>message<|sep|><|end_of_msg|>"
+           "<|open|>message role=\"assistant\"<|sep|><|open|>response<|sep|>Hello.<|close|>"
+           "response<|sep|><|close|>message<|sep|><|end_of_msg|>"
+           "<|open|>message role=\"user\"<|sep|>Again<|close|>message<|sep|><|end_of_msg|>"
+           "<|open|>message role=\"assistant\"<|sep|><|open|>response<|sep|>";
+    CHECK(!strcmp(text, want), "conversation:\n%s\nwant:\n%s", text, want);
+    CHECK(count(ids, n, close) == 4, "%d special <|close|> ids, want 4", count(ids, n, close));
+    free(text);
+    free(ids);
+
+    struct k3_chat_msg tool[] = {{"tool", "42"}};
+    CHECK(k3_chat_messages(tok, tool, 1, false, &ids, &n, &e) == -1 && strstr(e.msg, "\"tool\""),
+          "an unknown role is refused by name: %s", e.msg);
     k3_tok_free(tok);
     return check_result();
 }

@@ -113,7 +113,7 @@ static void same_bytes_alone_and_together(struct k3_runtime *rt)
         free(c.alone[i].text);
         free(c.together[i].text);
     }
-    struct k3_sched_stats st = k3_sched_stats(s);
+    struct k3_sched_stats st = k3_sched_stats(s, NULL);
     CHECK(st.requests_done == 2 * N_REQ && st.tokens_generated == 2 * N_REQ * 6,
           "%llu requests, %llu tokens", (unsigned long long)st.requests_done,
           (unsigned long long)st.tokens_generated);

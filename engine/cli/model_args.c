@@ -1,0 +1,86 @@
+/* The options shared by run and serve that open a model: see model_args.h. */
+#include "engine/cli/model_args.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void model_args_init(struct model_args *a)
+{
+    *a = (struct model_args){
+        .rt = {.ram = K3_RAM_TRUNK, .io = K3IO_AUTO, .prefetch_k = K3_PREFETCH_K_DEFAULT,
+               .prefetch_depth = 2},
+        .predict_on = 1,
+        .predict_from = K3_PREDICT_MOE_INPUT_NEXT,
+    };
+}
+
+void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARGS_COUNT])
+{
+    static const struct k3_opt_choice numa_choices[] = {{"auto", 0}, {"off", 1}, {NULL, 0}};
+    static const struct k3_opt_choice ram_choices[] = {
+        {"floor", K3_RAM_FLOOR}, {"trunk", K3_RAM_TRUNK}, {NULL, 0}};
+    static const struct k3_opt_choice io_choices[] = {
+        {"auto", K3IO_AUTO}, {"uring", K3IO_URING}, {"pread", K3IO_PREAD}, {NULL, 0}};
+    static const struct k3_opt_choice predict_from_choices[] = {
+        {"moe-input", K3_PREDICT_MOE_INPUT}, {"moe-input-next", K3_PREDICT_MOE_INPUT_NEXT},
+        {"layer-output", K3_PREDICT_LAYER_OUTPUT}, {NULL, 0}};
+    const struct k3_opt entries[MODEL_ARGS_COUNT] = {
+        {.name = "model", .short_name = 'm', .type = K3_OPT_STRING, .dst = &a->rt.model_dir,
+         .arg = "DIR", .help = "checkpoint folder as shipped"},
+        {.name = "drives", .short_name = 'd', .type = K3_OPT_STRING, .dst = &a->rt.drives,
+         .arg = "D0,D1,..", .help = "packed drive folders, any order (k3-uring pack)"},
+        {.name = "threads", .short_name = 't', .type = K3_OPT_INT, .dst = &a->rt.threads,
+         .arg = "N", .help = "compute threads; 0 = one per core", .min = 0, .max = 4096},
+        {.name = "numa", .type = K3_OPT_ENUM, .dst = &a->numa_off, .choices = numa_choices,
+         .help = "auto: a pinned team per NUMA node, buffers on the drives' nodes; off: unpinned"},
+        {.name = "ram", .type = K3_OPT_SIZE, .dst = &a->rt.ram, .choices = ram_choices, .min = 1,
+         .help = "RAM budget of packed drives; floor: every segment streamed, trunk: the "
+                 "whole trunk resident"},
+        {.name = "io", .type = K3_OPT_ENUM, .dst = &a->rt.io, .choices = io_choices,
+         .help = "read backend of packed drives"},
+        {.name = "no-cache", .type = K3_OPT_FLAG, .dst = &a->rt.no_cache,
+         .help = "no expert cache in the spare budget"},
+        {.name = "sync", .type = K3_OPT_FLAG, .dst = &a->rt.sync,
+         .help = "read one record at a time, no overlap (baseline)"},
+        {.name = "predict", .type = K3_OPT_ENUM, .dst = &a->predict_on, .choices = k3_opt_on_off,
+         .help = "packed drives: prefetch the next layer's likely experts"},
+        {.name = "prefetch-k", .type = K3_OPT_INT, .dst = &a->rt.prefetch_k, .arg = "K",
+         .help = "experts prefetched per layer", .min = 1, .max = 4096},
+        {.name = "prefetch-depth", .type = K3_OPT_INT, .dst = &a->rt.prefetch_depth, .arg = "N",
+         .help = "prefetch reads in flight per drive, started only while no demand read waits",
+         .min = 1, .max = 1024},
+        {.name = "predict-from", .type = K3_OPT_ENUM, .dst = &a->predict_from,
+         .choices = predict_from_choices,
+         .help = "the hidden state the next layer's router is applied to"},
+    };
+    memcpy(table, entries, sizeof entries);
+}
+
+int model_args_check(struct model_args *a, struct k3_err *err)
+{
+    struct k3_runtime_opts *o = &a->rt;
+    if (!!o->model_dir == !!o->drives)
+        return k3_errf(err, "give the model as exactly one of -m DIR or --drives D0,D1,...");
+    if (o->model_dir && (o->ram != K3_RAM_TRUNK || o->io != K3IO_AUTO || o->no_cache || o->sync))
+        return k3_errf(err, "--ram, --io, --no-cache and --sync need --drives (a packed model); "
+                            "-m DIR loads the checkpoint whole");
+    o->numa_off = a->numa_off;
+    o->predict = a->predict_on ? a->predict_from : K3_PREDICT_OFF;
+    return 0;
+}
+
+void model_args_print_opened(const struct k3_runtime *rt, bool verbose)
+{
+    for (const char *at = rt->notes; *at;) {
+        size_t len = strcspn(at, "\n");
+        fprintf(stderr, "k3-uring: note: %.*s\n", (int)len, at);
+        at += len + (at[len] == '\n');
+    }
+    if (verbose && rt->stream) {
+        const struct k3_budget_input *in;
+        const struct k3_budget *b = k3_stream_budget(rt->stream, &in);
+        fprintf(stderr, "k3-uring: reads through %s; ", k3_stream_backend(rt->stream));
+        k3_budget_print(stderr, b, in);
+        k3_placement_print(stderr, &rt->place, b->expert_inflight + b->cache_bytes);
+    }
+}

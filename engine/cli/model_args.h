@@ -1,0 +1,40 @@
+/* The command line that opens a model for generation, shared by `run` and `serve`.
+ *
+ * Owns: the options that choose the model and its read path (-m, --drives, --threads,
+ * --numa, --ram, --io, --no-cache, --sync, --predict, --prefetch-k, --prefetch-depth,
+ * --predict-from) as entries of a command's options table, their checks, the runtime
+ * options they make, and what a command prints once the model is open (the runtime's
+ * notes; -v: the read backend, the budget, the placement).
+ * Does not own: a command's other options (prompt, sampling, HTTP), --ctx-size (whose
+ * default differs by command), the runtime itself. */
+#ifndef K3_CLI_MODEL_ARGS_H
+#define K3_CLI_MODEL_ARGS_H
+
+#include <stdbool.h>
+
+#include "engine/base/err.h"
+#include "engine/base/options.h"
+#include "engine/runtime/runtime.h"
+
+struct model_args {
+    struct k3_runtime_opts rt;         /* what the options fill */
+    int numa_off;                      /* --numa: auto 0, off 1 */
+    int predict_on;                    /* --predict: on 1, off 0 */
+    enum k3_predict_from predict_from; /* --predict-from */
+};
+/* --io and --predict-from parse into their enums as K3_OPT_ENUM's int. */
+_Static_assert(sizeof(enum k3io_backend) == sizeof(int) &&
+               sizeof(enum k3_predict_from) == sizeof(int), "enums parsed as int");
+
+#define MODEL_ARGS_COUNT 12
+
+/* The defaults: the whole trunk resident, io auto, prediction on. */
+void model_args_init(struct model_args *a);
+/* Fills table[0..MODEL_ARGS_COUNT) with the options' entries, pointing into a. */
+void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARGS_COUNT]);
+/* After parsing: what the table cannot check alone; completes a->rt.  -1 with err. */
+int model_args_check(struct model_args *a, struct k3_err *err);
+/* The runtime's notes on stderr, and with verbose the read backend, budget, placement. */
+void model_args_print_opened(const struct k3_runtime *rt, bool verbose);
+
+#endif

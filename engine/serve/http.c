@@ -1,0 +1,684 @@
+#include "engine/serve/http.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "engine/serve/metrics.h"
+
+#define WAIT_MS 50            /* between looks at a waiting client's socket */
+#define DISCARD_FACTOR 16     /* a body this many times the limit is cut off, not read */
+
+struct k3_http {
+    struct MHD_Daemon *d;
+    struct k3_http_opts o;
+    struct k3_sched *sched;
+    time_t started;
+    uint32_t salt;            /* in response ids, so two runs do not repeat them */
+
+    pthread_mutex_t lock;
+    pthread_cond_t idle;
+    int open;                 /* requests whose response is not finished */
+    uint64_t ids;
+    char mhd_error[256];      /* libmicrohttpd's last message (start-up failures) */
+};
+
+enum route_kind { ROUTE_HEALTH, ROUTE_MODELS, ROUTE_METRICS, ROUTE_CHAT, ROUTE_COMPLETION };
+
+static const struct route {
+    const char *path, *method;
+    enum route_kind kind;
+    bool open;                /* served without the API key (as llama-server does) */
+} routes[] = {
+    {"/health", "GET", ROUTE_HEALTH, true},
+    {"/v1/models", "GET", ROUTE_MODELS, true},
+    {"/metrics", "GET", ROUTE_METRICS, false},
+    {"/v1/chat/completions", "POST", ROUTE_CHAT, false},
+    {"/v1/completions", "POST", ROUTE_COMPLETION, false},
+};
+
+/* One HTTP request from its headers to its completion. */
+struct exchange {
+    struct k3_http *h;
+    const struct route *route;
+    char line[160];           /* "POST /v1/completions", for the log */
+    double started;
+    char *body;               /* [cap] */
+    size_t len, cap, discarded;
+    bool too_big;
+};
+
+/* A streamed response: server-sent events made from the request's updates. */
+struct stream {
+    struct k3_http *h;
+    struct k3_request *r;
+    struct k3_api_answer a;
+    char id[48], line[160];
+    bool include_usage;
+    int fd;                   /* the client's socket */
+    double started;
+    char *out;                /* [cap] events not yet handed to libmicrohttpd */
+    size_t len, cap, at;
+    bool ended;               /* the last event is in out */
+    bool client_left;
+    char error[256];
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+__attribute__((format(printf, 2, 3))) static void log_line(struct k3_http *h, const char *fmt, ...)
+{
+    if (!h->o.log)
+        return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    for (char *at = line; *at; at++) /* a client's text never moves the terminal */
+        if ((unsigned char)*at < 0x20 || *at == 0x7f)
+            *at = '?';
+    h->o.log(h->o.log_ctx, line);
+}
+
+/* ---- responses ------------------------------------------------------------------- */
+
+/* Queues body (taken; NULL: out of memory) with status and an optional extra header. */
+static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status, char *body,
+                                 const char *type, const char *header, const char *value)
+{
+    static char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\","
+                        "\"param\":null,\"code\":null}}";
+    struct MHD_Response *resp =
+        body ? MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE)
+             : MHD_create_response_from_buffer(strlen(oom), oom, MHD_RESPMEM_PERSISTENT);
+    if (!resp) {
+        free(body);
+        return MHD_NO;
+    }
+    if (!body) {
+        status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+        type = "application/json";
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (header)
+        MHD_add_response_header(resp, header, value);
+    enum MHD_Result rc = MHD_queue_response(c, status, resp);
+    MHD_destroy_response(resp);
+    return rc;
+}
+
+static enum MHD_Result send_error(struct exchange *x, struct MHD_Connection *c,
+                                  const struct k3_api_error *e)
+{
+    log_line(x->h, "%s %d %s", x->line, e->status, e->message);
+    const char *header = NULL, *value = NULL;
+    if (e->status == MHD_HTTP_SERVICE_UNAVAILABLE)
+        header = MHD_HTTP_HEADER_RETRY_AFTER, value = "1";
+    else if (e->status == MHD_HTTP_METHOD_NOT_ALLOWED)
+        header = MHD_HTTP_HEADER_ALLOW, value = x->route->method;
+    else if (e->status == MHD_HTTP_UNAUTHORIZED)
+        header = MHD_HTTP_HEADER_WWW_AUTHENTICATE, value = "Bearer";
+    return send_body(c, (unsigned)e->status, k3_api_error_json(e), "application/json", header,
+                     value);
+}
+
+__attribute__((format(printf, 6, 7))) static enum MHD_Result
+refuse(struct exchange *x, struct MHD_Connection *c, int status, const char *type,
+       const char *code, const char *fmt, ...)
+{
+    struct k3_api_error e = {.status = status, .type = type, .code = code};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e.message, sizeof e.message, fmt, ap);
+    va_end(ap);
+    return send_error(x, c, &e);
+}
+
+/* ---- waiting on a request -------------------------------------------------------- */
+
+static int client_fd(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+/* The client hung up (a request is fully read before we wait, so nothing else closes
+ * the socket's read side). */
+static bool client_gone(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    return fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+/* Waits for r's next update, looking at the client's socket between waits; -1 (r
+ * cancelled) when the client went away. */
+static int next_update(struct k3_request *r, int fd, struct k3_req_update *u)
+{
+    while (k3_request_wait(r, WAIT_MS, u)) {
+        free(u->text);
+        if (client_gone(fd)) {
+            k3_request_cancel(r);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void new_id(struct k3_http *h, enum k3_api_kind kind, char *id, size_t cap)
+{
+    pthread_mutex_lock(&h->lock);
+    unsigned long long n = ++h->ids;
+    pthread_mutex_unlock(&h->lock);
+    snprintf(id, cap, "%s-%08x%012llx", kind == K3_API_CHAT ? "chatcmpl" : "cmpl", h->salt, n);
+}
+
+static void log_done(struct k3_http *h, const char *line, bool streamed, const struct k3_req_update *u,
+                     double took, const char *error)
+{
+    const char *reason = k3_api_finish_reason(u->finish);
+    log_line(h, "%s %s, %d prompt + %d generated tokens, %s, %.3f s, first token %.3f s%s%s", line,
+             streamed ? "200 stream" : "200", u->prompt_tokens, u->completion_tokens,
+             reason ? reason : "error", took, u->first_token_at, error[0] ? ": " : "", error);
+}
+
+/* ---- streaming ------------------------------------------------------------------- */
+
+static int emit(struct stream *st, const char *fmt, const char *json)
+{
+    if (!json)
+        return -1;
+    size_t n = strlen(fmt) - 2 + strlen(json);
+    if (st->len + n + 1 > st->cap) {
+        size_t cap = st->cap ? st->cap : 1024;
+        while (cap < st->len + n + 1)
+            cap *= 2;
+        char *out = realloc(st->out, cap);
+        if (!out)
+            return -1;
+        st->out = out;
+        st->cap = cap;
+    }
+    st->len += (size_t)sprintf(st->out + st->len, fmt, json);
+    return 0;
+}
+
+static int emit_chunk(struct stream *st, bool first)
+{
+    char *json = k3_api_chunk_json(&st->a, first);
+    int rc = emit(st, "data: %s\n\n", json);
+    free(json);
+    return rc;
+}
+
+/* Events for one update: the new text, then at the end the final chunk (with the logits
+ * hash), the usage chunk when asked, and [DONE]; or an error event. */
+static int events(struct stream *st, const struct k3_req_update *u)
+{
+    st->a.text = u->text;
+    st->a.text_len = u->len;
+    st->a.prompt_tokens = u->prompt_tokens;
+    st->a.completion_tokens = u->completion_tokens;
+    int rc = 0;
+    if (u->len) {
+        st->a.finish = K3_FINISH_NONE;
+        rc = emit_chunk(st, false);
+    }
+    if (rc || !u->finish)
+        return rc;
+    st->ended = true;
+    if (u->finish == K3_FINISH_ERROR) {
+        snprintf(st->error, sizeof st->error, "%s", u->error);
+        struct k3_api_error e;
+        k3_api_errorf(&e, 500, "server_error", NULL, "%s", u->error);
+        char *json = k3_api_error_json(&e);
+        rc = emit(st, "data: %s\n\n", json);
+        free(json);
+        return rc;
+    }
+    st->a.text = "";
+    st->a.text_len = 0;
+    st->a.finish = u->finish;
+    st->a.logits_hash = u->logits_hash;
+    rc = emit_chunk(st, false);
+    if (!rc && st->include_usage) {
+        char *json = k3_api_usage_chunk_json(&st->a);
+        rc = emit(st, "data: %s\n\n", json);
+        free(json);
+    }
+    return rc ? rc : emit(st, "%s", "data: [DONE]\n\n");
+}
+
+static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    struct stream *st = cls;
+    while (st->at == st->len) {
+        if (st->ended)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        st->at = st->len = 0;
+        struct k3_req_update u;
+        if (next_update(st->r, st->fd, &u)) {
+            st->client_left = true;
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        int rc = events(st, &u);
+        free(u.text);
+        if (rc) {
+            k3_request_cancel(st->r);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+    }
+    size_t n = st->len - st->at < max ? st->len - st->at : max;
+    memcpy(buf, st->out + st->at, n);
+    st->at += n;
+    return (ssize_t)n;
+}
+
+/* The response is gone (sent, or the connection dropped): the request too. */
+static void free_stream(void *cls)
+{
+    struct stream *st = cls;
+    struct k3_req_update u;
+    k3_request_cancel(st->r); /* a no-op once it ended */
+    k3_request_wait(st->r, 0, &u);
+    free(u.text);
+    if (st->client_left || !st->ended)
+        snprintf(st->error, sizeof st->error, "the client went away");
+    log_done(st->h, st->line, true, &u, now() - st->started, st->error);
+    k3_request_release(st->r);
+    free(st->out);
+    free(st);
+}
+
+static enum MHD_Result respond_stream(struct exchange *x, struct MHD_Connection *c,
+                                      struct k3_request *r, const struct k3_api_request *req)
+{
+    struct stream *st = calloc(1, sizeof *st);
+    if (!st) {
+        k3_request_cancel(r);
+        k3_request_release(r);
+        return send_body(c, 500, NULL, NULL, NULL, NULL);
+    }
+    *st = (struct stream){.h = x->h, .r = r, .include_usage = req->include_usage,
+                          .fd = client_fd(c), .started = x->started};
+    new_id(x->h, req->kind, st->id, sizeof st->id);
+    snprintf(st->line, sizeof st->line, "%s", x->line);
+    st->a = (struct k3_api_answer){.kind = req->kind, .id = st->id, .created = time(NULL),
+                                   .model = x->h->o.model.id, .text = "",
+                                   .with_hash = req->logits_hash};
+    /* The role goes out at once (OpenAI's first chunk), so the client sees the headers
+     * and knows it was accepted before the first token. */
+    if (req->kind == K3_API_CHAT && emit_chunk(st, true)) {
+        free_stream(st);
+        return send_body(c, 500, NULL, NULL, NULL, NULL);
+    }
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, read_stream, st, free_stream);
+    if (!resp) {
+        free_stream(st);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_OK, resp);
+    MHD_destroy_response(resp);
+    return rc;
+}
+
+/* ---- one body -------------------------------------------------------------------- */
+
+static enum MHD_Result respond_whole(struct exchange *x, struct MHD_Connection *c,
+                                     struct k3_request *r, const struct k3_api_request *req)
+{
+    int fd = client_fd(c);
+    char *text = NULL;
+    size_t len = 0;
+    struct k3_req_update u;
+    for (;;) {
+        if (next_update(r, fd, &u)) {
+            k3_request_release(r);
+            free(text);
+            log_line(x->h, "%s: the client went away", x->line);
+            return MHD_NO;
+        }
+        char *grown = realloc(text, len + u.len + 1);
+        if (grown) {
+            memcpy(grown + len, u.text, u.len);
+            len += u.len;
+            text = grown;
+            text[len] = 0;
+        }
+        free(u.text);
+        if (!grown) {
+            k3_request_cancel(r);
+            k3_request_release(r);
+            free(text);
+            return send_body(c, 500, NULL, NULL, NULL, NULL);
+        }
+        if (u.finish)
+            break;
+    }
+    k3_request_release(r);
+    if (u.finish == K3_FINISH_ERROR) {
+        free(text);
+        struct k3_api_error e;
+        bool leaving = strstr(u.error, "shutting down") != NULL;
+        k3_api_errorf(&e, leaving ? 503 : 500, leaving ? "unavailable_error" : "server_error", NULL,
+                      "%s", u.error);
+        return send_error(x, c, &e);
+    }
+    char id[48];
+    new_id(x->h, req->kind, id, sizeof id);
+    struct k3_api_answer a = {.kind = req->kind, .id = id, .created = time(NULL),
+                              .model = x->h->o.model.id, .text = text ? text : "",
+                              .text_len = len, .finish = u.finish,
+                              .prompt_tokens = u.prompt_tokens,
+                              .completion_tokens = u.completion_tokens,
+                              .with_hash = req->logits_hash, .logits_hash = u.logits_hash};
+    char *json = k3_api_response_json(&a);
+    free(text);
+    log_done(x->h, x->line, false, &u, now() - x->started, "");
+    return send_body(c, MHD_HTTP_OK, json, "application/json", NULL, NULL);
+}
+
+static enum MHD_Result generate(struct exchange *x, struct MHD_Connection *c, enum k3_api_kind kind)
+{
+    struct k3_http *h = x->h;
+    struct k3_api_request req;
+    struct k3_api_error e;
+    if (k3_api_parse(&h->o.model, kind, x->body ? x->body : "", x->len, &req, &e))
+        return send_error(x, c, &e);
+    struct k3_request *r = k3_request_new(req.prompt, req.n_prompt, &req.p);
+    if (!r) {
+        k3_api_request_free(&req);
+        return send_body(c, 500, NULL, NULL, NULL, NULL);
+    }
+    memset(req.p.stop, 0, sizeof req.p.stop); /* the request owns them now */
+    int rc = k3_sched_submit(h->sched, r);
+    if (rc) {
+        k3_request_release(r);
+        k3_api_request_free(&req);
+        if (rc == -EBUSY)
+            return refuse(x, c, 503, "unavailable_error", NULL,
+                          "the server is busy: its queue of waiting requests is full; retry later");
+        if (rc == -ESHUTDOWN)
+            return refuse(x, c, 503, "unavailable_error", NULL, "the server is shutting down");
+        return refuse(x, c, 400, "invalid_request_error", "context_length_exceeded",
+                      "the prompt does not fit the context");
+    }
+    enum MHD_Result out = req.stream ? respond_stream(x, c, r, &req) : respond_whole(x, c, r, &req);
+    k3_api_request_free(&req);
+    return out;
+}
+
+/* ---- routing --------------------------------------------------------------------- */
+
+static bool authorized(const struct k3_http *h, struct MHD_Connection *c)
+{
+    const char *key = h->o.api_key;
+    if (!key)
+        return true;
+    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                   MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!auth || strncmp(auth, "Bearer ", 7))
+        return false;
+    auth += 7;
+    size_t n = strlen(key), m = strlen(auth);
+    unsigned char diff = n != m;
+    for (size_t i = 0; i < n; i++) /* the same time however much of the key matches */
+        diff |= (unsigned char)(key[i] ^ (i < m ? auth[i] : 0));
+    return !diff;
+}
+
+static const struct route *find_route(const char *url)
+{
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
+        if (!strcmp(url, routes[i].path))
+            return &routes[i];
+    return NULL;
+}
+
+/* The first call, with the headers: refusals that need no body. */
+static enum MHD_Result on_headers(struct exchange *x, struct MHD_Connection *c, const char *url,
+                                  const char *method)
+{
+    struct k3_http *h = x->h;
+    x->route = find_route(url);
+    if (!x->route)
+        return refuse(x, c, 404, "invalid_request_error", NULL, "no such path: %s", x->line);
+    bool get = !strcmp(x->route->method, "GET");
+    if (strcmp(method, x->route->method) && !(get && !strcmp(method, "HEAD")))
+        return refuse(x, c, 405, "invalid_request_error", NULL, "%s takes %s, not %.32s",
+                      x->route->path, x->route->method, method);
+    if (!x->route->open && !authorized(h, c))
+        return refuse(x, c, 401, "invalid_request_error", "invalid_api_key",
+                      "a valid API key is needed: Authorization: Bearer KEY");
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > h->o.max_body)
+        return refuse(x, c, 413, "invalid_request_error", NULL,
+                      "the body is %.24s bytes; this server takes at most %zu", cl, h->o.max_body);
+    return MHD_YES;
+}
+
+/* A piece of the body; beyond the limit it is dropped (and the answer will be 413), and
+ * far beyond it the connection is closed. */
+static enum MHD_Result on_upload(struct exchange *x, const char *data, size_t *size)
+{
+    size_t n = *size, max = x->h->o.max_body;
+    *size = 0;
+    if (x->too_big || n > max - x->len) {
+        x->too_big = true;
+        x->discarded += n;
+        return x->discarded / DISCARD_FACTOR > max ? MHD_NO : MHD_YES;
+    }
+    if (x->len + n + 1 > x->cap) {
+        size_t cap = x->cap ? x->cap : 4096;
+        while (cap < x->len + n + 1)
+            cap *= 2;
+        char *body = realloc(x->body, cap);
+        if (!body)
+            return MHD_NO;
+        x->body = body;
+        x->cap = cap;
+    }
+    memcpy(x->body + x->len, data, n);
+    x->len += n;
+    return MHD_YES;
+}
+
+static enum MHD_Result on_body(struct exchange *x, struct MHD_Connection *c)
+{
+    struct k3_http *h = x->h;
+    if (x->too_big)
+        return refuse(x, c, 413, "invalid_request_error", NULL,
+                      "the body is over this server's limit of %zu bytes", h->o.max_body);
+    switch (x->route->kind) {
+    case ROUTE_HEALTH:
+        return send_body(c, MHD_HTTP_OK, strdup("{\"status\":\"ok\"}"), "application/json",
+                         NULL, NULL);
+    case ROUTE_MODELS:
+        log_line(h, "%s 200", x->line);
+        return send_body(c, MHD_HTTP_OK, k3_api_models_json(h->o.model.id, h->started),
+                         "application/json", NULL, NULL);
+    case ROUTE_METRICS: {
+        uint64_t *layer_experts = calloc((size_t)h->o.n_layers, sizeof(uint64_t));
+        if (!layer_experts)
+            return refuse(x, c, 500, "server_error", NULL, "out of memory");
+        struct k3_sched_stats st = k3_sched_stats(h->sched, layer_experts);
+        char *text = k3_metrics_text(&st, layer_experts, h->o.n_layers);
+        free(layer_experts);
+        return send_body(c, MHD_HTTP_OK, text,
+                         "text/plain; version=0.0.4; charset=utf-8", NULL, NULL);
+    }
+    case ROUTE_CHAT:
+        return generate(x, c, K3_API_CHAT);
+    case ROUTE_COMPLETION:
+        return generate(x, c, K3_API_COMPLETION);
+    }
+    return MHD_NO;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **con_cls)
+{
+    struct k3_http *h = cls;
+    struct exchange *x = *con_cls;
+    if (!x) {
+        if (!(x = calloc(1, sizeof *x)))
+            return MHD_NO;
+        x->h = h;
+        x->started = now();
+        snprintf(x->line, sizeof x->line, "%.16s %.120s", method, url);
+        for (char *at = x->line; *at; at++) /* the client's bytes, safe to print and quote */
+            if (*at < 0x20 || *at > 0x7e)
+                *at = '?';
+        *con_cls = x;
+        pthread_mutex_lock(&h->lock);
+        h->open++;
+        pthread_mutex_unlock(&h->lock);
+        return on_headers(x, c, url, method);
+    }
+    if (*upload_size)
+        return on_upload(x, upload, upload_size);
+    return on_body(x, c);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    struct k3_http *h = cls;
+    struct exchange *x = *con_cls;
+    if (!x)
+        return;
+    free(x->body);
+    free(x);
+    *con_cls = NULL;
+    pthread_mutex_lock(&h->lock);
+    if (!--h->open)
+        pthread_cond_broadcast(&h->idle);
+    pthread_mutex_unlock(&h->lock);
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    struct k3_http *h = cls;
+    char msg[sizeof h->mhd_error];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    msg[strcspn(msg, "\n")] = 0;
+    pthread_mutex_lock(&h->lock);
+    memcpy(h->mhd_error, msg, sizeof msg);
+    pthread_mutex_unlock(&h->lock);
+}
+
+/* ---- the daemon ------------------------------------------------------------------ */
+
+static int resolve(const struct k3_http_opts *o, struct sockaddr_storage *sa, struct k3_err *err)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE}, *res;
+    char port[16];
+    snprintf(port, sizeof port, "%d", o->port);
+    int rc = getaddrinfo(o->host, port, &hints, &res);
+    if (rc)
+        return k3_errf(err, "--host %s: %s", o->host, gai_strerror(rc));
+    memcpy(sa, res->ai_addr, res->ai_addrlen);
+    freeaddrinfo(res);
+    return 0;
+}
+
+int k3_http_start(struct k3_http **out, const struct k3_http_opts *o, struct k3_sched *sched,
+                  struct k3_err *err)
+{
+    struct sockaddr_storage sa = {0};
+    if (resolve(o, &sa, err))
+        return -1;
+    struct k3_http *h = calloc(1, sizeof *h);
+    if (!h)
+        return k3_errf(err, "out of memory");
+    h->o = *o;
+    h->sched = sched;
+    h->started = time(NULL);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    h->salt = (uint32_t)(ts.tv_nsec ^ ts.tv_sec ^ getpid());
+    pthread_mutex_init(&h->lock, NULL);
+    pthread_cond_init(&h->idle, NULL);
+    /* The connection threads inherit this mask: the signals that stop the server go to
+     * the caller's threads, and a dead client's socket never raises SIGPIPE. */
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    unsigned flags = MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC | MHD_USE_ERROR_LOG |
+                     (sa.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    h->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, h,
+                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->timeout,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                            MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h, MHD_OPTION_END);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!h->d) {
+        k3_errf(err, "cannot listen on %s port %d: %s", o->host, o->port,
+                h->mhd_error[0] ? h->mhd_error : "libmicrohttpd would not start");
+        pthread_mutex_destroy(&h->lock);
+        pthread_cond_destroy(&h->idle);
+        free(h);
+        return -1;
+    }
+    *out = h;
+    return 0;
+}
+
+int k3_http_port(const struct k3_http *h)
+{
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    return di ? di->port : h->o.port;
+}
+
+void k3_http_stop(struct k3_http *h, int grace_ms)
+{
+    if (!h)
+        return;
+    MHD_socket listen = MHD_quiesce_daemon(h->d); /* closed once the threads are gone */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += grace_ms / 1000;
+    until.tv_nsec += (long)(grace_ms % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&h->lock);
+    int rc = 0;
+    while (h->open && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&h->idle, &h->lock, &until);
+    pthread_mutex_unlock(&h->lock);
+    MHD_stop_daemon(h->d);
+    if (listen != MHD_INVALID_SOCKET)
+        close(listen);
+    pthread_mutex_destroy(&h->lock);
+    pthread_cond_destroy(&h->idle);
+    free(h);
+}

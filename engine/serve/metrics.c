@@ -1,0 +1,77 @@
+#include "engine/serve/metrics.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static void metric(FILE *f, const char *name, const char *type, const char *help, double v)
+{
+    fprintf(f, "# HELP k3_%s %s\n# TYPE k3_%s %s\nk3_%s %.17g\n", name, help, name, type, name, v);
+}
+
+/* Mean experts each MoE layer read per decode step, a series per layer.  A MoE layer
+ * reads at least one expert in every decode step, so once there was one the layers
+ * with none are the dense ones. */
+static int union_per_layer(FILE *f, const struct k3_sched_stats *st, const uint64_t *layer_experts,
+                           int n_layers)
+{
+    fprintf(f, "# HELP k3_decode_layer_union_experts Mean union of routed experts the layer "
+               "read per decode step.\n# TYPE k3_decode_layer_union_experts gauge\n");
+    int moe_layers = 0;
+    for (int l = 0; l < n_layers; l++) {
+        if (!layer_experts[l])
+            continue;
+        moe_layers++;
+        fprintf(f, "k3_decode_layer_union_experts{layer=\"%d\"} %.17g\n", l,
+                (double)layer_experts[l] / (double)st->decode_steps);
+    }
+    return moe_layers;
+}
+
+char *k3_metrics_text(const struct k3_sched_stats *st, const uint64_t *layer_experts,
+                      int n_layers)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return NULL;
+    double steps = (double)st->decode_steps;
+    metric(f, "requests_running", "gauge", "Requests holding a sequence (prefilling or decoding).",
+           st->running);
+    metric(f, "requests_queued", "gauge", "Requests waiting for a sequence.", st->queued);
+    metric(f, "requests_total", "counter", "Requests that ended (any finish).",
+           (double)st->requests_done);
+    metric(f, "prompt_tokens_total", "counter", "Prompt tokens of the requests admitted.",
+           (double)st->prompt_tokens);
+    metric(f, "tokens_generated_total", "counter", "Tokens generated.",
+           (double)st->tokens_generated);
+    metric(f, "steps_total", "counter", "Forward steps run.", (double)st->steps);
+    metric(f, "busy_seconds_total", "counter", "Seconds spent in forward steps.", st->busy_seconds);
+    metric(f, "decode_steps_total", "counter",
+           "Decode steps (every row its sequence's only one).", steps);
+    metric(f, "decode_rows_total", "counter", "Rows of the decode steps.", (double)st->decode_rows);
+    metric(f, "decode_rows_per_step", "gauge", "Mean rows per decode step.",
+           steps ? (double)st->decode_rows / steps : 0);
+    metric(f, "decode_experts_total", "counter",
+           "Routed experts read in decode steps, summed over the MoE layers.",
+           (double)st->decode_experts);
+    metric(f, "decode_seconds_total", "counter", "Seconds spent in decode steps.",
+           st->decode_seconds);
+    int moe_layers = union_per_layer(f, st, layer_experts, n_layers);
+    metric(f, "decode_union_experts", "gauge",
+           "Mean union of routed experts one MoE layer read per decode step.",
+           steps && moe_layers ? (double)st->decode_experts / steps / moe_layers : 0);
+    metric(f, "read_bytes_total", "counter", "Bytes read from the drives.", (double)st->io.bytes);
+    metric(f, "records_read_total", "counter", "Expert records read.",
+           (double)st->io.records_read);
+    metric(f, "cache_hits_total", "counter", "Expert records found in the cache.",
+           (double)st->io.records_hit);
+    metric(f, "stall_seconds_total", "counter", "Seconds compute waited for data.",
+           st->io.stall_seconds);
+    metric(f, "read_retries_total", "counter", "Failed reads tried again.", (double)st->io.retries);
+    if (fclose(f)) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}

@@ -1,0 +1,88 @@
+#!/bin/bash
+# Determinism per request: eight requests (a chat, completions of text and of ids, each
+# its own seed and sampling, one greedy, one prompt longer than a prefill chunk) give the same text, token
+# count and logits hash alone, all eight at once (--parallel 8, eight clients), and when
+# half of them join while the other half decode (streamed); the same seed gives the same
+# text again, another seed another text.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/serve_lib.sh"
+m=$(tiny_model)
+d="$K3_TEST_TMP/serve-determinism"
+rm -rf "$d" && mkdir -p "$d"
+start_server serve-determinism -m "$m" --parallel 8 --queue 16 --prefill-chunk 8
+
+long_ids=$(seq -s, 100 73 1600)   # 21 ids: prefilled over three steps
+bodies=(
+  '{"prompt": [5, 17, 300, 9, 41], "temperature": 0.9, "top_p": 0.95, "seed": 11}'
+  '{"prompt": "The history of the printing press", "temperature": 0.7, "top_k": 40, "seed": 12}'
+  "{\"prompt\": [$long_ids], \"temperature\": 1.0, \"seed\": 13}"
+  '{"messages": [{"role": "user", "content": "Hello there"}], "temperature": 0.8, "seed": 14}'
+  '{"prompt": [7, 7, 7], "temperature": 0}'
+  '{"prompt": "Once upon a time", "temperature": 1.5, "seed": 16}'
+  '{"prompt": "A bell", "temperature": 0.6, "seed": 17, "stop": ["zz"]}'
+  '{"prompt": [1000, 3, 4], "temperature": 1.0, "top_k": 5, "seed": 18}'
+)
+path() { if jq -e 'has("messages")' <<<"$1" >/dev/null; then echo /v1/chat/completions; else echo /v1/completions; fi; }
+common='{"max_tokens": 8, "logits_hash": true}'
+
+# run_whole I OUT: request I, non-streaming; "text tokens hash" as JSON in OUT.
+run_whole() {
+  curl -s --max-time 300 "$URL$(path "${bodies[$1]}")" -d "$(jq -c ". + $common" <<<"${bodies[$1]}")" |
+    jq -c '[(.choices[0].text // .choices[0].message.content), .usage.completion_tokens, .logits_hash]' >"$2"
+}
+# run_stream I OUT: the same, streamed (the events in OUT.sse).
+run_stream() {
+  curl -sN --max-time 300 "$URL$(path "${bodies[$1]}")" \
+    -d "$(jq -c ". + $common + {stream: true, stream_options: {include_usage: true}}" <<<"${bodies[$1]}")" >"$2.sse"
+  grep '^data: {' "$2.sse" | sed 's/^data: //' | jq -sc '[(map(.choices[0] | .text // .delta.content // empty) | join("")),
+     (last.usage.completion_tokens), (map(.logits_hash // empty) | first)]' >"$2"
+}
+compare() { # PHASE
+  local i
+  for i in "${!bodies[@]}"; do
+    if ! cmp -s "$d/alone-$i" "$d/$1-$i"; then
+      fail "request $i $1: $(cat "$d/$1-$i"), alone: $(cat "$d/alone-$i")"
+    fi
+  done
+  echo "ok: $1: the same text, tokens and logits hash as alone for all ${#bodies[@]}"
+}
+
+for i in "${!bodies[@]}"; do run_whole "$i" "$d/alone-$i"; done
+for i in "${!bodies[@]}"; do
+  jq -e '.[1] == 8 and (.[2] | test("^[0-9a-f]{16}$"))' "$d/alone-$i" >/dev/null ||
+    fail "request $i alone: $(cat "$d/alone-$i")"
+done
+
+pids=()
+for i in "${!bodies[@]}"; do run_whole "$i" "$d/together-$i" & pids+=($!); done
+wait "${pids[@]}"
+compare together
+rows=$(metric k3_decode_rows_per_step)
+awk -v r="$rows" 'BEGIN { exit !(r > 1) }' || fail "no decode step had several rows (rows per step $rows)"
+
+# Half start streaming; once each of them has text the other half joins.
+pids=()
+for i in 0 1 2 3; do run_stream "$i" "$d/joined-$i" & pids+=($!); done
+for ((k = 0; k < 600; k++)); do
+  n=0
+  for i in 0 1 2 3; do [[ -f "$d/joined-$i.sse" ]] && grep -q '"content":"[^"]\|"text":"[^"]' "$d/joined-$i.sse" && n=$((n + 1)); done
+  ((n == 4)) && break
+  sleep 0.05
+done
+running=$(metric k3_requests_running)
+for i in 4 5 6 7; do run_whole "$i" "$d/joined-$i" & pids+=($!); done
+wait "${pids[@]}"
+compare joined
+[[ $running -ge 1 ]] || fail "the second half joined when nothing ran"
+
+# The same seed again: the same text; another seed: another.
+run_whole 5 "$d/again-5"
+cmp -s "$d/alone-5" "$d/again-5" || fail "seed 16 again: $(cat "$d/again-5"), first $(cat "$d/alone-5")"
+bodies[5]='{"prompt": "Once upon a time", "temperature": 1.5, "seed": 17}'
+run_whole 5 "$d/other-5"
+[[ $(jq -c '.[0]' "$d/other-5") != $(jq -c '.[0]' "$d/alone-5") ]] ||
+  fail "seeds 16 and 17 gave the same text: $(cat "$d/other-5")"
+
+stop_server TERM
+[[ $STOP_RC == 0 ]] || fail "SIGTERM: exit $STOP_RC"
+finish
