@@ -59,6 +59,15 @@ wait "${pids[@]}"
 compare together
 rows=$(metric k3_decode_rows_per_step)
 awk -v r="$rows" 'BEGIN { exit !(r > 1) }' || fail "no decode step had several rows (rows per step $rows)"
+# The union each MoE layer read per decode step: a series per MoE layer (k3-tiny: layers
+# 1-12 of 13, 16 of 64 experts a token), each between one token's 16 and all 64, more than
+# 16 somewhere now that steps held several rows, and their mean the overall figure.
+unions=$(curl -s "$URL/metrics" | sed -n 's/^k3_decode_layer_union_experts{layer="\([0-9]*\)"} /\1 /p')
+[[ $(awk '{print $1}' <<<"$unions" | paste -sd,) == 1,2,3,4,5,6,7,8,9,10,11,12 ]] ||
+  fail "per-layer unions not for the MoE layers 1-12: $unions"
+awk -v mean="$(metric k3_decode_union_experts)" '$2 < 16 || $2 > 64 { exit 1 } $2 > 16 { wider = 1 }
+  { sum += $2 } END { exit !(wider && sum / NR - mean < 1e-9 && mean - sum / NR < 1e-9) }' <<<"$unions" ||
+  fail "per-layer unions out of [16, 64], none above 16 or not averaging to the mean: $unions"
 
 # Half start streaming; once each of them has text the other half joins.
 pids=()
