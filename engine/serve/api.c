@@ -253,6 +253,7 @@ static int parse_params(const struct k3_api_model *m, json_t *root, struct k3_ap
     if (get_bool(root, "stream", &r->stream, e) ||
         (opts && get_bool(opts, "include_usage", &r->include_usage, e)) ||
         get_bool(root, "logits_hash", &r->logits_hash, e) ||
+        get_bool(root, "ignore_eos", &p->ignore_eos, e) ||
         get_int(root, max_name, 1, &p->max_tokens, e) ||
         get_number(root, "temperature", 0, false, 2, &p->temperature, e) ||
         get_number(root, "top_p", 0, true, 1, &p->top_p, e) ||

@@ -29,6 +29,7 @@ struct k3_gen_params {
     uint64_t seed;
     char *stop[K3_MAX_STOPS]; /* owned; NULL-terminated when fewer */
     bool stop_at_close;       /* <|close|> ends the text (a chat response element) */
+    bool ignore_eos;          /* llama-server's extension: end of message does not end it */
 };
 
 enum k3_finish { K3_FINISH_NONE, K3_FINISH_STOP, K3_FINISH_LENGTH, K3_FINISH_ERROR };

@@ -134,7 +134,7 @@ post /v1/chat/completions "$(jq -nc --arg t "$(printf 'word %.0s' {1..200})" '{m
 [[ $(jq -r .error.code <<<"$BODY") == context_length_exceeded ]] || fail "long prompt: code $(jq .error.code <<<"$BODY")"
 for bad in '{"temperature": 2.5}' '{"temperature": -0.1}' '{"temperature": "hot"}' '{"top_p": 0}' \
   '{"top_p": 1.5}' '{"top_k": -1}' '{"max_tokens": -5}' '{"max_tokens": 0}' '{"max_tokens": 2.5}' \
-  '{"max_completion_tokens": -1}' '{"seed": "x"}' '{"stream": "yes"}' '{"n": 2}' '{"logits_hash": 1}' \
+  '{"max_completion_tokens": -1}' '{"seed": "x"}' '{"stream": "yes"}' '{"n": 2}' '{"logits_hash": 1}' '{"ignore_eos": "yes"}' \
   '{"stop": ["a", "b", "c", "d", "e"]}' '{"stop": 3}'; do
   param=$(jq -r 'keys[0]' <<<"$bad")
   post /v1/chat/completions "$(chat_with "$bad")" && expect_api_error 400 invalid_request_error "$param" "$bad"
