@@ -12,6 +12,9 @@ server-sent event.  Prints one JSON object:
   window_s, window_tps   while every client was decoding (from the last first token to
                          the first last token): the events arriving then, per second
   ttft_s                 time to first token: median and max over the clients
+  metrics                the server's /metrics after the run (labelled series as
+                         name{label}): counters and means since the server started, so
+                         each run wants a fresh server; refused if it had served before
 
 Standard library only (the bench's python is Debian's /usr/bin/python3).
 """
@@ -52,6 +55,17 @@ def stream_one(url, prompt, tokens, start_gate, out):
                generated=usage["completion_tokens"])
 
 
+def scrape(url):
+    """/metrics as {name: value}, the k3_ prefix dropped, labels kept."""
+    values = {}
+    with urllib.request.urlopen(url + "/metrics", timeout=60) as resp:
+        for line in resp.read().decode().splitlines():
+            if line.startswith("k3_"):
+                name, value = line[3:].rsplit(" ", 1)
+                values[name] = float(value)
+    return values
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--url", required=True)
@@ -71,6 +85,8 @@ def main():
         except Exception as e:  # noqa: BLE001 - reported, and the run fails
             errors.append(f"client {i}: {e}")
 
+    if scrape(args.url).get("steps_total", 0):
+        sys.exit("serve_clients.py: the server has run steps already; start a fresh one")
     threads = [threading.Thread(target=client, args=(i,)) for i in range(args.clients)]
     for t in threads:
         t.start()
@@ -79,6 +95,7 @@ def main():
         t.join()
     if errors:
         sys.exit("serve_clients.py: " + "; ".join(errors))
+    after = scrape(args.url)
 
     first = [r["events"][0] for r in results]
     last = [r["events"][-1] for r in results]
@@ -94,6 +111,7 @@ def main():
         "window_s": round(hi - lo, 4) if hi > lo else 0,
         "window_tps": round(in_window / (hi - lo), 4) if hi > lo else None,
         "ttft_median_s": round(statistics.median(ttft), 4), "ttft_max_s": round(max(ttft), 4),
+        "metrics": after,
     }))
 
 

@@ -317,8 +317,10 @@ static int step(struct k3_sched *s, struct k3_err *err)
     pthread_mutex_lock(&s->lock);
     s->stats.steps++;
     s->stats.busy_seconds += seconds;
-    if (fs->decode_steps > decode_steps)
+    if (fs->decode_steps > decode_steps) {
         s->stats.decode_seconds += seconds;
+        s->stats.decode_read_bytes += snap.io.bytes - s->stats.io.bytes;
+    }
     memcpy(s->layer_experts, fs->decode_experts, sizeof(uint64_t) * (size_t)s->rt->m.cfg.n_layers);
     s->stats.decode_steps = fs->decode_steps;
     s->stats.decode_rows = fs->decode_rows;

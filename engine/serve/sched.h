@@ -37,6 +37,7 @@ struct k3_sched_stats {
                                           * layers (forward.h: the union of the rows') */
     double busy_seconds;                 /* in steps */
     double decode_seconds;               /* in decode steps */
+    uint64_t decode_read_bytes;          /* read in decode steps */
     struct k3_stream_stats io;           /* the read path's counters after the last step */
 };
 
