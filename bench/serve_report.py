@@ -6,9 +6,10 @@ Per client count B: decode tokens/s (the server's decode rows over its decode se
 the window's tokens/s as the clients saw them, time to first token, bytes read per
 token in decode steps, the measured union of experts per MoE layer and decode step beside the
 uniform-routing expectation E*(1-(1-k/E)^B), and the goal ratio
-    tps(B) / ((k*B / union(B)) * tps(1))
-which is 1 when every expert read saved becomes throughput (goal: >= 0.9 while reads
-bound the step).  Usage: serve_report.py ROWS.jsonl META.json OUT_STEM
+    tps(B) / ((k*R / union(B)) * tps(1))
+with R the mean rows of a decode step (B once every client decodes; less while prompts
+join and streams end), which is 1 when every expert read saved becomes throughput
+(goal: >= 0.9 while reads bound the step).  Usage: serve_report.py ROWS.jsonl META.json OUT_STEM
 """
 import json
 import sys
@@ -29,17 +30,18 @@ def main():
         tps = m["decode_rows_total"] / m["decode_seconds_total"]
         if base is None and B == 1:
             base = tps
-        ideal = k * B / union * base if base else None
+        rows_per_step = m["decode_rows_total"] / steps
+        ideal = k * rows_per_step / union * base if base else None
         table.append({
             "clients": B, "decode_tps": round(tps, 4), "window_tps": r["window_tps"],
             "aggregate_tps": r["aggregate_tps"], "ttft_median_s": r["ttft_median_s"],
-            "ttft_max_s": r["ttft_max_s"], "rows_per_step": round(m["decode_rows_total"] / steps, 3),
+            "ttft_max_s": r["ttft_max_s"], "rows_per_step": round(rows_per_step, 3),
             "mb_per_token": round(m["decode_read_bytes_total"] / m["decode_rows_total"] / 1e6, 2),
             "union": round(union, 2), "union_per_layer": [round(v, 2) for v in layers],
             "union_uniform": round(E * (1 - (1 - k / E) ** B), 2),
             "goal_ratio": round(tps / ideal, 3) if ideal else None,
         })
-    json.dump({**meta, "rows": table}, open(stem + ".json", "w"), indent=1)
+    json.dump({**meta, "rows": table, "clients_raw": rows}, open(stem + ".json", "w"), indent=1)
     with open(stem + ".md", "w") as f:
         f.write(f"k3-uring serve, {meta['what']}\n\n")
         f.write("| clients | decode tok/s | x one stream | goal ratio | union/layer (measured) | "
