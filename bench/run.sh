@@ -140,7 +140,7 @@ choose_mode() {
   counts_ok=1
   for c in $counts; do
     if ! [[ $c =~ ^[1-9][0-9]*$ ]]; then problem "DRIVE_COUNTS: want whole numbers above 0, got '$c'"; counts_ok=0
-    elif [[ $mode == drives ]] && ((c > n)); then problem "DRIVE_COUNTS: $c drives, but DRIVES has $n"
+    elif [[ $mode == drives ]] && ((c > n)); then problem "DRIVE_COUNTS: $c drives, but DRIVES has $n"; counts_ok=0
     fi
   done
 }
