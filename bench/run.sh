@@ -235,8 +235,8 @@ check_space() {
 check_leftovers() {
   local f pid
   for f in /run/k3-uring-emulate/bench-*; do
-    [[ -e $f ]] || continue
-    pid=${f##*-}
+    [[ ${f##*/} =~ ^bench-([0-9]+)$ ]] || continue   # run.sh's own boxes: bench-PID
+    pid=${BASH_REMATCH[1]}
     kill -0 "$pid" 2>/dev/null ||
       warn "emulated box ${f##*/} is still up from a run that was killed: bench/emulate.sh down --name ${f##*/}"
   done
