@@ -1,4 +1,4 @@
-# shellcheck shell=bash disable=SC2154
+# shellcheck shell=bash disable=SC2154,SC2034
 # Shell helpers shared by the bench/ scripts (sourced, not run). Each script sets `prog` to its own name before sourcing, so every
 # message says which script spoke.
 

@@ -169,7 +169,7 @@ check_drives() {
 }
 
 # Every stage but kernels reads the checkpoint.
-uses_checkpoint() { [[ -n $(tr ' ' '\n' <<<"$stages" | grep -vx -e kernels -e '') ]]; }
+uses_checkpoint() { local s; for s in $stages; do [[ $s == kernels ]] || return 0; done; return 1; }
 
 # box_size BYTES N: each emulated drive's size for a checkpoint of BYTES over N drives
 # (its share and 3 GiB for ext4's own blocks and the pack's alignment).
@@ -188,7 +188,7 @@ space_lines() {
     bytes=$bench_k3bench_bytes
     printf '0\t%s\t%s\t%s\n' "$(mount_of "$ckpt")" "$bytes" "k3-bench to synthesize at $ckpt"
   fi
-  packed=$((bytes / 100 * 101 + 64000000))
+  packed=$((bytes * 101 / 100 + 64000000))
   [[ " $stages " == *" decode "* ]] || return 0
   for n in $counts; do
     case $mode in
@@ -356,7 +356,7 @@ drive_json() {
 
 stage_decode() {
   local cal=${calibration:-$res/calibration.json} mx bf n r rows=() last row fio stats proj
-  local s_t s_st mb p_t p_st q_t q_st q_hit f_t f_st f_mb
+  local s_t s_st mb p_t p_st q_t q_st q_hit f_t f_mb
   [[ $cal -ef "$res/calibration.json" ]] || cp "$cal" "$res/calibration.json"
   mx=$(sed -n 's/.*"mxfp4_gbps_per_core": *\([0-9.]*\).*/\1/p' "$cal" | head -1)
   bf=$(sed -n 's/.*"bf16_gbps_per_core": *\([0-9.]*\).*/\1/p' "$cal" | head -1)
@@ -375,7 +375,7 @@ stage_decode() {
       stats=$(engine sync --sync --predict off); read -r s_t s_st mb _ <<<"$stats"
       stats=$(engine pipeline --predict off); read -r p_t p_st _ _ <<<"$stats"
       stats=$(engine predict --predict on); read -r q_t q_st _ q_hit <<<"$stats"
-      stats=$(engine floor --predict on --ram floor); read -r f_t f_st f_mb _ <<<"$stats"
+      stats=$(engine floor --predict on --ram floor); read -r f_t _ f_mb _ <<<"$stats"
       proj=$("$k3" plan --config "$ckpt/config.json" --drives "$n" --drive-gbps "$(echo "$fio / $n / 1000000000" | bc -l)" \
         --cores "$(nproc)" --ram trunk --ctx 16 --calibration "$res/calibration.json" |
         sed -n 's/^  pipelined *\([0-9.]*\) s\/token.*/\1/p')
