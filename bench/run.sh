@@ -69,7 +69,7 @@ stage decode "fio bc python3 gnuplot" "decode on 1..N drives against fio and the
 
 # The environment a stage script gets: the knobs as this run resolved them.
 stage_env() {
-  export K3=$k3 CKPT=$ckpt MBPS=$mbps ROUNDS=$rounds TOKENS=$tokens CALIBRATION=$calibration
+  export K3=$k3 CKPT=$ckpt MBPS=$mbps ROUNDS=$rounds TOKENS=$tokens CALIBRATION=${calibration:-$res/calibration.json}
   export DRIVES=$drives_given ALLOW_SAME_DEVICE=$allow_same DRIVE_COUNTS=$counts
   export BENCH_STAMP=$stamp BENCH_RESULTS=$res BENCH_WORK=$work/$1 BENCH_MODE=$mode
   mkdir -p "$BENCH_WORK"
