@@ -107,7 +107,7 @@ build/fuzz/bin/%: build/fuzz/tests/fuzz/%.o build/fuzz/libk3.a
 	@mkdir -p $(@D)
 	$(Q)$(FUZZ_CC) $(CFLAGS_BASE) $(FUZZ_SAN) -fsanitize=fuzzer $^ $(PKG_LIBS) $(LDLIBS) -o $@
 
-.PHONY: all deps deps-ref test test-asan asan demo fixtures bench bench-tools clean fuzz
+.PHONY: all deps deps-ref test test-asan asan demo fixtures bench bench-deps bench-tools clean fuzz
 all: k3-uring
 
 k3-uring: build/rel/k3-uring
@@ -148,11 +148,17 @@ fixtures: deps deps-ref k3-uring
 fuzz: deps k3-uring $(FUZZ_BIN)
 	@tests/fuzz/run.sh $(FUZZ_SECONDS)
 
-# The benchmark (root, about 20 minutes): emulated boxes of 1-8 drives, fio, the engine,
-# the planner; results, table and plots in bench/results/.  Knobs: see bench/run.sh.
-bench: deps k3-uring
-	@.ci/install-deps $(DEB_PKGS_BENCH)
+# The benchmark (root, about 30 minutes, about 22 GB free on /work/data, 42 with k3-bench
+# to synthesize): emulated boxes of 1-8 drives, or DRIVES=/mnt/a,/mnt/b (real drives);
+# fio, the engine, the planner; results, table and plots in bench/results/.  bench/run.sh
+# checks tools, drives and space first (PREFLIGHT_ONLY=1: only that); knobs in
+# bench/README.md.
+bench: deps k3-uring bench-deps
 	@bench/run.sh
+
+# What bench/run.sh needs beyond the build (it names what is missing, never installs).
+bench-deps:
+	@.ci/install-deps $(DEB_PKGS_BENCH)
 
 clean:
 	rm -rf build k3-uring

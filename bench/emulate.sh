@@ -10,6 +10,7 @@
 #   bench/emulate.sh run  [up options] -- CMD ARGS...   (up, exec, down even when killed)
 #   bench/emulate.sh down [--name NAME] [--dir DIR]
 #   bench/emulate.sh status [--name NAME] [--dir DIR]
+#   bench/emulate.sh check    (can this machine emulate? changes nothing)
 #
 # Exit codes: 0 ok, 1 error, 2 usage, 77 this machine cannot emulate (not root, no loop
 # devices, no block-cgroup read throttle): the caller falls back to plain folders.
@@ -27,18 +28,20 @@ def_drives=4
 def_size=2G
 def_mbps=100
 def_sector=512      # the loop device's logical block size (losetup's own default)
-def_root=/work/data/emulate
+def_root=$bench_emulate_root
 registry=/run/k3-uring-emulate   # NAME -> DIR, so `exec` and `down` find a --dir'd box
 
 usage() {
   cat <<EOF
-usage: bench/emulate.sh up|exec|run|down|status [options] [-- CMD ARGS...]
+usage: bench/emulate.sh up|exec|run|down|status|check [options] [-- CMD ARGS...]
   up      make the drives; prints the drive list (comma-separated mounts) last on stdout
   exec    run CMD inside the box's throttled cgroup (replaces this shell)
   run     up, then exec CMD with the drive list in \$K3_EMULATE_DRIVES, then down,
           also when interrupted
   down    unmount, detach, remove the cgroup and the backing files; idempotent
   status  what is up, and the throttle in force
+  check   whether this machine can emulate (root, loop devices, a read throttle);
+          exit 0 or 77 with the reason; changes nothing
 options (default):
   --name NAME        box name; cgroup k3-emulate-NAME ($def_name)
   --dir DIR          backing files and mount points ($def_root/NAME)
@@ -371,8 +374,8 @@ do_status() {
 mode=$1; shift
 case $mode in
   -h|--help) usage; exit 0 ;;
-  up|exec|run|down|status) parse "$@" ;;
-  *) usage_error "unknown mode '$mode' (up, exec, run, down, status)" ;;
+  up|exec|run|down|status|check) parse "$@" ;;
+  *) usage_error "unknown mode '$mode' (up, exec, run, down, status, check)" ;;
 esac
 case $mode in
   up) do_up ;;
@@ -382,4 +385,7 @@ case $mode in
     [[ $(id -u) -eq 0 ]] || skip "needs root (loop devices, mounts, cgroups)"
     do_down ;;
   status) do_status ;;
+  check)
+    check_machine
+    say "can emulate: root, loop devices, ${cg_ver:-no} block-cgroup read throttle (${cg_root:-none needed with --mbps 0})" ;;
 esac

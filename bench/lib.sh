@@ -1,6 +1,19 @@
-# shellcheck shell=bash disable=SC2154
+# shellcheck shell=bash disable=SC2154,SC2034
 # Shell helpers shared by the bench/ scripts (sourced, not run). Each script sets `prog` to its own name before sourcing, so every
 # message says which script spoke.
+
+# ---- the benchmark's defaults: one place, read by run.sh, pipeline.sh and any stage ----
+# (bench/README.md documents each; a knob set in the environment overrides its default)
+bench_default_ckpt=/work/data/k3-bench   # synthesized there (k3-bench, seed 1) when missing
+bench_default_counts="1 2 4 8"           # emulated boxes; with DRIVES: 1 2 4 .. and all of them
+bench_default_mbps=100                   # per emulated drive; 8 x 100 stays linear here (README)
+bench_default_rounds=3
+bench_default_tokens=6
+bench_default_stages="kernels decode"
+bench_emulate_root=/work/data/emulate    # emulate.sh's backing files, one folder per box
+# du -sb of `k3-uring synth --config k3-bench --seed 1` (measured 2026-12-01): what the
+# default checkpoint takes before it exists.
+bench_k3bench_bytes=19956996677
 
 # die MESSAGE: one line on stderr, exit 1.
 die() { echo "$prog: $*" >&2; exit 1; }
@@ -78,4 +91,41 @@ fio_read_bw() {
   awk '/"read" : \{/ { inread = 1 }
        inread && /"bw_bytes" :/ { gsub(/[^0-9]/, "", $3); print $3; found = 1; exit }
        END { if (!found) exit 1 }' "$1"
+}
+
+# ---- disks and free space ------------------------------------------------------------
+
+# existing_dir PATH: PATH, or its nearest ancestor that exists (where it would be made).
+existing_dir() {
+  local p
+  p=$(realpath -m "$1")
+  while [[ ! -d $p ]]; do p=$(dirname "$p"); done
+  echo "$p"
+}
+# mount_of PATH: the mount point of the filesystem PATH is (or would be) on.
+mount_of() { df --output=target "$(existing_dir "$1")" | tail -1; }
+# free_bytes PATH: bytes available to this user on PATH's filesystem.
+free_bytes() { df -B1 --output=avail "$(existing_dir "$1")" | tail -1 | tr -d ' '; }
+# gb BYTES: BYTES in GB (10^9), one decimal.
+gb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1e9 }'; }
+
+# disk_of DIR: the physical disk(s) under DIR's filesystem ("nvme0n1", "sda+sdb" for a
+# RAID or LVM over two), or "fs:SOURCE" when it is on no block device (tmpfs, overlay,
+# NFS): the key two drives must not share.
+disk_of() {
+  local src disks
+  src=$(findmnt -no SOURCE -T "$1" | head -1)
+  if [[ -b $src ]]; then
+    disks=$(lsblk -nrso NAME,TYPE "$src" 2>/dev/null | awk '$2 == "disk" { print $1 }' | sort -u | paste -sd+)
+    [[ -n $disks ]] && { echo "$disks"; return; }
+  fi
+  echo "fs:$src"
+}
+# disk_model DISK: what the disk says it is (its model), or a note that it says nothing.
+disk_model() {
+  local d=${1%%+*} m=''
+  [[ $d == fs:* ]] && { echo "not a block device"; return; }
+  m=$(cat "/sys/block/$d/device/model" 2>/dev/null || lsblk -dno MODEL "/dev/$d" 2>/dev/null || true)
+  m=$(echo "$m" | xargs)
+  echo "${m:-no model reported}"
 }

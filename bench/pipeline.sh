@@ -10,17 +10,25 @@
 # fio's ceiling on the same drives.  The I/O floor is the bytes read per token over fio's
 # bandwidth; the compute time is the sync path's time per token minus its time waiting
 # for reads.
-# usage: bench/pipeline.sh CHECKPOINT [DRIVES] [MBPS] [ROUNDS] [TOKENS]
+# usage: bench/pipeline.sh [CHECKPOINT] [DRIVES] [MBPS] [ROUNDS] [TOKENS]
+# CHECKPOINT, MBPS, ROUNDS and TOKENS default to run.sh's (bench/lib.sh); DRIVES to 2: one
+# box, where run.sh sweeps DRIVE_COUNTS.  Read time per token is MB/token over DRIVES x
+# MBPS: choose MBPS so that it is near the compute time (each round prints both).
 set -euo pipefail
-ckpt=${1:?usage: bench/pipeline.sh CHECKPOINT [DRIVES] [MBPS] [ROUNDS] [TOKENS]}
-drives=${2:-2}
-mbps=${3:-350}
-rounds=${4:-3}
-tokens=${5:-10}
-k3=$(realpath "${K3:-./k3-uring}")
 root=$(cd "$(dirname "$0")/.." && pwd)
 prog=pipeline.sh
 source "$root/bench/lib.sh"
+ckpt=${1:-$bench_default_ckpt}
+drives=${2:-2}
+mbps=${3:-$bench_default_mbps}
+rounds=${4:-$bench_default_rounds}
+tokens=${5:-$bench_default_tokens}
+k3=$(realpath "${K3:-./k3-uring}")
+[[ -f $ckpt/config.json ]] || die "$ckpt: no checkpoint (no config.json); k3-uring synth --config k3-bench --out $ckpt makes one"
+check_uint DRIVES "$drives"
+check_uint MBPS "$mbps"
+check_uint ROUNDS "$rounds"
+check_uint TOKENS "$tokens"
 name=pipeline
 out="$root/bench/results/pipeline-$(date -u +%Y%m%d-%H%M%S).json"
 echo "pipeline.sh: checkpoint $ckpt, $drives drives at $mbps MB/s, $rounds rounds of $tokens tokens" >&2
