@@ -66,6 +66,7 @@ stage() {
 }
 stage kernels "make cc" "MXFP4 and bf16 GB/s per core: the planner's calibration" stage_kernels
 stage decode "fio bc python3 gnuplot" "decode on 1..N drives against fio and the planner" stage_decode
+stage serve "python3" "serve: 1..16 streaming clients sharing each layer's expert reads" "$root/bench/serve.sh"
 
 # The environment a stage script gets: the knobs as this run resolved them.
 stage_env() {
@@ -189,6 +190,19 @@ space_lines() {
     printf '0\t%s\t%s\t%s\n' "$(mount_of "$ckpt")" "$bytes" "k3-bench to synthesize at $ckpt"
   fi
   packed=$((bytes * 101 / 100 + 64000000))
+  if [[ " $stages " == *" serve "* ]]; then # bench/serve.sh: its own box of 4, or DRIVES
+    case $mode in
+      drives)
+        for ((i = 0; i < ${#user_drives[@]}; i++)); do
+          printf 'serve\t%s\t%s\t%s\n' "$(mount_of "${user_drives[i]}")" "$((packed / ${#user_drives[@]}))" \
+            "serve's packed copy over DRIVES"
+        done ;;
+      *)
+        size=$(to_bytes "$(box_size "$bytes" 4)")
+        printf 'serve\t%s\t%s\t%s\n' "$(mount_of "$bench_emulate_root")" "$((packed + 4 * size * 3 / 100))" \
+          "serve's packed copy on 4 loop filesystems" ;;
+    esac
+  fi
   [[ " $stages " == *" decode "* ]] || return 0
   for n in $counts; do
     case $mode in
