@@ -14,7 +14,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 prog=serve.sh
 source "$root/bench/lib.sh"
-k3=$root/k3-uring
+k3=${K3:-$root/k3-uring}
 ckpt=${CKPT:-$bench_default_ckpt}
 drives=${DRIVES:-}
 n_drives=${N_DRIVES:-4}
