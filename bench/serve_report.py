@@ -4,7 +4,9 @@ fresh server each) into bench/results/serve-STAMP.{json,md}.
 
 Per client count B: decode tokens/s (the server's decode rows over its decode seconds),
 the window's tokens/s as the clients saw them, time to first token, bytes read per
-token in decode steps, the measured union of experts per MoE layer and decode step beside the
+token in decode steps, the share of decode time compute waited for reads and the compute
+per token (decode time less that wait, over the rows: where it nears the read time per
+token, compute takes over), the measured union of experts per MoE layer and decode step beside the
 uniform-routing expectation E*(1-(1-k/E)^B), and the goal ratio
     tps(B) / ((k*R / union(B)) * tps(1))
 with R the mean rows of a decode step (B once every client decodes; less while prompts
@@ -31,11 +33,14 @@ def main():
         if base is None and B == 1:
             base = tps
         rows_per_step = m["decode_rows_total"] / steps
+        stall = m["decode_stall_seconds_total"]
         ideal = k * rows_per_step / union * base if base else None
         table.append({
             "clients": B, "decode_tps": round(tps, 4), "window_tps": r["window_tps"],
             "aggregate_tps": r["aggregate_tps"], "ttft_median_s": r["ttft_median_s"],
             "ttft_max_s": r["ttft_max_s"], "rows_per_step": round(rows_per_step, 3),
+            "stall_share": round(stall / m["decode_seconds_total"], 3),
+            "compute_s_per_token": round((m["decode_seconds_total"] - stall) / m["decode_rows_total"], 4),
             "mb_per_token": round(m["decode_read_bytes_total"] / m["decode_rows_total"] / 1e6, 2),
             "union": round(union, 2), "union_per_layer": [round(v, 2) for v in layers],
             "union_uniform": round(E * (1 - (1 - k / E) ** B), 2),
@@ -46,13 +51,13 @@ def main():
         f.write(f"k3-uring serve, {meta['what']}\n\n")
         f.write("| clients | decode tok/s | x one stream | goal ratio | union/layer (measured) | "
                 "uniform E(1-(1-k/E)^B) | MB read/token | rows/step | "
-                "TTFT median / max s |\n|" + "---|" * 9 + "\n")
+                "waiting for reads | compute s/token | TTFT median / max s |\n|" + "---|" * 11 + "\n")
         for t in table:
             ratio = f"{t['goal_ratio']:.2f}" if t["goal_ratio"] is not None else "-"
             f.write(f"| {t['clients']} | {t['decode_tps']:.3f} | "
                     f"{t['decode_tps'] / base:.2f} | {ratio} | {t['union']:.1f} | "
                     f"{t['union_uniform']:.1f} | {t['mb_per_token']:.1f} | {t['rows_per_step']:.2f} | "
-                    f"{t['ttft_median_s']:.2f} / {t['ttft_max_s']:.2f} |\n"
+                    f"{t['stall_share']:.0%} | {t['compute_s_per_token']:.3f} | {t['ttft_median_s']:.2f} / {t['ttft_max_s']:.2f} |\n"
                     if base else "")
     print(open(stem + ".md").read(), end="")
 

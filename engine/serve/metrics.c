@@ -59,6 +59,8 @@ char *k3_metrics_text(const struct k3_sched_stats *st, const uint64_t *layer_exp
            st->decode_seconds);
     metric(f, "decode_read_bytes_total", "counter", "Bytes read in decode steps.",
            (double)st->decode_read_bytes);
+    metric(f, "decode_stall_seconds_total", "counter",
+           "Seconds decode steps' compute waited for data.", st->decode_stall_seconds);
     int moe_layers = union_per_layer(f, st, layer_experts, n_layers);
     metric(f, "decode_union_experts", "gauge",
            "Mean union of routed experts one MoE layer read per decode step.",

@@ -320,6 +320,7 @@ static int step(struct k3_sched *s, struct k3_err *err)
     if (fs->decode_steps > decode_steps) {
         s->stats.decode_seconds += seconds;
         s->stats.decode_read_bytes += snap.io.bytes - s->stats.io.bytes;
+        s->stats.decode_stall_seconds += snap.io.stall_seconds - s->stats.io.stall_seconds;
     }
     memcpy(s->layer_experts, fs->decode_experts, sizeof(uint64_t) * (size_t)s->rt->m.cfg.n_layers);
     s->stats.decode_steps = fs->decode_steps;

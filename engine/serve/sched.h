@@ -38,6 +38,7 @@ struct k3_sched_stats {
     double busy_seconds;                 /* in steps */
     double decode_seconds;               /* in decode steps */
     uint64_t decode_read_bytes;          /* read in decode steps */
+    double decode_stall_seconds;         /* decode steps' compute waiting for data */
     struct k3_stream_stats io;           /* the read path's counters after the last step */
 };
 

@@ -32,7 +32,7 @@ jq -e --arg m "$model" '.object == "list" and .data[0].id == $m and .data[0].obj
 body=$(curl -s -H "Authorization: Bearer $KEY" "$URL/metrics")
 for name in requests_running requests_queued requests_total prompt_tokens_total \
   tokens_generated_total read_bytes_total stall_seconds_total cache_hits_total steps_total \
-  decode_rows_per_step decode_union_experts decode_seconds_total decode_read_bytes_total; do
+  decode_rows_per_step decode_union_experts decode_seconds_total decode_read_bytes_total decode_stall_seconds_total; do
   grep -q "^# TYPE k3_$name " <<<"$body" && grep -q "^k3_$name [0-9.e+-]*$" <<<"$body" ||
     fail "/metrics lacks k3_$name"
 done
