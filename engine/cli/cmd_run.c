@@ -269,9 +269,6 @@ static int check_run_opts(struct run_opts *o, struct k3_err *err)
         return k3_errf(err, "--chat wraps text: give the prompt with -p or -f, not --ids");
     if ((o->system || !o->think) && !o->chat)
         return k3_errf(err, "--system and --think go with --chat");
-    if (o->model && (o->ram != K3_RAM_TRUNK || o->io != K3IO_AUTO || o->no_cache || o->sync))
-        return k3_errf(err, "--ram, --io, --no-cache and --sync need --drives (a packed model); "
-                            "-m DIR loads the checkpoint whole");
     if (o->ids_text && k3_parse_id_list("--ids", o->ids_text, &o->ids, &o->n_ids, err))
         return -1;
     if (o->ids_text && !o->n_ids)
@@ -329,16 +326,15 @@ int cmd_run(int argc, char **argv)
         {.name = "ctx-size", .short_name = 'c', .type = K3_OPT_INT, .dst = &o.ctx, .arg = "N",
          .help = "context positions; 0 = prompt + -n", .min = 0, .max = 1 << 30},
         {.name = "ram", .type = K3_OPT_SIZE, .dst = &o.ram, .choices = ram_choices, .min = 1,
-         .help = "RAM budget of packed drives; floor: every segment streamed, trunk: the "
-                 "whole trunk resident"},
+         .help = "RAM budget; floor: every segment streamed, trunk: the whole trunk resident"},
         {.name = "io", .type = K3_OPT_ENUM, .dst = &o.io, .choices = io_choices,
-         .help = "read backend of packed drives"},
+         .help = "read backend"},
         {.name = "no-cache", .type = K3_OPT_FLAG, .dst = &o.no_cache,
          .help = "no expert cache in the spare budget"},
         {.name = "sync", .type = K3_OPT_FLAG, .dst = &o.sync,
          .help = "read one record at a time, no overlap (baseline)"},
         {.name = "predict", .type = K3_OPT_ENUM, .dst = &o.predict_on, .choices = k3_opt_on_off,
-         .help = "packed drives: prefetch the next layer's likely experts"},
+         .help = "prefetch the next layer's likely experts"},
         {.name = "prefetch-k", .type = K3_OPT_INT, .dst = &o.prefetch_k, .arg = "K",
          .help = "experts prefetched per layer", .min = 1, .max = 4096},
         {.name = "prefetch-depth", .type = K3_OPT_INT, .dst = &o.prefetch_depth, .arg = "N",
