@@ -97,7 +97,7 @@ static void truncated_after_open(struct k3_model *m, const char *dir, const char
 
 int main(void)
 {
-    char dir[4096], cmd[3 * 4096];
+    char dir[2048], cmd[16384];
     snprintf(dir, sizeof dir, "%s/ckpt-view", test_tmp());
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", dir, tiny_model(), dir);
     REQUIRE(system(cmd) == 0, "%s", cmd);
