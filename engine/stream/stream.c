@@ -278,7 +278,7 @@ int k3_stream_open(struct k3_stream **out, struct k3_model *m, const struct k3_s
 {
     *out = NULL;
     if (!m->packed)
-        return k3_errf(err, "the read path serves packed models (k3-uring pack)");
+        return k3_errf(err, "the read path serves packed drives or a checkpoint folder");
     struct k3_stream *s = calloc(1, sizeof *s);
     if (!s)
         return k3_errf(err, "out of memory");
