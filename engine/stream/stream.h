@@ -82,8 +82,8 @@ struct k3_layer_stats {
 
 struct k3_stream;
 
-/* Plans the budget for m (packed drives or a checkpoint folder), allocates and registers the area, loads the
- * resident segments.  note receives one line per fallback taken (or ""). */
+/* Plans the budget for m (packed drives or a checkpoint folder), allocates and registers
+ * the area, loads the resident segments.  note receives one line per fallback taken (or ""). */
 int k3_stream_open(struct k3_stream **out, struct k3_model *m, const struct k3_stream_opts *o,
                    char *note, size_t note_len, struct k3_err *err);
 void k3_stream_close(struct k3_stream *s);
