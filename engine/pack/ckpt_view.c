@@ -46,7 +46,7 @@ static int grow(void **p, uint64_t *cap, uint64_t need, size_t size)
 
 static int add_piece(struct view *v, struct k3_pack_piece pc, uint64_t at)
 {
-    uint64_t cap = v->cap_pieces;
+    uint64_t cap = v->cap_pieces; /* both tables grow alike */
     if (grow((void **)&v->pieces, &cap, v->n_pieces + 1, sizeof *v->pieces) ||
         grow((void **)&v->piece_at, &v->cap_pieces, v->n_pieces + 1, sizeof *v->piece_at))
         return -1;
@@ -88,8 +88,7 @@ static int add_move(struct view *v, uint64_t src, uint64_t dst, uint64_t len, ui
 static int close_object(struct view *v, uint64_t o, uint64_t first_piece, uint32_t piece,
                         const struct k3_config *c, uint64_t n_trunk)
 {
-    if (v->n_pieces == first_piece &&
-        add_piece(v, (struct k3_pack_piece){0}, 0))
+    if (v->n_pieces == first_piece && add_piece(v, (struct k3_pack_piece){0}, 0))
         return -1;
     const struct k3_pack_piece *last = &v->pieces[v->n_pieces - 1];
     struct k3_pack_object *x = &v->objects[o];
