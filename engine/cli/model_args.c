@@ -34,16 +34,15 @@ void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARGS_COUNT
         {.name = "numa", .type = K3_OPT_ENUM, .dst = &a->numa_off, .choices = numa_choices,
          .help = "auto: a pinned team per NUMA node, buffers on the drives' nodes; off: unpinned"},
         {.name = "ram", .type = K3_OPT_SIZE, .dst = &a->rt.ram, .choices = ram_choices, .min = 1,
-         .help = "RAM budget of packed drives; floor: every segment streamed, trunk: the "
-                 "whole trunk resident"},
+         .help = "RAM budget; floor: every segment streamed, trunk: the whole trunk resident"},
         {.name = "io", .type = K3_OPT_ENUM, .dst = &a->rt.io, .choices = io_choices,
-         .help = "read backend of packed drives"},
+         .help = "read backend"},
         {.name = "no-cache", .type = K3_OPT_FLAG, .dst = &a->rt.no_cache,
          .help = "no expert cache in the spare budget"},
         {.name = "sync", .type = K3_OPT_FLAG, .dst = &a->rt.sync,
          .help = "read one record at a time, no overlap (baseline)"},
         {.name = "predict", .type = K3_OPT_ENUM, .dst = &a->predict_on, .choices = k3_opt_on_off,
-         .help = "packed drives: prefetch the next layer's likely experts"},
+         .help = "prefetch the next layer's likely experts"},
         {.name = "prefetch-k", .type = K3_OPT_INT, .dst = &a->rt.prefetch_k, .arg = "K",
          .help = "experts prefetched per layer", .min = 1, .max = 4096},
         {.name = "prefetch-depth", .type = K3_OPT_INT, .dst = &a->rt.prefetch_depth, .arg = "N",
@@ -61,9 +60,6 @@ int model_args_check(struct model_args *a, struct k3_err *err)
     struct k3_runtime_opts *o = &a->rt;
     if (!!o->model_dir == !!o->drives)
         return k3_errf(err, "give the model as exactly one of -m DIR or --drives D0,D1,...");
-    if (o->model_dir && (o->ram != K3_RAM_TRUNK || o->io != K3IO_AUTO || o->no_cache || o->sync))
-        return k3_errf(err, "--ram, --io, --no-cache and --sync need --drives (a packed model); "
-                            "-m DIR loads the checkpoint whole");
     o->numa_off = a->numa_off;
     o->predict = a->predict_on ? a->predict_from : K3_PREDICT_OFF;
     return 0;

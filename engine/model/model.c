@@ -6,6 +6,7 @@
 
 #include "engine/base/files.h"
 #include "engine/kernels/kernels.h"
+#include "engine/pack/ckpt_view.h"
 #include "engine/pack/packed.h"
 #include "engine/text/tokenizer.h"
 
@@ -202,25 +203,33 @@ void k3_model_bind_segment(struct k3_model *m, int seg, const uint8_t *base)
         m->w.lm_head = m->w.embed;
 }
 
-/* Copies segment seg's small tensors (as f32) out of its bytes, whose first `have`
- * bytes are at raw; v is where the next one goes in the vector arena. */
-static float *load_vectors(struct k3_model *m, int seg, const uint8_t *raw, float *v)
+/* Copies small tensor i (as f32) from src into the vector arena at v; returns where the
+ * next one goes. */
+static float *load_vector(struct k3_model *m, int i, const uint8_t *src, float *v)
 {
     const struct k3_ckpt_plan *p = &m->plan;
-    for (int i = 0; i < p->n_specs; i++) {
-        const struct k3_tensor_spec *s = &p->specs[i];
-        if (s->kind == K3_T_MATRIX || p->layout.segment[i] != seg)
-            continue;
-        const uint8_t *src = raw + p->layout.offset[i];
-        int64_t n = spec_numel(s);
-        if (p->dtypes[i] == K3_DT_BF16)
-            for (int64_t k = 0; k < n; k++)
-                v[k] = k3_bf16_to_f32(((const uint16_t *)src)[k]);
-        else
-            memcpy(v, src, (size_t)n * sizeof(float));
-        place(m, s, v);
-        v += n;
-    }
+    int64_t n = spec_numel(&p->specs[i]);
+    if (p->dtypes[i] == K3_DT_BF16)
+        for (int64_t k = 0; k < n; k++)
+            v[k] = k3_bf16_to_f32(((const uint16_t *)src)[k]);
+    else
+        memcpy(v, src, (size_t)n * sizeof(float));
+    place(m, &p->specs[i], v);
+    return v + n;
+}
+
+static bool is_vector_of(const struct k3_ckpt_plan *p, int i, int seg)
+{
+    return p->specs[i].kind != K3_T_MATRIX && p->layout.segment[i] == seg;
+}
+
+/* Copies segment seg's small tensors (as f32) out of its bytes at raw; v is where the
+ * next one goes in the vector arena. */
+static float *load_vectors(struct k3_model *m, int seg, const uint8_t *raw, float *v)
+{
+    for (int i = 0; i < m->plan.n_specs; i++)
+        if (is_vector_of(&m->plan, i, seg))
+            v = load_vector(m, i, raw + m->plan.layout.offset[i], v);
     return v;
 }
 
@@ -262,6 +271,30 @@ static int alloc_vectors(struct k3_model *m, struct k3_err *err)
     return m->vectors ? 0 : k3_errf(err, "out of memory");
 }
 
+/* Every small tensor (as f32), read from its shard, in the order load_vectors takes them. */
+static int checkpoint_vectors(struct k3_model *m, const struct k3_checkpoint *ck,
+                              struct k3_err *err)
+{
+    if (alloc_vectors(m, err))
+        return -1;
+    const struct k3_ckpt_plan *p = &m->plan;
+    float *v = m->vectors;
+    for (int s = 0; s < p->layout.n_segments; s++)
+        for (int i = 0; i < p->n_specs; i++) {
+            if (!is_vector_of(p, i, s))
+                continue;
+            uint64_t n = p->trunk[i]->t->nbytes;
+            uint8_t *buf = malloc(n + 1);
+            int rc = buf ? k3_ckpt_read(ck, p->trunk[i], buf, 0, n, err) : k3_errf(err, "out of memory");
+            if (!rc)
+                v = load_vector(m, i, buf, v);
+            free(buf);
+            if (rc)
+                return -1;
+        }
+    return 0;
+}
+
 int k3_model_open_checkpoint(struct k3_model *m, const char *dir, struct k3_err *err)
 {
     memset(m, 0, sizeof *m);
@@ -269,36 +302,23 @@ int k3_model_open_checkpoint(struct k3_model *m, const char *dir, struct k3_err 
     if (k3_path_join(path, sizeof path, dir, "config.json", err) ||
         k3_config_load(&m->cfg, path, err))
         return -1;
+    struct k3_checkpoint *ck = NULL;
     int rc = model_common_init(m, err);
     if (!rc)
-        rc = k3_ckpt_open(&m->ckpt, dir, err);
+        rc = k3_ckpt_open(&ck, dir, err);
     if (!rc)
-        rc = k3_ckpt_plan_init(&m->plan, m->ckpt, &m->cfg, err);
-    const struct k3_trunk_layout *t = &m->plan.layout;
-    uint64_t *seg_off = rc ? NULL : calloc((size_t)t->n_segments, sizeof *seg_off);
-    if (!rc && !seg_off)
-        rc = k3_errf(err, "out of memory");
-    uint64_t total = 0;
-    for (int s = 0; !rc && s < t->n_segments; s++) {
-        seg_off[s] = total;
-        total += (t->segment_bytes[s] + K3IO_ALIGN - 1) / K3IO_ALIGN * K3IO_ALIGN;
-    }
-    if (!rc && !(m->trunk = k3io_alloc(total)))
-        rc = k3_errf(err, "out of memory loading the trunk (%llu MB)",
-                     (unsigned long long)(total >> 20));
-    for (int i = 0; !rc && i < m->plan.n_specs; i++) {
-        const struct k3_ckpt_tensor *ct = m->plan.trunk[i];
-        rc = k3_ckpt_read(m->ckpt, ct, m->trunk + seg_off[t->segment[i]] + t->offset[i], 0,
-                          ct->t->nbytes, err);
-    }
+        rc = k3_ckpt_plan_init(&m->plan, ck, &m->cfg, err);
     if (!rc)
-        rc = alloc_vectors(m, err);
-    float *v = m->vectors;
-    for (int s = 0; !rc && s < t->n_segments; s++) {
-        v = load_vectors(m, s, m->trunk + seg_off[s], v);
-        k3_model_bind_segment(m, s, m->trunk + seg_off[s]);
-    }
-    free(seg_off);
+        rc = k3_packed_view_checkpoint(&m->packed, ck, &m->plan, &m->cfg, &m->record, err);
+    if (!rc)
+        rc = checkpoint_vectors(m, ck, err);
+    /* From here the view reads the shards: the parsed headers and the plan's pointers
+     * into them go. */
+    free(m->plan.trunk);
+    free(m->plan.experts);
+    m->plan.trunk = NULL;
+    m->plan.experts = NULL;
+    k3_ckpt_close(ck);
     if (rc)
         k3_model_close(m);
     return rc;
@@ -402,9 +422,9 @@ int k3_model_open_packed(struct k3_model *m, const char *const *drives, int n,
 
 int k3_model_tokenizer(const struct k3_model *m, struct k3_tokenizer **tok, struct k3_err *err)
 {
-    if (!m->packed)
-        return k3_tok_load(tok, m->ckpt->dir, m->cfg.vocab, NULL, false, err);
     const struct k3_packed *p = m->packed;
+    if (p->checkpoint)
+        return k3_tok_load(tok, p->checkpoint, m->cfg.vocab, NULL, false, err);
     if (!p->tiktoken_len || !p->tokconfig_len)
         return k3_errf(err, "drive %s: the pack carries no tokenizer (its checkpoint had no "
                        "tiktoken.model); give the prompt as --ids", p->drives[0].path);
@@ -422,9 +442,7 @@ void k3_model_close(struct k3_model *m)
 {
     free(m->segment_base);
     k3_ckpt_plan_free(&m->plan);
-    k3_ckpt_close(m->ckpt);
     k3_packed_close(m->packed);
-    free(m->trunk);
     free(m->vectors);
     free(m->moe_index);
     free(m->w.layers);

@@ -1,8 +1,9 @@
-/* The loaded model: configuration, trunk weights in RAM, and where the routed experts live.
+/* The loaded model: configuration, where its trunk weights are bound, and where the
+ * routed experts live.
  *
  * Owns: the weight structs the forward pass reads (shapes in comments, [out, in]
- * row-major, y = W·x), loading and validating the trunk from a checkpoint folder, and
- * the expert store that fetches expert records on demand.
+ * row-major, y = W·x), validating a checkpoint folder's tensors against the config and
+ * seeing it as a pack (engine/pack/ckpt_view.h), or opening packed drives.
  * Does not own: the math (forward.h), sessions (state per conversation).
  *
  * Routed experts are never assumed resident: the forward pass asks the store for the
@@ -93,8 +94,8 @@ struct k3_ckpt_plan {
     int n_specs;
     enum k3_dtype *dtypes;               /* [n_specs] as stored */
     struct k3_trunk_layout layout;       /* segments with the dtypes found */
-    const struct k3_ckpt_tensor **trunk; /* [n_specs]; checkpoint only */
-    struct k3_expert_loc *experts;       /* [n_layers][n_experts]; checkpoint only */
+    const struct k3_ckpt_tensor **trunk; /* [n_specs]; while a checkpoint is open */
+    struct k3_expert_loc *experts;       /* [n_layers][n_experts]; while a checkpoint is open */
 };
 
 int k3_ckpt_plan_init(struct k3_ckpt_plan *p, const struct k3_checkpoint *ck,
@@ -105,23 +106,22 @@ struct k3_packed;
 
 /* The trunk is held as segments (tensors.h).  Every small tensor is copied (as f32) into
  * `vectors` when the model opens and stays there; a segment's matrices are used in place
- * wherever the segment is bound: the resident arena of a checkpoint model, or the
- * memory a stream (stream.h) reads it into. */
+ * wherever the segment is bound: the memory a stream (stream.h) reads it into. */
 struct k3_model {
     struct k3_config cfg;
     struct k3_weights w;
     struct k3_record_layout record;   /* byte layout of one expert record */
-    struct k3_checkpoint *ckpt;       /* opened from a checkpoint folder, or */
-    struct k3_packed *packed;         /* from packed drives */
+    struct k3_packed *packed;         /* packed drives, or a checkpoint folder seen as a
+                                       * pack (packed->checkpoint) */
     struct k3_ckpt_plan plan;
     int *moe_index;                   /* [n_layers] position among MoE layers, or -1 */
     const uint8_t **segment_base;     /* [n_segments] where each is bound; NULL: not */
-    uint8_t *trunk;                   /* checkpoint models: every segment, resident */
     float *vectors;                   /* every small tensor, f32 */
 };
 
-/* Opens a checkpoint folder as shipped: validates every tensor against the config and
- * loads the trunk. */
+/* Opens a checkpoint folder as shipped: validates every tensor against the config, sees
+ * the shards as a pack and loads the small tensors.  No segment is bound yet: a stream
+ * (stream.h) loads or streams them, as for packed drives. */
 int k3_model_open_checkpoint(struct k3_model *m, const char *dir, struct k3_err *err);
 /* Opens a pack from its drive folders, in any order: config, tensor table and small
  * tensors.  No segment is bound yet: a stream (stream.h) loads or streams them. */

@@ -27,6 +27,15 @@ static int moe_layer(const struct k3_config *c, int moe)
     return l;
 }
 
+struct k3_pack_object k3_pack_object_id(const struct k3_config *c, uint64_t n_trunk, uint64_t o)
+{
+    if (o < n_trunk)
+        return (struct k3_pack_object){.layer = (int32_t)o - 1, .expert = -1};
+    uint64_t r = o - n_trunk;
+    return (struct k3_pack_object){.layer = moe_layer(c, (int)(r / (uint64_t)c->n_experts)),
+                                   .expert = (int32_t)(r % (uint64_t)c->n_experts)};
+}
+
 /* Objects: the trunk segments, then every record, MoE layers in order, experts in
  * order; each cut into pieces (an empty segment still gets one, empty). */
 static int plan_objects(struct k3_pack_plan *pl, const struct k3_config *c,
@@ -39,17 +48,10 @@ static int plan_objects(struct k3_pack_plan *pl, const struct k3_config *c,
                        (unsigned long long)pl->n_objects);
     for (uint64_t o = 0; o < pl->n_objects; o++) {
         struct k3_pack_object *x = &pl->objects[o];
-        if (o < pl->n_trunk) {
-            *x = (struct k3_pack_object){.bytes = segment_bytes[o],
-                                         .piece_bytes = (uint32_t)pl->trunk_piece,
-                                         .layer = (int32_t)o - 1, .expert = -1};
-        } else {
-            uint64_t r = o - pl->n_trunk;
-            *x = (struct k3_pack_object){.bytes = record_bytes,
-                                         .piece_bytes = (uint32_t)pl->record_piece,
-                                         .layer = moe_layer(c, (int)(r / (uint64_t)c->n_experts)),
-                                         .expert = (int32_t)(r % (uint64_t)c->n_experts)};
-        }
+        *x = k3_pack_object_id(c, pl->n_trunk, o);
+        bool trunk = o < pl->n_trunk;
+        x->bytes = trunk ? segment_bytes[o] : record_bytes;
+        x->piece_bytes = (uint32_t)(trunk ? pl->trunk_piece : pl->record_piece);
         x->n_pieces = x->bytes ? (uint32_t)((x->bytes + x->piece_bytes - 1) / x->piece_bytes) : 1;
         x->first_piece = pl->n_pieces;
         pl->n_pieces += x->n_pieces;

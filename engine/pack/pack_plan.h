@@ -33,6 +33,12 @@ struct k3_pack_plan {
     uint64_t trunk_piece, record_piece; /* piece sizes */
 };
 
+/* Object o's place in the model (its layer and expert; the rest zero): the trunk
+ * segments [0, n_trunk) in tensors.h's order, then every record, MoE layers in order,
+ * experts in order.  Every layout of objects (a pack, a checkpoint seen as one) numbers
+ * them so. */
+struct k3_pack_object k3_pack_object_id(const struct k3_config *c, uint64_t n_trunk, uint64_t o);
+
 /* Plans a pack of the trunk segments segment_bytes[0..n_segments) (tensors.h's order)
  * and c's routed-expert records of record_bytes each. */
 int k3_pack_plan(struct k3_pack_plan *pl, const struct k3_config *c, const uint64_t *segment_bytes,

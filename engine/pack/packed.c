@@ -351,6 +351,7 @@ void k3_packed_close(struct k3_packed *p)
     }
     free(p->drives);
     free(p->manifest);
+    free(p->checkpoint);
     free(p);
 }
 
@@ -358,8 +359,22 @@ uint64_t k3_packed_buffer_bytes(const struct k3_packed *p, uint64_t o)
 {
     const struct k3_pack_object *x = &p->objects[o];
     const struct k3_pack_piece *last = &p->pieces[x->first_piece + x->n_pieces - 1];
-    return (uint64_t)(x->n_pieces - 1) * x->piece_bytes +
-           k3_pack_round_up(last->bytes, K3_PACK_ALIGN);
+    return k3_packed_piece_at(p, x, x->n_pieces - 1) + k3_pack_round_up(last->bytes, K3_PACK_ALIGN);
+}
+
+uint32_t k3_packed_piece_of(const struct k3_packed *p, const struct k3_pack_object *x, uint64_t at)
+{
+    if (!p->piece_at)
+        return (uint32_t)(at / x->piece_bytes);
+    uint32_t lo = 0, hi = x->n_pieces; /* the last piece starting at or before at */
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (k3_packed_piece_at(p, x, mid) <= at)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
 }
 
 void k3_packed_describe(const struct k3_packed *p, uint64_t o, char *buf, size_t len)

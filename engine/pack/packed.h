@@ -21,6 +21,12 @@ struct k3_pack_drive {
     struct k3io_file data;
 };
 
+/* A checkpoint seen as a pack (ckpt_view.h): once an object's pieces have landed,
+ * len bytes at src in its buffer go to dst (in table order: dst <= src, increasing). */
+struct k3_pack_move {
+    uint64_t src, dst, len;
+};
+
 struct k3_packed {
     int n_drives;
     struct k3_pack_drive *drives;  /* by drive index, whatever order they were given in */
@@ -34,7 +40,33 @@ struct k3_packed {
     uint64_t names_bytes;
     const char *config, *tiktoken, *tokconfig;   /* section bytes (not NUL-terminated) */
     uint64_t config_len, tiktoken_len, tokconfig_len;
+    /* A checkpoint folder seen as a pack (ckpt_view.h); NULL for a pack.  Its "drives"
+     * are the shards, its pieces carry no checksums (xxh3 zero), and no tensor table,
+     * config or tokenizer section is held (the folder has them). */
+    char *checkpoint;              /* the folder */
+    const uint64_t *piece_at;      /* [n_pieces] where each piece lands in its object's
+                                    * buffer; NULL: piece j at j x piece_bytes */
+    const uint64_t *first_move;    /* [n_objects + 1] object o's moves are
+                                    * moves[first_move[o], first_move[o + 1]) */
+    const struct k3_pack_move *moves;
 };
+
+/* Where piece j of object x lands in a buffer holding x from its first piece on. */
+static inline uint64_t k3_packed_piece_at(const struct k3_packed *p, const struct k3_pack_object *x,
+                                          uint32_t j)
+{
+    return p->piece_at ? p->piece_at[x->first_piece + j] - p->piece_at[x->first_piece]
+                       : (uint64_t)j * x->piece_bytes;
+}
+
+/* The piece of object x whose buffer range holds byte `at` of x's buffer. */
+uint32_t k3_packed_piece_of(const struct k3_packed *p, const struct k3_pack_object *x, uint64_t at);
+
+/* "drive" or "shard": what p's files are called in messages. */
+static inline const char *k3_packed_noun(const struct k3_packed *p)
+{
+    return p->checkpoint ? "shard" : "drive";
+}
 
 /* Opens the pack on drive folders paths[0..n), given in any order. */
 int k3_packed_open(struct k3_packed **out, const char *const *paths, int n, struct k3_err *err);

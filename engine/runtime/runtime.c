@@ -45,16 +45,6 @@ int k3_runtime_open(struct k3_runtime *rt, const struct k3_runtime_opts *o, stru
     return rc;
 }
 
-static int open_checkpoint_store(struct k3_runtime *rt, struct k3_err *err)
-{
-    if (k3_expert_store_checkpoint(&rt->ckpt_store, &rt->m, rt->m.cfg.top_k, err))
-        return -1;
-    rt->store = rt->ckpt_store;
-    if (rt->store->fallback[0])
-        note(rt, rt->store->fallback);
-    return 0;
-}
-
 static int open_stream(struct k3_runtime *rt, int ctx, int seqs, uint64_t caller_bytes,
                        struct k3_err *err)
 {
@@ -85,10 +75,11 @@ static int open_stream(struct k3_runtime *rt, int ctx, int seqs, uint64_t caller
         return -1;
     if (line[0])
         note(rt, line);
-    for (int d = 0; d < rt->m.packed->n_drives; d++)
-        if (!rt->m.packed->drives[d].data.direct) {
-            snprintf(line, sizeof line, "drive %s refuses O_DIRECT; reading it through the page cache",
-                     rt->m.packed->drives[d].path);
+    const struct k3_packed *p = rt->m.packed;
+    for (int d = 0; d < p->n_drives; d++)
+        if (!p->drives[d].data.direct) {
+            snprintf(line, sizeof line, "%s %s refuses O_DIRECT; reading it through the page cache",
+                     k3_packed_noun(p), p->drives[d].path);
             note(rt, line);
             break;
         }
@@ -101,14 +92,14 @@ int k3_runtime_start(struct k3_runtime *rt, int ctx, int seqs, uint64_t caller_b
 {
     const struct k3_runtime_opts *o = &rt->o;
     const struct k3_packed *p = rt->m.packed;
-    if (o->trace_path && k3_trace_open(&rt->trace, o->trace_path, p ? p->n_drives : 0, err))
+    if (o->trace_path && k3_trace_open(&rt->trace, o->trace_path, p->n_drives, err))
         return -1;
-    if ((p ? open_stream(rt, ctx, seqs, caller_bytes, err) : open_checkpoint_store(rt, err)) ||
+    if (open_stream(rt, ctx, seqs, caller_bytes, err) ||
         k3_forward_init(&rt->fwd, &rt->m, rt->store, ctx, rt->place.plan, err))
         return -1;
     rt->fwd.hooks = (struct k3_forward_hooks){
-        .trunk = rt->stream ? k3_stream_trunk(rt->stream) : NULL,
-        .predict = rt->stream && !o->sync ? o->predict : K3_PREDICT_OFF,
+        .trunk = k3_stream_trunk(rt->stream),
+        .predict = !o->sync ? o->predict : K3_PREDICT_OFF,
         .predict_k = o->prefetch_k,
         .trace = rt->trace,
     };
@@ -119,7 +110,6 @@ int k3_runtime_start(struct k3_runtime *rt, int ctx, int seqs, uint64_t caller_b
 int k3_runtime_close(struct k3_runtime *rt, struct k3_err *err)
 {
     k3_forward_free(&rt->fwd);
-    k3_expert_store_close(rt->ckpt_store);
     k3_stream_close(rt->stream);
     int rc = k3_trace_close(rt->trace, err);
     k3_tok_free(rt->tok);
@@ -149,12 +139,7 @@ struct k3_runtime_snapshot k3_runtime_snap(const struct k3_runtime *rt)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     struct k3_runtime_snapshot s = {.t = (double)ts.tv_sec + ts.tv_nsec * 1e-9};
-    if (rt->stream) {
+    if (rt->stream)
         s.io = k3_stream_stats(rt->stream);
-    } else if (rt->store) { /* checkpoint reads: experts only, no cache */
-        s.io.bytes = rt->store->stats.bytes;
-        s.io.records_read = rt->store->stats.records;
-        s.io.stall_seconds = rt->store->stats.read_seconds;
-    }
     return s;
 }

@@ -2,10 +2,10 @@
  *
  * Owns: opening in order and closing in reverse: NUMA placement (threads pinned before
  * anything allocates), the model (a checkpoint folder or packed drives), the trace file,
- * the read path (the stream over the drives with its RAM budget, or the checkpoint's
- * expert reader), the compute context with its hooks, and the tokenizer on demand; the
- * notes a run should show (fallbacks taken), and I/O counters read as one snapshot
- * whichever read path serves.
+ * the read path (the stream over the drives, or over a checkpoint's shards seen as a
+ * pack, with its RAM budget), the compute context with its hooks, and the tokenizer on
+ * demand; the notes a run should show (fallbacks taken), and I/O counters as one
+ * snapshot.
  * Does not own: sequences and sampling (the caller's), printing (the CLI's), the math.
  */
 #ifndef K3_RUNTIME_H
@@ -28,7 +28,6 @@ struct k3_runtime_opts {
     const char *drives;       /* "D0,D1,..": packed drive folders, any order */
     int threads;              /* 0: one per core */
     bool numa_off;
-    /* packed drives only */
     uint64_t ram;             /* bytes, K3_RAM_TRUNK or K3_RAM_FLOOR */
     enum k3io_backend io;
     bool no_cache, sync;
@@ -46,9 +45,8 @@ struct k3_runtime {
     struct k3_placement place;
     struct k3_model m;
     struct k3_trace *trace;
-    struct k3_stream *stream;          /* packed models: the read path */
-    struct k3_expert_store *ckpt_store;/* checkpoint models */
-    struct k3_expert_store *store;     /* whichever serves the experts */
+    struct k3_stream *stream;          /* the read path */
+    struct k3_expert_store *store;     /* the stream's expert store */
     struct k3_forward fwd;
     struct k3_tokenizer *tok;          /* loaded by k3_runtime_tokenizer */
     char notes[1024];                  /* fallbacks taken, a line each, or "" */
@@ -84,7 +82,7 @@ int k3_runtime_tokenizer(struct k3_runtime *rt, const struct k3_tokenizer **tok,
 /* Counters since the read path opened; difference two for one step. */
 struct k3_runtime_snapshot {
     double t;                  /* seconds, monotonic */
-    struct k3_stream_stats io; /* checkpoint models: expert bytes, records, read wait */
+    struct k3_stream_stats io;
 };
 struct k3_runtime_snapshot k3_runtime_snap(const struct k3_runtime *rt);
 

@@ -43,7 +43,8 @@ struct k3_budget_input {
     uint64_t vector_bytes;        /* every segment's small tensors, as f32 */
     uint64_t record_bytes;        /* one expert record's buffer */
     uint64_t embed_buffer_bytes;  /* embedding rows' buffer (k3_budget_embed_buffer_bytes) */
-    uint64_t manifest_bytes;      /* the whole manifest, held while the model is open */
+    uint64_t manifest_bytes;      /* the whole manifest (a checkpoint's: the tables of
+                                   * ckpt_view.h), held while the model is open */
     uint64_t caller_bytes;        /* the caller's buffers: logits rows, samplers */
     int inflight_records;         /* expert records one layer keeps in flight */
 };

@@ -1,8 +1,7 @@
 /* The expert store: gets routed-expert records into memory for the forward pass.
  *
- * Owns: the record buffers and the source they are read from, behind an ops table so
- * that the checkpoint reader, the packed-drive io_uring path and the pread fallback
- * look the same to the forward pass.  A batch is begun with the experts one layer
+ * Owns: the record buffers and the source they are read from, behind an ops table, so
+ * that the forward pass sees one interface whatever serves the records.  A batch is begun with the experts one layer
  * needs; next() hands back records in the order they land (not the order asked), and
  * every record stays valid until the next begin().
  * Does not own: which experts to read (the router) or how they are combined.
@@ -55,10 +54,6 @@ struct k3_expert_store {
     struct k3_expert_stats stats;
     char fallback[256]; /* a fallback in effect (e.g. no O_DIRECT), said once; or "" */
 };
-
-/* Reads each expert's six tensors from the checkpoint shards with pread. */
-int k3_expert_store_checkpoint(struct k3_expert_store **out, const struct k3_model *m,
-                               int capacity, struct k3_err *err);
 
 static inline void k3_expert_store_close(struct k3_expert_store *s)
 {

@@ -31,6 +31,8 @@ int k3_faults_seed_env(uint64_t *seed, struct k3_err *err)
     return 0;
 }
 
+bool k3_faults_corrupt(const struct k3_faults *f) { return f->corrupt > 0; }
+
 int k3_faults_parse(struct k3_faults **out, const char *spec, uint64_t seed, struct k3_err *err)
 {
     struct k3_faults *f = calloc(1, sizeof *f);

@@ -28,6 +28,8 @@ int k3_faults_seed_env(uint64_t *seed, struct k3_err *err);
 /* Parses a spec; names the bad item on error. */
 int k3_faults_parse(struct k3_faults **out, const char *spec, uint64_t seed, struct k3_err *err);
 void k3_faults_free(struct k3_faults *f);
+/* Whether f flips bytes (only a checksum catches those). */
+bool k3_faults_corrupt(const struct k3_faults *f);
 
 /* The result to report for a chunk of len bytes on drive `file` that returned res;
  * *flip is set when one byte of what landed should be flipped. */

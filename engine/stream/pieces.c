@@ -66,7 +66,7 @@ static struct k3io_req piece_req(const struct k3_stream *s, const struct buffer 
         .file = drive,
         .len = (uint32_t)k3_pack_round_up(s->p->pieces[k].bytes, K3_PACK_ALIGN),
         .offset = offset,
-        .buf = b->base + (uint64_t)(j - b->first_piece) * x->piece_bytes,
+        .buf = b->base + k3_packed_piece_at(s->p, x, j) - k3_packed_piece_at(s->p, x, b->first_piece),
         .tag = make_tag(b->kind, how, b->index, j),
     };
 }
@@ -112,8 +112,8 @@ void fail(struct k3_stream *s, const struct buffer *b, uint32_t j, uint32_t how,
     uint64_t k = object_of(s, b)->first_piece + j, offset;
     uint32_t drive;
     location(s, k, how, &drive, &offset);
-    k3_errf(&s->failure, "drive %s: reading %s (%u bytes at offset %llu%s): %s",
-            s->p->drives[drive].path, what, s->p->pieces[k].bytes, (unsigned long long)offset,
+    k3_errf(&s->failure, "%s %s: reading %s (%u bytes at offset %llu%s): %s",
+            k3_packed_noun(s->p), s->p->drives[drive].path, what, s->p->pieces[k].bytes, (unsigned long long)offset,
             how & FROM_REPLICA ? ", the replica" : "", why);
     s->failed = true;
 }
@@ -208,7 +208,9 @@ static void landed(struct k3_stream *s, const struct k3io_done *d)
     if (!ok && b->state != BUF_ABANDONED) {
         if (retry(s, b, j, how, drive))
             return; /* still pending */
-        fail(s, b, j, how, d->res < 0 ? strerror(-d->res) : "short read (data file truncated?)");
+        fail(s, b, j, how, d->res < 0         ? strerror(-d->res)
+                           : s->p->checkpoint ? "short read (shard truncated?)"
+                                              : "short read (data file truncated?)");
     }
     if (--b->pending > 0)
         buffer_check(b);
@@ -272,8 +274,9 @@ int32_t inject(void *ctx, const struct k3io_fault_at *at, int32_t res)
         uint32_t j = tag_piece(at->tag), drive;
         uint64_t k = object_of(s, b)->first_piece + j, piece_at;
         location(s, k, tag_how(at->tag), &drive, &piece_at);
-        uint8_t *dst = b->base + (uint64_t)(j - b->first_piece) * object_of(s, b)->piece_bytes +
-                       (at->offset - piece_at);
+        const struct k3_pack_object *x = object_of(s, b);
+        uint8_t *dst = b->base + k3_packed_piece_at(s->p, x, j) -
+                       k3_packed_piece_at(s->p, x, b->first_piece) + (at->offset - piece_at);
         uint64_t where = at->offset ^ k; /* which byte: any, but the same for the same read */
         dst[k3_splitmix64(&where) % (uint64_t)res] ^= 0x5a;
     }

@@ -38,7 +38,16 @@ static int budget_input(struct k3_stream *s, struct k3_err *err)
     for (int i = 0; i < s->n_segments; i++)
         s->segment_bytes[i] = k3_packed_buffer_bytes(p, (uint64_t)i);
     bool has_records = p->header.n_objects > p->header.n_trunk_objects;
-    s->record_stride = has_records ? k3_packed_buffer_bytes(p, p->header.n_trunk_objects) : 0;
+    /* One stride for every record slot: a checkpoint's records land in spans of
+     * slightly different sizes (ckpt_view.h); a pack's are all alike. */
+    s->record_stride = 0;
+    for (uint64_t o = p->header.n_trunk_objects; o < p->header.n_objects; o++) {
+        uint64_t b = k3_packed_buffer_bytes(p, o);
+        s->record_stride = b > s->record_stride ? b : s->record_stride;
+    }
+    for (int i = 0; i < s->m->plan.n_specs; i++)
+        if (s->m->plan.layout.segment[i] == K3_SEG_EMBED)
+            s->embed_at = s->m->plan.layout.offset[i];
     s->embed_capacity = k3_budget_embed_buffer_bytes(2 * (uint64_t)c->hidden,
                                                      p->objects[K3_SEG_EMBED].piece_bytes);
     s->in = (struct k3_budget_input){
@@ -269,7 +278,7 @@ int k3_stream_open(struct k3_stream **out, struct k3_model *m, const struct k3_s
 {
     *out = NULL;
     if (!m->packed)
-        return k3_errf(err, "the read path serves packed models (k3-uring pack)");
+        return k3_errf(err, "the read path serves packed drives or a checkpoint folder");
     struct k3_stream *s = calloc(1, sizeof *s);
     if (!s)
         return k3_errf(err, "out of memory");
@@ -374,6 +383,11 @@ int k3_stream_set_faults(struct k3_stream *s, const char *spec, uint64_t seed, s
     struct k3_faults *f = NULL;
     if (spec && k3_faults_parse(&f, spec, seed, err))
         return -1;
+    if (f && s->p->checkpoint && k3_faults_corrupt(f)) {
+        k3_faults_free(f);
+        return k3_errf(err, "K3_FAULTS corrupt: %s has no checksums to catch it (pack it)",
+                       s->p->checkpoint);
+    }
     reset(s);
     k3_faults_free(s->faults);
     s->faults = f;

@@ -1,5 +1,6 @@
 /* The packed model's read path: one io_uring reader (or pread pool) over every drive's
- * data file, and the memory it reads into, laid out from the RAM budget.
+ * data file (or every shard of a checkpoint folder seen as a pack: ckpt_view.h), and the
+ * memory it reads into, laid out from the RAM budget.
  *
  * Owns: the registered area (resident trunk segments, two trunk stream slots, the
  * expert record slots, embedding-row buffers); binding segments to the model (resident
@@ -81,8 +82,8 @@ struct k3_layer_stats {
 
 struct k3_stream;
 
-/* Plans the budget for m (a packed model), allocates and registers the area, loads the
- * resident segments.  note receives one line per fallback taken (or ""). */
+/* Plans the budget for m (packed drives or a checkpoint folder), allocates and registers
+ * the area, loads the resident segments.  note receives one line per fallback taken (or ""). */
 int k3_stream_open(struct k3_stream **out, struct k3_model *m, const struct k3_stream_opts *o,
                    char *note, size_t note_len, struct k3_err *err);
 void k3_stream_close(struct k3_stream *s);

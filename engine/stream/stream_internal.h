@@ -113,6 +113,7 @@ struct k3_stream {
     int bound_slot;               /* slot of the segment bound to the model, or -1 */
     struct buffer embed;          /* embedding-row pieces */
     uint64_t embed_capacity;
+    uint64_t embed_at;            /* where the embedding starts in its segment */
     /* expert records */
     struct k3_expert_store store;
     struct buffer *records;       /* [n_records] */

@@ -80,13 +80,13 @@ static const uint8_t *read_row(struct k3_stream *s, uint64_t at, uint64_t row,
                                struct k3_err *err)
 {
     const struct k3_pack_object *x = &s->p->objects[K3_SEG_EMBED];
-    uint32_t j0 = (uint32_t)(at / x->piece_bytes), j1 = (uint32_t)((at + row - 1) / x->piece_bytes);
+    uint32_t j0 = k3_packed_piece_of(s->p, x, at), j1 = k3_packed_piece_of(s->p, x, at + row - 1);
     struct buffer *b = &s->embed;
     buffer_claim(b, K3_SEG_EMBED, j0, j1 - j0 + 1);
     b->submitted = k3_trace_now(s->o.trace);
     if (read_pieces(s, b, j0, b->count, 0, err) || wait_ready(s, b, err))
         return NULL;
-    return b->base + (at - (uint64_t)j0 * x->piece_bytes);
+    return b->base + (at - k3_packed_piece_at(s->p, x, j0));
 }
 
 int trunk_embed(void *ctx, const int32_t *tokens, int T, float *out, struct k3_err *err)
@@ -96,7 +96,7 @@ int trunk_embed(void *ctx, const int32_t *tokens, int T, float *out, struct k3_e
     uint64_t row = (uint64_t)c->hidden * 2;
     const struct buffer *resident = &s->resident[K3_SEG_EMBED];
     for (int t = 0; t < T; t++) {
-        uint64_t at = (uint64_t)tokens[t] * row; /* the embedding is the segment's only tensor */
+        uint64_t at = s->embed_at + (uint64_t)tokens[t] * row; /* the segment's only tensor */
         const uint8_t *src = resident->base ? resident->base + at : read_row(s, at, row, err);
         if (!src)
             return -1;

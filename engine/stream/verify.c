@@ -4,6 +4,8 @@
  * again; otherwise the first bad piece in order is reported. */
 #include "engine/stream/verify.h"
 
+#include <assert.h>
+#include <string.h>
 #include <xxhash.h>
 
 #include "engine/stream/stream_internal.h"
@@ -44,9 +46,11 @@ static void check(struct k3_stream *s, int n_jobs)
     for (int i = 0; i < n_jobs; i++) {
         const struct buffer *b = jobs[i].b;
         const struct k3_pack_object *x = &s->p->objects[b->object];
-        const struct k3_pack_piece *pc = &s->p->pieces[x->first_piece + b->first_piece + jobs[i].k];
-        jobs[i].bad = XXH3_64bits(b->base + (uint64_t)jobs[i].k * x->piece_bytes, pc->bytes) !=
-                      pc->xxh3;
+        uint32_t j = b->first_piece + jobs[i].k;
+        const struct k3_pack_piece *pc = &s->p->pieces[x->first_piece + j];
+        const uint8_t *at = b->base + k3_packed_piece_at(s->p, x, j) -
+                            k3_packed_piece_at(s->p, x, b->first_piece);
+        jobs[i].bad = XXH3_64bits(at, pc->bytes) != pc->xxh3;
     }
 }
 
@@ -71,19 +75,40 @@ static void bad_piece(struct k3_stream *s, const struct verify_job *job)
     fail(s, b, j, b->replica_round ? FROM_REPLICA : 0, "checksum mismatch");
 }
 
-/* After the checks: a buffer with no bad piece is ready; one with bad pieces waits for
- * their re-reads, after which another failure stands. */
-static void settle(struct buffer **bufs, int n)
+/* A checkpoint's record: its landed spans moved into the record layout (ckpt_view.h),
+ * in table order.  Only a buffer holding its whole object has them all. */
+static void assemble(const struct k3_stream *s, const struct buffer *b)
 {
+    const struct k3_packed *p = s->p;
+    if (!p->moves || b->first_piece || b->count != p->objects[b->object].n_pieces)
+        return;
+    for (uint64_t i = p->first_move[b->object]; i < p->first_move[b->object + 1]; i++)
+        memmove(b->base + p->moves[i].dst, b->base + p->moves[i].src, p->moves[i].len);
+}
+
+/* After the checks: a buffer with no bad piece is ready (assembled, for a checkpoint's
+ * record); one with bad pieces waits for their re-reads, after which another failure
+ * stands. */
+static void settle(const struct k3_stream *s, struct buffer **bufs, int n)
+{
+    bool ready[K3_MAX_TOPK];
+    assert(n <= K3_MAX_TOPK); /* a batch's records, or one buffer */
     for (int q = 0; q < n; q++) {
         struct buffer *b = bufs[q];
+        ready[q] = !b->bad && b->state == BUF_LANDED;
         if (b->bad) {
             b->bad = false;
             b->replica_round = true;
-        } else if (b->state == BUF_LANDED) {
-            buffer_set(b, BUF_READY);
         }
     }
+    /* Records are assembled in parallel: each buffer's moves run in order on one thread. */
+#pragma omp parallel for schedule(dynamic, 1) if (n > 1 && s->p->moves)
+    for (int q = 0; q < n; q++)
+        if (ready[q])
+            assemble(s, bufs[q]);
+    for (int q = 0; q < n; q++)
+        if (ready[q])
+            buffer_set(bufs[q], BUF_READY);
 }
 
 int verify(struct k3_stream *s, struct buffer **bufs, int n, struct k3_err *err)
@@ -91,14 +116,14 @@ int verify(struct k3_stream *s, struct buffer **bufs, int n, struct k3_err *err)
     double t0 = stream_now();
     int bi = 0;
     uint32_t bk = 0;
-    while (bi < n) {
+    while (bi < n && !s->p->checkpoint) { /* a checkpoint has no checksums (ckpt_view.h) */
         int n_jobs = queue(s, bufs, n, &bi, &bk);
         check(s, n_jobs);
         for (int i = 0; i < n_jobs; i++)
             if (s->verify_jobs[i].bad)
                 bad_piece(s, &s->verify_jobs[i]);
     }
-    settle(bufs, n);
+    settle(s, bufs, n);
     s->stats.verify_seconds += stream_now() - t0;
     if (s->failed) {
         *err = s->failure;

@@ -2,7 +2,9 @@
  *
  * Owns: the check, run over the compute threads in batches of K3_VERIFY_BATCH pieces,
  * and its scratch: one batch table per stream, allocated at open and counted in the
- * budget's floor (budget.c), so checking allocates nothing.
+ * budget's floor (budget.c), so checking allocates nothing.  A checkpoint seen as a
+ * pack has no checksums (engine/pack/ckpt_view.h): its landed records are assembled
+ * into the record layout here instead, in parallel over the records.
  * Does not own: re-reading a bad piece (pieces.c), what a mismatch means for the run.
  */
 #ifndef K3_VERIFY_H

@@ -14,6 +14,7 @@ expect_error 1 "model-00002-of-00003.safetensors: No such file" run -m "$d"
 d=$(tiny_copy truncated-shard)
 truncate -s -1000 "$d/model-00003-of-00003.safetensors"
 expect_error 1 "model-00003-of-00003.safetensors: truncated" run -m "$d"
+expect_error 1 "model-00003-of-00003.safetensors: truncated" run -m "$d" --ram floor --io pread --no-cache --sync
 
 d=$(tiny_copy wrong-shape)   # q_a_proj of layer 3: [64, 256] declared as [256, 64]
 perl -0777 -pi -e 's/(layers\.3\.self_attn\.q_a_proj\.weight":\{"dtype":"BF16","shape":\[)64,256/${1}256,64/' \

@@ -12,7 +12,7 @@ expect_error 2 "exactly one of -m DIR or --drives" "$K3" serve
 expect_error 2 "--parallel: 33 is outside [1, 32]" "$K3" serve -m "$m" --parallel 33
 expect_error 2 "--parallel: 0 is outside" "$K3" serve -m "$m" --parallel 0
 expect_error 2 "--ctx-size 1:" "$K3" serve -m "$m" --ctx-size 1
-expect_error 2 "--ram, --io, --no-cache and --sync need --drives" "$K3" serve -m "$m" --ram 1G
+expect_error 1 "below the floor of" "$K3" serve -m "$m" --ram 1M --port 0
 expect_error 2 "--max-body: \"lots\" is not a size" "$K3" serve -m "$m" --max-body lots
 expect_error 1 "exceeds the model's max_position_embeddings" "$K3" serve -m "$m" --ctx-size 100000
 

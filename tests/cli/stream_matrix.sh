@@ -2,8 +2,10 @@
 # The determinism contract over the read path: k3-tiny packed on 1, 2 and 3 drives, run
 # at the floor and an ample budget, 1 and 2 threads, io_uring and the pread pool, expert
 # cache off and on (48 runs), then prediction off and on for every k', gives logits and
-# tokens byte-identical to the checkpoint folder's.  Then io_uring disabled by sysctl:
-# auto falls back to pread and says so.
+# tokens byte-identical to the checkpoint folder's.  The checkpoint folder streamed from
+# its shards (-m DIR) takes the same dial: floor and ample budget, io_uring and pread,
+# cache off and on, one record at a time (--sync), all the same bytes.  Then io_uring
+# disabled by sysctl: auto falls back to pread and says so.
 source "$(dirname "$0")/lib.sh"
 m=$(tiny_model)
 d="$K3_TEST_TMP/stream-matrix"
@@ -30,6 +32,23 @@ for n in 1 2 3; do
   done
 done
 echo "48 configurations compared with the checkpoint run"
+
+for ram in floor 256M; do
+  for io in uring pread; do
+    for cache in on off; do
+      for sync in off on; do
+        extra=() && [[ $cache == off ]] && extra=(--no-cache)
+        [[ $sync == on ]] && extra+=(--sync)
+        name="-m DIR ram=$ram io=$io cache=$cache sync=$sync"
+        "$K3" run -m "$m" "${args[@]}" -q --ram $ram --io $io "${extra[@]}" \
+          --logits-out "$d/got.f32" >"$d/got.ids" 2>"$d/err" || { fail "$name: $(cat "$d/err")"; continue; }
+        cmp -s "$d/want.f32" "$d/got.f32" || fail "$name: logits differ"
+        cmp -s "$d/want.ids" "$d/got.ids" || fail "$name: tokens differ"
+      done
+    done
+  done
+done
+echo "16 configurations of -m DIR (the shards streamed) compared with the packed runs'"
 
 # Prediction changes what is read ahead, never the bytes computed.
 for pred in "--predict off" "--prefetch-k 16" "--prefetch-k 20" "--prefetch-k 32" \

@@ -3,12 +3,14 @@
  * prompt chunk mid-way, another leaving early), and every logit row is the same bytes.
  * Also: a step whose sequence rows are not adjacent, or that overflows a sequence's
  * context, is refused without running. */
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/forward/forward.h"
 #include "engine/forward/sampler.h"
 #include "engine/model/model.h"
+#include "engine/stream/stream.h"
 #include "tests/util.h"
 
 #define N_SEQ 4
@@ -118,10 +120,14 @@ static void refuses_bad_steps(struct k3_forward *f, const struct k3_config *c)
 int main(void)
 {
     struct k3_model m;
-    struct k3_expert_store *store;
+    struct k3_stream *stream;
     struct k3_err e = {{0}};
     REQUIRE(k3_model_open_checkpoint(&m, tiny_model(), &e) == 0, "%s", e.msg);
-    REQUIRE(k3_expert_store_checkpoint(&store, &m, m.cfg.top_k, &e) == 0, "%s", e.msg);
+    /* The whole trunk resident: bound to the model at open, so no trunk hook is needed. */
+    struct k3_stream_opts so = {.ram = K3_RAM_TRUNK, .ctx = CTX, .seqs = N_SEQ,
+                                .threads = omp_get_max_threads(), .cache = true};
+    REQUIRE(k3_stream_open(&stream, &m, &so, NULL, 0, &e) == 0, "%s", e.msg);
+    struct k3_expert_store *store = k3_stream_experts(stream);
     struct k3_forward f;
     REQUIRE(k3_forward_init(&f, &m, store, CTX, NULL, &e) == 0, "%s", e.msg);
     int V = m.cfg.vocab;
@@ -138,7 +144,7 @@ int main(void)
     free(solo.logits);
     free(batched.logits);
     k3_forward_free(&f);
-    k3_expert_store_close(store);
+    k3_stream_close(stream);
     k3_model_close(&m);
     return check_result();
 }

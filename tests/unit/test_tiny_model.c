@@ -14,6 +14,7 @@
 #include "engine/stream/experts.h"
 #include "engine/forward/forward.h"
 #include "engine/model/model.h"
+#include "engine/stream/stream.h"
 #include "engine/forward/sampler.h"
 #include "tests/util.h"
 
@@ -145,6 +146,7 @@ static void check_layer_stats(const struct stats_capture *cap, const struct fixt
 
 struct runner {
     struct k3_model m;
+    struct k3_stream *stream;
     struct k3_expert_store *store;
 };
 
@@ -188,7 +190,11 @@ int main(void)
     struct runner r;
     struct k3_err e = {{0}};
     REQUIRE(k3_model_open_checkpoint(&r.m, model, &e) == 0, "%s", e.msg);
-    REQUIRE(k3_expert_store_checkpoint(&r.store, &r.m, r.m.cfg.top_k, &e) == 0, "%s", e.msg);
+    /* The whole trunk resident: bound to the model at open, so no trunk hook is needed. */
+    struct k3_stream_opts so = {.ram = K3_RAM_TRUNK, .ctx = 64, .threads = omp_get_max_threads(),
+                                .cache = true};
+    REQUIRE(k3_stream_open(&r.stream, &r.m, &so, NULL, 0, &e) == 0, "%s", e.msg);
+    r.store = k3_stream_experts(r.stream);
     int V = r.m.cfg.vocab;
     struct fixture f;
     load_fixture(&f, V);
@@ -240,7 +246,7 @@ int main(void)
     free(f.prompt_logits);
     free(f.decode_logits);
     json_decref(f.layer_stats);
-    k3_expert_store_close(r.store);
+    k3_stream_close(r.stream);
     k3_model_close(&r.m);
     return check_result();
 }
