@@ -303,10 +303,12 @@ def e8m0_scales(codes):
     return np.where(codes == 255, 0.0, np.ldexp(1.0, codes - 127))
 
 
-def mxfp4_dequant(packed, scale):
-    """Exact logical matrix [rows, 2*cols] (float64) from packed [rows, cols] U8 nibbles and
-    scale [rows, 2*cols/32] U8: element (r, 2b) is the low nibble of packed[r, b], element
-    (r, 2b+1) the high nibble; column c uses scale[r, c // 32]."""
+def mxfp4_dequant(packed, scale, dtype=np.float64):
+    """Exact logical matrix [rows, 2*cols] from packed [rows, cols] U8 nibbles and scale
+    [rows, 2*cols/32] U8: element (r, 2b) is the low nibble of packed[r, b], element
+    (r, 2b+1) the high nibble; column c uses scale[r, c // 32].  Exact in float32 too (a
+    value of at most 3 significant bits times a power of two from 2^-127 up; subnormals
+    hold it), so float32 gives the bits float64 then rounded would, three times faster."""
     packed = np.asarray(packed, dtype=np.uint8)
     rows, half = packed.shape
     nib = np.empty((rows, 2 * half), dtype=np.uint8)
@@ -314,7 +316,10 @@ def mxfp4_dequant(packed, scale):
     nib[:, 1::2] = packed >> 4
     if scale.shape != (rows, 2 * half // 32):
         raise ValueError(f"MXFP4 scale shape {scale.shape} does not fit packed {packed.shape}")
-    return E2M1[nib] * np.repeat(e8m0_scales(scale), 32, axis=1)
+    with np.errstate(over="ignore"):   # 6 x 2^127 overflows float32 to inf, as a cast would
+        out = E2M1.astype(dtype)[nib].reshape(rows, -1, 32)
+        out *= e8m0_scales(scale).astype(dtype)[:, :, None]
+    return out.reshape(rows, 2 * half)
 
 
 # --------------------------------------------------------------------------------------
@@ -610,8 +615,9 @@ class K3Reference:
         for w in ("w1", "w3", "w2"):
             scale = np.asarray(self.ckpt.raw(p + w + ".weight_scale"))
             zeroed += int((scale == 255).sum())
-            mats.append(torch.from_numpy(mxfp4_dequant(self.ckpt.raw(p + w + ".weight_packed"), scale))
-                        .to(self.dtype))
+            exact = np.float32 if self.dtype == torch.float32 else np.float64
+            mats.append(torch.from_numpy(mxfp4_dequant(self.ckpt.raw(p + w + ".weight_packed"), scale,
+                                                       exact)).to(self.dtype))
         self.e8m0_255[l, e] = zeroed
         return tuple(mats)
 
