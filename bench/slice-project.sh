@@ -313,3 +313,10 @@ for box in "--cores $threads --drives 1 --drive-gbps $disk_gbps --ram floor" \
   # shellcheck disable=SC2086
   "$k3" plan --config k3 --calibration "$out" $box | sed -n 's/^  \(pipelined\|synchronous\|compute\|I\/O floor\)/  &/p'
 done
+# Beside it, what the kernel calibration alone (the mat-vecs, no load, no attention state)
+# gives for the same 2-thread box with the trunk resident.
+if [[ -f $root/bench/results/calibration.json ]]; then
+  echo "for comparison, the kernels' calibration: k3-uring plan --config k3 --calibration bench/results/calibration.json --cores $threads --drives 1 --drive-gbps $disk_gbps --ram trunk:"
+  "$k3" plan --config k3 --calibration "$root/bench/results/calibration.json" --cores "$threads" \
+    --drives 1 --drive-gbps "$disk_gbps" --ram trunk | sed -n 's/^  \(compute\|pipelined\)/  &/p'
+fi
