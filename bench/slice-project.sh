@@ -59,7 +59,7 @@ if [[ -n ${TRACE:-} && -n ${STATS:-} ]]; then
   cmd="(earlier run: TRACE=$TRACE STATS=$STATS)"
   load_run=${LOAD:-"not recorded (an earlier run; LOAD= to give it)"}
 else
-  [[ -d $model ]] || die "no k3-slice at $model (k3-uring synth --config k3-slice --seed 1 --out DIR)"
+  [[ -d ${model%%,*} ]] || die "no k3-slice at $model (k3-uring synth --config k3-slice --seed 1 --out DIR)"
   if [[ -f $model/config.json ]]; then src=(-m "$model"); else src=(--drives "$model" --ram trunk); fi
   trace=$tmp/trace.json stats=$tmp/stats.txt
   cmd="K3_KERNELS=${KERNELS:-auto} $k3 run ${src[*]} -t $threads --ids $prompt -n $tokens --ignore-eos --print-ids --stats --trace $trace"
@@ -151,6 +151,10 @@ for tok in tokens:
     row["embed_s"] = row["token"] - sum(x["layer_s"] for x in row["layers"]) - row["head_s"]
     per.append(row)
 n_tok = len(per)
+layer_map = [(x["kind"], x["ffn"]) for x in per[0]["layers"]]
+if layer_map != [("KDA", "MLP"), ("KDA", "MoE"), ("KDA", "MoE"), ("MLA", "MoE")]:
+    sys.exit(f"slice-project: the run's layers are {layer_map}, not k3-slice's (KDA + dense, "
+             "KDA + MoE twice, MLA + MoE): the composition into K3 needs K3's widths")
 
 # ---- the closing statistics: the decode steps' stall on reads, s/token ----
 run_summary = [l.strip() for l in open(stats_path) if "s/token" in l]
