@@ -127,7 +127,8 @@ static int budget_input(const struct k3_config *c, const char *config, int n_dri
 /* Compute rates per core, GB/s of weights consumed, measured by bench/kernels.sh on this
  * project's machine (AMD EPYC Zen 4, AVX-512 VBMI, one thread, weights in RAM:
  * bench/results/kernels-20261130-055547.json); --calibration FILE overrides them with
- * another machine's. */
+ * another machine's, or with the rates bench/slice-project.sh derives from k3-slice's
+ * measured layers (every piece of a K3 token at K3's widths, not only the mat-vecs). */
 #define DEFAULT_MXFP4_GBPS_PER_CORE 9.86
 #define DEFAULT_BF16_GBPS_PER_CORE 28.5
 
@@ -214,7 +215,7 @@ int cmd_plan(int argc, char **argv)
     uint64_t ram = K3_RAM_FLOOR;
     const struct k3_opt opts[] = {
         {.name = "config", .short_name = 'c', .type = K3_OPT_STRING, .dst = &config,
-         .arg = "NAME|FILE", .help = "k3, k3-bench, k3-tiny or a config.json"},
+         .arg = "NAME|FILE", .help = "k3, k3-bench, k3-slice, k3-tiny or a config.json"},
         {.name = "ram", .type = K3_OPT_SIZE, .dst = &ram, .choices = ram_choices, .min = 1,
          .help = "budget to plan; floor: the least that runs, trunk: the whole trunk resident"},
         {.name = "ctx", .type = K3_OPT_INT, .dst = &ctx, .arg = "N",
@@ -232,7 +233,8 @@ int cmd_plan(int argc, char **argv)
         {.name = "mem-gbps", .type = K3_OPT_FLOAT, .dst = &mem_gbps, .arg = "GB/s",
          .help = "memory bandwidth per NUMA node", .min = 1, .max = 10000},
         {.name = "calibration", .type = K3_OPT_STRING, .dst = &calibration, .arg = "FILE",
-         .help = "per-core compute rates measured by bench/kernels.sh (JSON)",
+         .help = "per-core compute rates (JSON): bench/kernels.sh's kernels, or "
+                 "bench/slice-project.sh's k3-slice layers at K3's widths",
          .def = "built in"},
         {.name = "threads", .short_name = 't', .type = K3_OPT_INT, .dst = &threads, .arg = "N",
          .help = "compute threads; 0 = one per core", .min = 0, .max = 4096},

@@ -3,7 +3,7 @@
  * Owns: parsing the root config and its nested `text_config` (jansson), refusing
  * configs outside the family or contradicting themselves (with the key named), the
  * derived quantities every other module uses (layer schedule, widths, expert record
- * size), and the named presets `k3`, `k3-tiny`, `k3-bench`.
+ * size), and the named presets `k3`, `k3-tiny`, `k3-bench`, `k3-slice`.
  * Does not own: tensors (tensors.h), file I/O beyond reading config.json.
  */
 #ifndef K3_CONFIG_H
@@ -78,7 +78,7 @@ struct k3_config {
 int k3_config_parse(struct k3_config *cfg, const char *name, const char *text, size_t len,
                     struct k3_err *err);
 int k3_config_load(struct k3_config *cfg, const char *path, struct k3_err *err);
-/* Resolves "k3", "k3-tiny", "k3-bench" or a path to a .json file. */
+/* Resolves "k3", "k3-tiny", "k3-bench", "k3-slice" or a path to a .json file. */
 int k3_config_named(struct k3_config *cfg, const char *name_or_path, struct k3_err *err);
 void k3_config_free(struct k3_config *cfg);
 

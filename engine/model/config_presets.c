@@ -1,6 +1,7 @@
 /* The named model configurations of k3-model.md §6, as shipped-style config.json text.
  * `k3` is the released model; `k3-tiny` is the correctness model; `k3-bench` has real
- * I/O widths (896 experts, 5 MB records) for benchmarks. */
+ * I/O widths (896 experts, 5 MB records) for benchmarks; `k3-slice` has every width of K3
+ * in a few layers, for per-layer times at K3's widths and the reference at them. */
 #include "engine/model/config_presets.h"
 
 #include <string.h>
@@ -62,6 +63,30 @@ static const char k3_bench[] =
     "\"short_conv_kernel_size\": 4, \"use_full_rank_gate\": true, \"gate_lower_bound\": -5.0, "
     "\"full_attn_layers\": [4, 5], \"kda_layers\": [1, 2, 3]}}}";
 
+/* k3-slice: every width of the released K3 (hidden 7168, vocab 163840, MLA 96 heads with
+ * q_lora 1536, kv_lora 512, qk 128 + 64, v 128; KDA 96 x 128; dense 33792; latent 3584;
+ * experts 3072 wide; shared 2 x 3072; 17,547,264-byte records) in 4 layers, map KKKM:
+ * layer 0 KDA + dense, 1 and 2 KDA + MoE, 3 MLA + MoE.  AttnRes blocks of 2 put a
+ * boundary at layer 2 (a KDA layer, as all of K3's are); 64 experts per MoE layer
+ * instead of 896: a token's reads and compute per layer are K3's, only the router is
+ * narrower.  Sizes (tests/unit/test_config.c checks them): routed reads 16 x 3 records =
+ * 842,268,672 B per token; trunk 5,190,973,888 parameters = 10,382,908,160 B as shipped
+ * (embed + lm_head 4.70 GB; per layer KDA 0.888 GB, MLA 0.464, dense MLP 1.453, MoE
+ * trunk 0.368); 192 records = 3,369,074,688 B; checkpoint 13.75 GB. */
+static const char k3_slice[] =
+    "{\"architectures\": [\"KimiK3ForConditionalGeneration\"], \"model_type\": \"kimi_k3\", "
+    "\"media_placeholder_token_id\": 163605, \"text_config\": {" K3_TEXT_COMMON
+    "\"vocab_size\": 163840, \"hidden_size\": 7168, \"num_hidden_layers\": 4, "
+    "\"intermediate_size\": 33792, \"num_attention_heads\": 96, \"num_key_value_heads\": 96, "
+    "\"q_lora_rank\": 1536, \"kv_lora_rank\": 512, \"qk_nope_head_dim\": 128, "
+    "\"qk_rope_head_dim\": 64, \"v_head_dim\": 128, \"num_experts\": 64, "
+    "\"num_experts_per_token\": 16, \"num_shared_experts\": 2, \"moe_intermediate_size\": 3072, "
+    "\"routed_expert_hidden_size\": 3584, \"attn_res_block_size\": 2, "
+    "\"max_position_embeddings\": 1048576, \"bos_token_id\": 163584, \"eos_token_id\": 163586, "
+    "\"pad_token_id\": 163839, \"linear_attn_config\": {\"num_heads\": 96, \"head_dim\": 128, "
+    "\"short_conv_kernel_size\": 4, \"use_full_rank_gate\": true, \"gate_lower_bound\": -5.0, "
+    "\"full_attn_layers\": [4], \"kda_layers\": [1, 2, 3]}}}";
+
 static const struct {
     const char *name;
     const char *json;
@@ -69,6 +94,7 @@ static const struct {
     {"k3", k3_full},
     {"k3-tiny", k3_tiny},
     {"k3-bench", k3_bench},
+    {"k3-slice", k3_slice},
 };
 
 const char *k3_config_preset(const char *name)
@@ -81,5 +107,5 @@ const char *k3_config_preset(const char *name)
 
 const char *k3_config_preset_names(void)
 {
-    return "k3, k3-tiny, k3-bench";
+    return "k3, k3-tiny, k3-bench, k3-slice";
 }

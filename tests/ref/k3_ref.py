@@ -67,10 +67,16 @@ class SafetensorsFile:
 
 def to_float(raw, dtype_name, torch_dtype):
     """Widen a stored tensor to torch_dtype.  BF16 -> F32 is exact: the 16 bits become the
-    high half of a float32 (§3.0)."""
+    high half of a float32 (§3.0).  One new array of the widened size (K3's lm_head is
+    4.7 GB in f32), written in place, so a read of the map costs no second copy."""
     if dtype_name == "BF16":
-        raw = (raw.astype(np.uint32) << 16).view(np.float32)
-    return torch.from_numpy(np.array(raw)).to(torch_dtype)   # a writable copy of the map
+        wide = np.empty(raw.shape, dtype=np.uint32)
+        np.copyto(wide, raw)
+        wide <<= 16
+        arr = wide.view(np.float32)
+    else:
+        arr = np.array(raw)                                   # a writable copy of the map
+    return torch.from_numpy(arr).to(torch_dtype)
 
 
 class Checkpoint:
@@ -297,10 +303,12 @@ def e8m0_scales(codes):
     return np.where(codes == 255, 0.0, np.ldexp(1.0, codes - 127))
 
 
-def mxfp4_dequant(packed, scale):
-    """Exact logical matrix [rows, 2*cols] (float64) from packed [rows, cols] U8 nibbles and
-    scale [rows, 2*cols/32] U8: element (r, 2b) is the low nibble of packed[r, b], element
-    (r, 2b+1) the high nibble; column c uses scale[r, c // 32]."""
+def mxfp4_dequant(packed, scale, dtype=np.float64):
+    """Exact logical matrix [rows, 2*cols] from packed [rows, cols] U8 nibbles and scale
+    [rows, 2*cols/32] U8: element (r, 2b) is the low nibble of packed[r, b], element
+    (r, 2b+1) the high nibble; column c uses scale[r, c // 32].  Exact in float32 too (a
+    value of at most 3 significant bits times a power of two from 2^-127 up; subnormals
+    hold it), so float32 gives the bits float64 then rounded would, three times faster."""
     packed = np.asarray(packed, dtype=np.uint8)
     rows, half = packed.shape
     nib = np.empty((rows, 2 * half), dtype=np.uint8)
@@ -308,7 +316,10 @@ def mxfp4_dequant(packed, scale):
     nib[:, 1::2] = packed >> 4
     if scale.shape != (rows, 2 * half // 32):
         raise ValueError(f"MXFP4 scale shape {scale.shape} does not fit packed {packed.shape}")
-    return E2M1[nib] * np.repeat(e8m0_scales(scale), 32, axis=1)
+    with np.errstate(over="ignore"):   # 6 x 2^127 overflows float32 to inf, as a cast would
+        out = E2M1.astype(dtype)[nib].reshape(rows, -1, 32)
+        out *= e8m0_scales(scale).astype(dtype)[:, :, None]
+    return out.reshape(rows, 2 * half)
 
 
 # --------------------------------------------------------------------------------------
@@ -336,9 +347,13 @@ def situ(g, u, beta1, beta2):
     return beta1 * torch.tanh(g / beta1) * torch.sigmoid(g) * (beta2 * torch.tanh(u / beta2))
 
 
-def situ_mlp(x, w_gate, w_up, w_down, cfg):
-    """§3.6 MLP(x) = W_down SiTU(W_gate x, W_up x)."""
-    return situ(x @ w_gate.T, x @ w_up.T, cfg.situ_beta, cfg.situ_linear_beta) @ w_down.T
+def situ_mlp(x, w, prefix, cfg):
+    """§3.6 MLP(x) = W_down SiTU(W_gate x, W_up x), the weights w[prefix + "gate_proj.weight"]
+    etc. looked up one at a time, so that a lazy w holds one of them at once (K3's dense
+    layer 0: 969 MB each in f32)."""
+    g = x @ w[prefix + "gate_proj.weight"].T
+    u = x @ w[prefix + "up_proj.weight"].T
+    return situ(g, u, cfg.situ_beta, cfg.situ_linear_beta) @ w[prefix + "down_proj.weight"].T
 
 
 def kda_short_conv(x, ring, w):
@@ -456,15 +471,20 @@ def latent_moe(x, w, expert, cfg):
     expert(e) -> (W1, W3, W2).  Returns (output [T, H], bias_changed [T])."""
     idx, weights, changed = route(x, w["gate.weight"], w["gate.e_score_correction_bias"], cfg)
     z = x @ w["routed_expert_down_proj.weight"].T
+    # Each routed expert is fetched once per call, for every position that chose it.
+    out = {}
+    for e in sorted(set(idx.flatten().tolist())):
+        w1, w3, w2 = expert(e)
+        for t, j in (idx == e).nonzero().tolist():
+            out[t, j] = situ(w1 @ z[t], w3 @ z[t], cfg.situ_beta, cfg.situ_linear_beta) @ w2.T
+        del w1, w3, w2
     y = torch.zeros_like(z)
     for t in range(x.shape[0]):
-        for e, wt in zip(idx[t].tolist(), weights[t]):          # selection order: fixed sums
-            w1, w3, w2 = expert(e)
-            y[t] += wt * (situ(w1 @ z[t], w3 @ z[t], cfg.situ_beta, cfg.situ_linear_beta) @ w2.T)
+        for j, wt in enumerate(weights[t]):                     # selection order: fixed sums
+            y[t] += wt * out[t, j]
     if cfg.latent_moe_use_norm:
         y = rms_norm(y, w["routed_expert_norm.weight"], cfg.rms_norm_eps)
-    shared = situ_mlp(x, w["shared_experts.gate_proj.weight"], w["shared_experts.up_proj.weight"],
-                      w["shared_experts.down_proj.weight"], cfg)
+    shared = situ_mlp(x, w, "shared_experts.", cfg)
     return y @ w["routed_expert_up_proj.weight"].T + shared, changed
 
 
@@ -514,9 +534,29 @@ class ForwardResult:
 # the model
 
 
+class LazyTensors:
+    """Trunk tensors by key, read from the mapped shards and widened each time a key is
+    looked up, never kept: the forward pass uses each tensor once per call, so at most
+    the tensors of one expression are resident (K3's trunk is 227 GB in f32).  A value
+    may be a nested LazyTensors (a layer's "attn" and "ffn")."""
+
+    def __init__(self, load, names):
+        self._load = load       # full tensor name -> tensor
+        self._names = names     # key -> full tensor name, or a LazyTensors
+
+    def __getitem__(self, key):
+        v = self._names[key]
+        return v if isinstance(v, LazyTensors) else self._load(v)
+
+
+# Rows of lm_head widened at once: 470 MB of f32 at K3's width; a vocabulary this small
+# or smaller is one product, as it always was.
+LM_HEAD_ROWS = 16384
+
+
 class K3Reference:
     def __init__(self, folder, dtype=torch.float32, mla_norm_eps=MLA_NORM_EPS, kda_l2_eps=KDA_L2_EPS,
-                 expert_cache_bytes=2 << 30):
+                 expert_cache_bytes=1 << 30):
         self.ckpt = Checkpoint(folder)
         self.cfg = ModelConfig.from_text_config(self.ckpt.root_config["text_config"])
         self.dtype = dtype
@@ -525,32 +565,48 @@ class K3Reference:
         errors, self.audit_notes = audit_checkpoint(self.ckpt, self.cfg)
         if errors:
             raise ValueError("checkpoint does not match k3-model.md §2:\n  " + "\n  ".join(errors))
-        self.w = {name: self._load(name) for name in expected_tensors(self.cfg) if ".experts." not in name}
-        self.layer_w = [self._layer_weights(l) for l in range(self.cfg.num_layers)]
-        # Experts are dequantized when first routed to and kept up to expert_cache_bytes.
+        trunk = [name for name in expected_tensors(self.cfg) if ".experts." not in name]
+        self.w = LazyTensors(self._load, {name: name for name in trunk})
+        self.layer_w = [self._layer_weights(l, trunk) for l in range(self.cfg.num_layers)]
+        # Experts are dequantized when routed to and kept up to expert_cache_bytes (K3's
+        # are 132 MB each in f32).
         self.e8m0_255 = {}   # (layer, expert) -> groups zeroed by scale code 255 (§4)
         expert_bytes = (3 * self.cfg.moe_intermediate_size * self.cfg.routed_expert_hidden_size
                         * torch.finfo(dtype).bits // 8)
-        self.expert = functools.lru_cache(maxsize=max(64, expert_cache_bytes // expert_bytes))(self._load_expert)
+        self.expert = functools.lru_cache(maxsize=max(1, expert_cache_bytes // expert_bytes))(self._load_expert)
 
     def _load(self, name):
         return to_float(self.ckpt.raw(name), self.ckpt.dtype(name), self.dtype)
 
-    def _layer_weights(self, l):
+    def _layer_weights(self, l, trunk):
         """The trunk tensors of layer l keyed by their name below layers.{l}.<block>."""
         p = f"{MODEL}layers.{l}."
-        out = {"attn": {}, "ffn": {}}
-        for name, t in self.w.items():
+        attn, ffn, out = {}, {}, {}
+        for name in trunk:
             if name.startswith(p):
                 rest = name[len(p):]
                 block, _, sub = rest.partition(".")
                 if block == "self_attn":
-                    out["attn"][sub] = t
+                    attn[sub] = name
                 elif block in ("block_sparse_moe", "mlp"):
-                    out["ffn"][sub] = t
+                    ffn[sub] = name
                 else:
-                    out[rest] = t
-        return out
+                    out[rest] = name
+        out["attn"] = LazyTensors(self._load, attn)
+        out["ffn"] = LazyTensors(self._load, ffn)
+        return LazyTensors(self._load, out)
+
+    def _embed(self, ids):
+        """§3.1: the embedding rows of ids, only those read from the map."""
+        name = MODEL + "embed_tokens.weight"
+        return to_float(self.ckpt.raw(name)[np.asarray(ids, dtype=np.int64)], self.ckpt.dtype(name), self.dtype)
+
+    def _lm_head(self, h):
+        """logits = h @ lm_head^T, lm_head widened LM_HEAD_ROWS rows at a time."""
+        name = MODEL + "embed_tokens.weight" if self.cfg.tie_word_embeddings else PREFIX + "lm_head.weight"
+        raw, dtype_name = self.ckpt.raw(name), self.ckpt.dtype(name)
+        return torch.cat([h @ to_float(raw[r:r + LM_HEAD_ROWS], dtype_name, self.dtype).T
+                          for r in range(0, raw.shape[0], LM_HEAD_ROWS)], dim=-1)
 
     def _load_expert(self, l, e):
         """Dequantized (W1 gate, W3 up, W2 down) of routed expert e of layer l (§4)."""
@@ -559,8 +615,9 @@ class K3Reference:
         for w in ("w1", "w3", "w2"):
             scale = np.asarray(self.ckpt.raw(p + w + ".weight_scale"))
             zeroed += int((scale == 255).sum())
-            mats.append(torch.from_numpy(mxfp4_dequant(self.ckpt.raw(p + w + ".weight_packed"), scale))
-                        .to(self.dtype))
+            exact = np.float32 if self.dtype == torch.float32 else np.float64
+            mats.append(torch.from_numpy(mxfp4_dequant(self.ckpt.raw(p + w + ".weight_packed"), scale,
+                                                       exact)).to(self.dtype))
         self.e8m0_255[l, e] = zeroed
         return tuple(mats)
 
@@ -570,7 +627,7 @@ class K3Reference:
     def forward(self, ids, state):
         """Runs tokens ids (list of int) at positions state.pos... and advances state."""
         cfg, eps = self.cfg, self.cfg.rms_norm_eps
-        x = self.w[MODEL + "embed_tokens.weight"][torch.tensor(ids, dtype=torch.long)]   # §3.1
+        x = self._embed(ids)                                    # §3.1
         blocks, stats, changed = [], [], 0
         for l in range(cfg.num_layers):                         # §3.2 layer loop
             lw = self.layer_w[l]
@@ -592,15 +649,13 @@ class K3Reference:
                 m, moe_changed = latent_moe(g, lw["ffn"], functools.partial(self.expert, l), cfg)
                 changed += int(moe_changed.sum())
             else:
-                m = situ_mlp(g, lw["ffn"]["gate_proj.weight"], lw["ffn"]["up_proj.weight"],
-                             lw["ffn"]["down_proj.weight"], cfg)
+                m = situ_mlp(g, lw["ffn"], "", cfg)
             x = p + m
             stats.append(row_stats(x))
         h = attn_res_mix(blocks + [x], self.w[MODEL + "output_attn_res_norm.weight"],
                          self.w[MODEL + "output_attn_res_proj.weight"], eps)
         stats.append(row_stats(h))
-        head = self.w[MODEL + "embed_tokens.weight" if cfg.tie_word_embeddings else PREFIX + "lm_head.weight"]
-        logits = rms_norm(h, self.w[MODEL + "norm.weight"], eps) @ head.T
+        logits = self._lm_head(rms_norm(h, self.w[MODEL + "norm.weight"], eps))
         state.pos += len(ids)
         return ForwardResult(logits, torch.stack(stats, dim=1), changed)
 

@@ -60,6 +60,15 @@ class MXFP4(unittest.TestCase):
         w = mxfp4_dequant(np.full((1, 16), 0x11, dtype=np.uint8), np.array([[0]], dtype=np.uint8))
         self.assertEqual(float(torch.tensor(w, dtype=torch.float32)[0, 0]), 2.0 ** -128)
 
+    def test_float32_gives_the_bits_of_float64_rounded(self):
+        # Every nibble under every scale code, 255 and the float32 overflow at 2^127 included.
+        codes = np.arange(256, dtype=np.uint8).reshape(16, 16)
+        packed = np.tile(np.arange(256, dtype=np.uint8), (16, 2))      # [16, 512]: 1024 columns
+        w64 = torch.from_numpy(mxfp4_dequant(packed, np.repeat(codes, 2, axis=1)))
+        w32 = torch.from_numpy(mxfp4_dequant(packed, np.repeat(codes, 2, axis=1), np.float32))
+        self.assertEqual(w32.dtype, torch.float32)
+        self.assertTrue(torch.equal(w64.to(torch.float32).view(torch.int32), w32.view(torch.int32)))
+
 
 class SiTU(unittest.TestCase):
     def test_values(self):

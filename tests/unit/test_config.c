@@ -1,5 +1,5 @@
-/* config.json: the presets parse to K3's numbers, and contradictions or configs outside
- * the family are refused with the key named. */
+/* config.json: the presets parse to K3's numbers (k3-slice to every width of K3), and
+ * contradictions or configs outside the family are refused with the key named. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,6 +69,105 @@ static void test_tiny_schedule(void)
     k3_config_free(&c);
 }
 
+/* The specs of layer l (`layers.{l}.` stripped from their names), in table order. */
+static int layer_specs(const struct k3_tensor_spec *all, int n, int l, const struct k3_tensor_spec **out)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (all[i].layer == l)
+            out[k++] = &all[i];
+    return k;
+}
+
+static const char *below_layer(const char *name)
+{
+    const char *at = strstr(name, "layers.");
+    at = at ? strchr(at + strlen("layers."), '.') : NULL;
+    return at ? at + 1 : name;
+}
+
+/* Layer ls of the slice has the tensors of K3's layer lk, shape for shape, but for the
+ * router's width (num_experts rows instead of 896). */
+static void check_layer_as_k3(const struct k3_tensor_spec *slice, int ns, int ls,
+                              const struct k3_tensor_spec *k3, int nk, int lk, int experts)
+{
+    const struct k3_tensor_spec *a[64], *b[64];
+    int na = layer_specs(slice, ns, ls, a), nb = layer_specs(k3, nk, lk, b);
+    REQUIRE(na == nb && na > 0 && na <= 64, "slice layer %d has %d tensors, K3 layer %d has %d", ls, na,
+            lk, nb);
+    for (int i = 0; i < na; i++) {
+        CHECK(!strcmp(below_layer(a[i]->name), below_layer(b[i]->name)) && a[i]->ndim == b[i]->ndim,
+              "slice layer %d: %s against K3's %s", ls, a[i]->name, b[i]->name);
+        bool router = a[i]->slot == K3_SLOT_ROUTER || a[i]->slot == K3_SLOT_ROUTER_BIAS;
+        for (int d = 0; d < a[i]->ndim; d++) {
+            int64_t want = router && d == 0 ? experts : b[i]->shape[d];
+            CHECK(a[i]->shape[d] == want, "%s dim %d: %lld, want %lld", a[i]->name, d,
+                  (long long)a[i]->shape[d], (long long)want);
+        }
+    }
+}
+
+/* k3-slice: K3's every width in four layers (KKKM, dense layer 0, a block boundary
+ * inside) and 64 experts; the sizes its preset comment and the README state. */
+static void test_slice_is_k3_wide(void)
+{
+    struct k3_config k, s;
+    struct k3_err e = {{0}};
+    REQUIRE(k3_config_named(&k, "k3", &e) == 0, "%s", e.msg);
+    REQUIRE(k3_config_named(&s, "k3-slice", &e) == 0, "%s", e.msg);
+    CHECK(s.vocab == k.vocab && s.hidden == k.hidden && s.dense_inter == k.dense_inter &&
+              s.mla_heads == k.mla_heads && s.q_lora == k.q_lora && s.kv_lora == k.kv_lora &&
+              s.qk_nope == k.qk_nope && s.qk_rope == k.qk_rope && s.v_head == k.v_head &&
+              s.kda_heads == k.kda_heads && s.kda_head_dim == k.kda_head_dim &&
+              s.conv_kernel == k.conv_kernel && s.top_k == k.top_k && s.n_shared == k.n_shared &&
+              s.moe_inter == k.moe_inter && s.latent == k.latent && s.n_group == k.n_group &&
+              s.first_dense == k.first_dense && s.moe_freq == k.moe_freq,
+          "a width differs from K3's");
+    CHECK(k3_kda_width(&s) == 12288 && k3_mla_out_width(&s) == 12288 &&
+              k3_shared_inter(&s) == 6144,
+          "KDA %d, MLA out %d, shared %d", k3_kda_width(&s), k3_mla_out_width(&s),
+          k3_shared_inter(&s));
+    struct k3_record_layout rs, rk;
+    k3_record_layout_init(&rs, &s);
+    k3_record_layout_init(&rk, &k);
+    CHECK(rs.bytes == 17547264 && !memcmp(&rs, &rk, sizeof rs), "record %llu B",
+          (unsigned long long)rs.bytes);
+
+    char map[8] = {0};
+    for (int l = 0; l < s.n_layers && l < 7; l++)
+        map[l] = s.attn[l] == K3_ATTN_MLA ? 'M' : 'K';
+    CHECK(!strcmp(map, "KKKM"), "layer map %s", map);
+    CHECK(s.attn_res_block < s.n_layers && k3_max_blocks(&s) == 2, "a block boundary inside");
+    CHECK(k3_moe_layer_count(&s) == 3 && s.n_experts == 64, "3 MoE layers of 64 experts");
+
+    struct k3_tensor_spec *ss, *ks;
+    int ns, nk;
+    REQUIRE(k3_trunk_specs(&s, &ss, &ns) == 0 && k3_trunk_specs(&k, &ks, &nk) == 0, "specs");
+    check_layer_as_k3(ss, ns, -1, ks, nk, -1, s.n_experts); /* embed, lm_head, output mix */
+    check_layer_as_k3(ss, ns, 0, ks, nk, 0, s.n_experts);   /* KDA + dense */
+    check_layer_as_k3(ss, ns, 1, ks, nk, 1, s.n_experts);   /* KDA + MoE */
+    check_layer_as_k3(ss, ns, 2, ks, nk, 2, s.n_experts);
+    check_layer_as_k3(ss, ns, 3, ks, nk, 3, s.n_experts);   /* MLA + MoE */
+
+    uint64_t trunk = 0;
+    for (int i = 0; i < ns; i++) {
+        uint64_t b = (uint64_t)k3_dtype_size(k3_spec_dtype(&ss[i]));
+        for (int d = 0; d < ss[i].ndim; d++)
+            b *= (uint64_t)ss[i].shape[d];
+        trunk += b;
+    }
+    CHECK(trunk == 10382908160ull, "trunk %llu B as shipped", (unsigned long long)trunk);
+    CHECK(rs.bytes * 64 * 3 == 3369074688ull && rs.bytes * 16 * 3 == 842268672ull,
+          "records on disk, routed bytes per token");
+    /* Per layer the state is K3's: 3 of its 69 KDA layers, 1 of its 24 MLA layers. */
+    CHECK(k3_seq_state_bytes(&s, 1) == (434110464ull + 30523392ull) / 69 * 3 + 576 * 4,
+          "state bytes %llu", (unsigned long long)k3_seq_state_bytes(&s, 1));
+    free(ss);
+    free(ks);
+    k3_config_free(&s);
+    k3_config_free(&k);
+}
+
 /* The tiny preset with one substring replaced must fail, naming `needle`. */
 static void expect_refused(const char *from, const char *to, const char *needle)
 {
@@ -115,6 +214,7 @@ int main(void)
 {
     test_full_k3();
     test_tiny_schedule();
+    test_slice_is_k3_wide();
     test_refusals();
     return check_result();
 }
