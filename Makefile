@@ -107,7 +107,7 @@ build/fuzz/bin/%: build/fuzz/tests/fuzz/%.o build/fuzz/libk3.a
 	@mkdir -p $(@D)
 	$(Q)$(FUZZ_CC) $(CFLAGS_BASE) $(FUZZ_SAN) -fsanitize=fuzzer $^ $(PKG_LIBS) $(LDLIBS) -o $@
 
-.PHONY: all deps deps-ref test test-asan asan demo fixtures bench bench-deps bench-tools clean fuzz
+.PHONY: all deps deps-ref test test-asan asan demo fixtures check-slice bench bench-deps bench-tools clean fuzz
 all: k3-uring
 
 k3-uring: build/rel/k3-uring
@@ -143,6 +143,12 @@ demo: deps
 # Regenerates fixtures/ from the PyTorch reference (needs python3-torch).
 fixtures: deps deps-ref k3-uring
 	@tests/ref/make_fixtures.sh fixtures
+
+# k3-slice (K3's widths, 4 layers) against the PyTorch reference: tens of minutes; writes
+# its 13.75 GB checkpoint to K3_SLICE if missing.
+K3_SLICE ?= /work/data/k3-slice
+check-slice: deps deps-ref k3-uring
+	@tests/ref/check_slice.sh $(K3_SLICE)
 
 # Each harness for FUZZ_SECONDS (default 60) from seeds made out of a synthetic model.
 fuzz: deps k3-uring $(FUZZ_BIN)
