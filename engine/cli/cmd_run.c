@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "engine/cli/cli.h"
+#include "engine/cli/drive_model.h"
 #include "engine/base/options.h"
 #include "engine/cli/run.h"
 #include "engine/text/chat.h"
@@ -41,6 +42,7 @@ static struct k3_runtime_opts runtime_opts(const struct run_opts *o)
         .io = o->io,
         .no_cache = o->no_cache,
         .sync = o->sync,
+        .drive_model = o->drive_model,
         .prefetch_k = o->prefetch_k,
         .prefetch_depth = o->prefetch_depth,
         .predict = o->predict,
@@ -269,9 +271,12 @@ static int check_run_opts(struct run_opts *o, struct k3_err *err)
         return k3_errf(err, "--chat wraps text: give the prompt with -p or -f, not --ids");
     if ((o->system || !o->think) && !o->chat)
         return k3_errf(err, "--system and --think go with --chat");
-    if (o->model && (o->ram != K3_RAM_TRUNK || o->io != K3IO_AUTO || o->no_cache || o->sync))
-        return k3_errf(err, "--ram, --io, --no-cache and --sync need --drives (a packed model); "
-                            "-m DIR loads the checkpoint whole");
+    if (o->model && (o->ram != K3_RAM_TRUNK || o->io != K3IO_AUTO || o->no_cache || o->sync ||
+                     o->drive_model_text))
+        return k3_errf(err, "--ram, --io, --no-cache, --sync and --drive-model need --drives "
+                            "(a packed model); -m DIR loads the checkpoint whole");
+    if (cli_drive_model_parse(o->drive_model_text, &o->drive_model, err))
+        return -1;
     if (o->ids_text && k3_parse_id_list("--ids", o->ids_text, &o->ids, &o->n_ids, err))
         return -1;
     if (o->ids_text && !o->n_ids)
@@ -337,6 +342,7 @@ int cmd_run(int argc, char **argv)
          .help = "no expert cache in the spare budget"},
         {.name = "sync", .type = K3_OPT_FLAG, .dst = &o.sync,
          .help = "read one record at a time, no overlap (baseline)"},
+        CLI_DRIVE_MODEL_OPT(&o.drive_model_text),
         {.name = "predict", .type = K3_OPT_ENUM, .dst = &o.predict_on, .choices = k3_opt_on_off,
          .help = "packed drives: prefetch the next layer's likely experts"},
         {.name = "prefetch-k", .type = K3_OPT_INT, .dst = &o.prefetch_k, .arg = "K",

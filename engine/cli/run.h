@@ -17,6 +17,8 @@
 struct run_opts {
     const char *model, *drives, *ids_text, *prompt, *logits_out, *dump_layers;
     const char *trace_path, *prompt_file, *system;
+    const char *drive_model_text; /* --drive-model, parsed into drive_model */
+    struct k3io_drive_model drive_model;
     int32_t *ids; /* --ids, parsed while validating options */
     int n_ids;
     int n_predict, threads, top_k, ctx, prefetch_k, prefetch_depth;
