@@ -135,7 +135,7 @@ void run_print_summary(const struct runner *r, int generated,
     print_speed(r, generated, start, prompt_end, end);
     if (r->rt.stream) {
         struct k3io_stats io = k3_stream_io_stats(r->rt.stream);
-        cli_drive_model_print(stderr, "k3-uring", &r->o->drive_model, &io);
+        cli_drive_model_print(stderr, "k3-uring", &r->rt.o.drive_model, &io);
     }
     print_faults(r);
     print_teams(r);
