@@ -60,7 +60,7 @@ drop_caches() {
 # decode_stats: the engine's closing statistics line (its stderr on stdin) as
 # "S_PER_TOKEN STALL_S_PER_TOKEN MB_PER_TOKEN READY_PCT"; nothing if there is none.
 decode_stats() {
-  tail -1 | sed -n 's/.*, \([0-9.]*\) s\/token; \([0-9.]*\) MB read per token.*stall \([0-9.]*\) s\/token, \([0-9.]*\)%.*/\1 \3 \2 \4/p'
+  grep ' generated [0-9]* tokens, ' | tail -1 | sed -n 's/.*, \([0-9.]*\) s\/token; \([0-9.]*\) MB read per token.*stall \([0-9.]*\) s\/token, \([0-9.]*\)%.*/\1 \3 \2 \4/p'
 }
 
 # packed_box K3 CHECKPOINT NAME DRIVES MBPS: an emulated box (emulate.sh) of DRIVES drives

@@ -67,6 +67,7 @@ stage() {
 stage kernels "make cc" "MXFP4 and bf16 GB/s per core: the planner's calibration" stage_kernels
 stage decode "fio bc python3 gnuplot" "decode on 1..N drives against fio and the planner" stage_decode
 stage serve "python3" "serve: 1..16 streaming clients sharing each layer's expert reads" "$root/bench/serve.sh"
+stage drive-model "python3 bc" "the drive model checked; pipelined against --sync under it (its pack in /dev/shm)" "$root/bench/drive-model.sh"
 
 # The environment a stage script gets: the knobs as this run resolved them.
 stage_env() {

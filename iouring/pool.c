@@ -37,6 +37,7 @@ static void *worker(void *arg)
         pthread_mutex_unlock(&p->lock);
         ssize_t n = pread(p->fds[c->file], c->buf, c->len, (off_t)c->offset);
         c->res = n < 0 ? -errno : (int32_t)n;
+        c->landed = k3io__now();
         pthread_mutex_lock(&p->lock);
         k3io__fifo_push(&p->done, c);
         pthread_cond_signal(&p->done_ready);
@@ -74,9 +75,16 @@ static int pool_init(struct k3io_reader *r, const char **failed_call, char *note
     p->n_threads = r->pread_threads;
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->work_ready, NULL);
-    pthread_cond_init(&p->done_ready, NULL);
+    int rc = k3io__cond_init(&p->done_ready);
+    if (rc) {
+        pthread_cond_destroy(&p->work_ready);
+        pthread_mutex_destroy(&p->lock);
+        free(p);
+        *failed_call = "pthread_cond_init";
+        return rc;
+    }
     for (int i = 0; i < p->n_threads; i++) {
-        int rc = pthread_create(&p->threads[i], NULL, worker, p);
+        rc = pthread_create(&p->threads[i], NULL, worker, p);
         if (rc) {
             stop_workers(p, i);
             free_pool(p);
@@ -120,11 +128,11 @@ static int pool_flush(struct k3io_reader *r)
     return 0;
 }
 
-static int pool_reap(struct k3io_reader *r, bool wait)
+static int pool_reap(struct k3io_reader *r, double until)
 {
     struct pool *p = r->backend;
     pool_flush(r);
-    k3io__reap_handoff(r, &p->lock, &p->done_ready, &p->done, wait);
+    k3io__reap_handoff(r, &p->lock, &p->done_ready, &p->done, until);
     return 0;
 }
 

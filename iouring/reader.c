@@ -5,6 +5,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,7 @@ struct k3io_block {
     struct k3io_request rq[REQUESTS_PER_BLOCK];
 };
 
-static double now_seconds(void)
+double k3io__now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -104,6 +105,10 @@ static bool carving_over(const struct k3io_request *rq)
 static void chunk_finish(struct k3io_reader *r, struct k3io_chunk *c)
 {
     struct k3io_request *rq = c->rq;
+    if (c->landed > rq->landed)
+        rq->landed = c->landed;
+    if (c->release > rq->release)
+        rq->release = c->release;
     c->next = r->free_chunks;
     r->free_chunks = c;
     r->inflight--;
@@ -120,6 +125,18 @@ static void chunk_hit_eof(struct k3io_reader *r, struct k3io_chunk *c, uint64_t 
     chunk_finish(r, c);
 }
 
+/* c goes to the backend now (first time or again), timed by the drive model if any. */
+static void chunk_start(struct k3io_reader *r, struct k3io_chunk *c)
+{
+    if (r->model)
+        k3io__model_start(r, c);
+    else
+        c->started = k3io__now();
+    if (!c->rq->started)
+        c->rq->started = c->started;
+    r->ops->queue(r, c);
+}
+
 static void chunk_retry(struct k3io_reader *r, struct k3io_chunk *c, int32_t res)
 {
     if (res == -EAGAIN)
@@ -127,10 +144,17 @@ static void chunk_retry(struct k3io_reader *r, struct k3io_chunk *c, int32_t res
     else
         r->stats.resubmit_eintr++;
     c->retries++;
-    r->ops->queue(r, c);
+    chunk_start(r, c);
 }
 
 void k3io__chunk_done(struct k3io_reader *r, struct k3io_chunk *c, int32_t res)
+{
+    if (r->model && k3io__model_hold(r, c, res))
+        return;
+    k3io__chunk_result(r, c, res);
+}
+
+void k3io__chunk_result(struct k3io_reader *r, struct k3io_chunk *c, int32_t res)
 {
     if (r->fault) {
         struct k3io_fault_at at = {.tag = c->rq->req.tag, .file = c->file, .len = c->len,
@@ -173,7 +197,7 @@ void k3io__chunk_done(struct k3io_reader *r, struct k3io_chunk *c, int32_t res)
     c->offset += got;
     c->buf += got;
     c->len -= got;
-    r->ops->queue(r, c);
+    chunk_start(r, c);
 }
 
 /* Cuts chunks from one FIFO into free slots and stages them, with at most limit of them
@@ -211,7 +235,7 @@ static bool carve_from(struct k3io_reader *r, struct k3io_request **head, struct
         if (limited)
             (*limited)++;
         r->stats.chunks++;
-        r->ops->queue(r, c);
+        chunk_start(r, c);
     }
     return true;
 }
@@ -224,13 +248,32 @@ static void carve(struct k3io_reader *r)
                    r->background_depth);
 }
 
+int k3io__cond_init(pthread_cond_t *c)
+{
+    pthread_condattr_t attr;
+    int rc = pthread_condattr_init(&attr);
+    if (!rc)
+        rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    if (!rc)
+        rc = pthread_cond_init(c, &attr);
+    pthread_condattr_destroy(&attr);
+    return -rc;
+}
+
 void k3io__reap_handoff(struct k3io_reader *r, pthread_mutex_t *lock, pthread_cond_t *ready,
-                        struct k3io_fifo *done, bool wait)
+                        struct k3io_fifo *done, double until)
 {
     struct k3io_fifo mine = {0};
     pthread_mutex_lock(lock);
-    while (wait && !done->head)
-        pthread_cond_wait(ready, lock);
+    if (isinf(until)) {
+        while (!done->head)
+            pthread_cond_wait(ready, lock);
+    } else if (until > 0) {
+        double whole = floor(until);
+        struct timespec ts = {.tv_sec = (time_t)whole, .tv_nsec = (long)((until - whole) * 1e9)};
+        while (!done->head && pthread_cond_timedwait(ready, lock, &ts) != ETIMEDOUT)
+            ;
+    }
     k3io__fifo_splice(&mine, done);
     pthread_mutex_unlock(lock);
     /* chunk_done may stage the same chunk again (a retry), so pop before handing over */
@@ -256,6 +299,9 @@ static int check_config(const struct k3io_config *cfg)
     if (cfg->backend != K3IO_AUTO && cfg->backend != K3IO_URING && cfg->backend != K3IO_PREAD)
         return -EINVAL;
     if (cfg->io_threads < 0 || (cfg->io_threads > 1 && !cfg->file_thread && cfg->n_files))
+        return -EINVAL;
+    if (!(cfg->model.rate >= 0) || !(cfg->model.latency >= 0) || isinf(cfg->model.rate) ||
+        isinf(cfg->model.latency))
         return -EINVAL;
     for (int i = 0; cfg->io_threads > 1 && i < cfg->n_files; i++)
         if (cfg->file_thread[i] < 0 || cfg->file_thread[i] >= cfg->io_threads)
@@ -299,6 +345,7 @@ static int copy_config(struct k3io_reader *r, const struct k3io_config *cfg)
 
 static void free_reader(struct k3io_reader *r)
 {
+    k3io__model_destroy(r);
     while (r->blocks) {
         struct k3io_block *b = r->blocks;
         r->blocks = b->next;
@@ -328,6 +375,8 @@ int k3io_reader_create(struct k3io_reader **out, const struct k3io_config *cfg, 
     if (!r)
         return -ENOMEM;
     rc = copy_config(r, cfg);
+    if (!rc && cfg->model.rate > 0)
+        rc = k3io__model_create(r, &cfg->model);
     if (rc) {
         free_reader(r);
         return rc;
@@ -370,7 +419,9 @@ void k3io_reader_destroy(struct k3io_reader *r)
         return;
     /* Reads still in flight target the caller's memory: wait for every one of them. */
     r->closing = true;
-    while (r->inflight && r->ops->reap(r, true) == 0)
+    if (r->model)
+        k3io__model_let_go(r);
+    while (r->inflight && r->ops->reap(r, INFINITY) == 0)
         ;
     r->ops->exit(r);
     free_reader(r);
@@ -450,13 +501,14 @@ int k3io_drop(struct k3io_reader *r, bool (*drop)(void *ctx, uint64_t tag), void
 }
 
 /* Hands finished chunks to chunk_done (blocking for one when wait), then cuts chunks for
- * the freed slots; they start with the next reap or flush. */
+ * the freed slots; they start with the next reap or flush.  Through the drive model,
+ * "finished" means released. */
 static int reap(struct k3io_reader *r, bool wait)
 {
-    double t0 = wait ? now_seconds() : 0;
-    int rc = r->ops->reap(r, wait);
+    double t0 = wait ? k3io__now() : 0, until = wait ? INFINITY : 0;
+    int rc = r->model ? k3io__model_reap(r, until) : r->ops->reap(r, until);
     if (wait)
-        r->stats.wait_seconds += now_seconds() - t0;
+        r->stats.wait_seconds += k3io__now() - t0;
     carve(r);
     return rc;
 }
@@ -486,8 +538,13 @@ int k3io_wait(struct k3io_reader *r, struct k3io_done *out, int max, int min)
     int n = 0;
     struct k3io_request *rq;
     while (n < max && (rq = pop(&r->done, &r->done_tail))) {
-        out[n].tag = rq->req.tag;
-        out[n].res = rq->error ? rq->error : (int32_t)(rq->carve_end - rq->req.offset);
+        out[n] = (struct k3io_done){
+            .tag = rq->req.tag,
+            .res = rq->error ? rq->error : (int32_t)(rq->carve_end - rq->req.offset),
+            .started = rq->started,
+            .landed = rq->landed,
+            .release = rq->release,
+        };
         request_put(r, rq);
         n++;
     }

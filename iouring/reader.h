@@ -5,9 +5,10 @@
  * behind the same interface; splitting requests into chunks of at most max_io_bytes;
  * resubmitting short reads, -EAGAIN and -EINTR (bounded); completing a request only when
  * every one of its chunks has; two priorities (foreground, and background reads that wait
- * for it and may be dropped before they start); counters.
+ * for it and may be dropped before they start); counters; with a drive model (model.h),
+ * holding each read until the modelled drive would have delivered it.
  * Does not own: what is read or why (the caller's offsets and tags), checksums, memory
- * budgets, NUMA placement.  Knows nothing of models.
+ * budgets, NUMA placement.  Knows nothing of the neural models whose bytes it reads.
  *
  * One thread creates, submits, reaps and destroys (io_uring's SINGLE_ISSUER and
  * DEFER_TASKRUN tie the ring to the thread that set it up; with io_threads > 1 each I/O
@@ -21,6 +22,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "iouring/model.h"
 
 enum k3io_backend {
     K3IO_AUTO,  /* io_uring, else pread threads */
@@ -51,6 +54,9 @@ struct k3io_config {
     void (*thread_start)(void *ctx, int thread); /* run first in each I/O thread, e.g. to
                               * pin it to its node; may be NULL */
     void *thread_ctx;
+    struct k3io_drive_model model; /* rate 0: none; else each file is timed as a drive of
+                              * this rate and latency (model.h) and its reads are handed
+                              * back no earlier than the model says */
 };
 
 struct k3io_req {
@@ -67,6 +73,11 @@ struct k3io_done {
     int32_t res;             /* bytes read (< len only at end of file), or -errno; a short
                               * read is retried for the rest, except an unaligned one on an
                               * O_DIRECT file, which only happens at the end of file */
+    /* Seconds on CLOCK_MONOTONIC: when its first read went to the backend; when its last
+     * read's data came back (as the reader saw it: the single-ring io_uring backend sees
+     * a completion only when the caller waits or polls); with a drive model, when the
+     * model let its last read go (0 without one). */
+    double started, landed, release;
 };
 
 struct k3io_stats {
@@ -75,6 +86,15 @@ struct k3io_stats {
     uint64_t bytes;          /* read into buffers by every read, resubmissions included */
     uint64_t resubmit_short, resubmit_eagain, resubmit_eintr;
     double wait_seconds;     /* time blocked in k3io_wait */
+    /* With a drive model (zero without): each chunk is a read the model times. */
+    uint64_t model_reads;    /* chunks timed */
+    double model_read_seconds;   /* summed over chunks: started to the model's release */
+    double storage_read_seconds; /* summed over chunks: started to landed (the backend's) */
+    double model_busy_seconds;   /* time some modelled read was outstanding (the union) */
+    uint64_t late_reads;     /* chunks still not landed at their release while the caller
+                              * waited: the storage, not the model, set their time */
+    double late_seconds;     /* the caller's wait past those releases: what the storage
+                              * added over the model */
 };
 
 struct k3io_reader;

@@ -32,6 +32,8 @@ struct k3io_request {             /* one caller request, from k3io_submit to k3i
     uint64_t carve_end;           /* carve up to here: offset + len, lowered at end of file */
     uint32_t inflight;            /* chunks started and not finished */
     int32_t error;                /* the first chunk's -errno, 0 if none */
+    double started, landed, release; /* as k3io_done's: the first chunk's start, the
+                                  * last landing and release */
     bool carved;                  /* left the pending FIFO: no more chunks will be cut */
     bool background;              /* k3io_submit_background's: waits for the foreground */
     struct k3io_request *next;    /* pending, done or free list */
@@ -44,7 +46,14 @@ struct k3io_chunk {               /* one read, at most max_io_bytes; a slot of q
     uint64_t offset;
     char *buf;
     uint32_t retries;             /* -EAGAIN/-EINTR resubmissions so far */
-    int32_t res;                  /* pool.c: the worker's result */
+    int32_t res;                  /* the thread backends: the worker's result; model.c: a
+                                   * held chunk's */
+    double started;               /* CLOCK_MONOTONIC seconds: handed to the backend */
+    double landed;                /* its result came back (set by the backend) */
+    double release;               /* drive model: not handed on before (0: no model) */
+    unsigned heap_at;             /* model.c: its place in the heap of timed chunks */
+    bool held;                    /* model.c: landed early, waiting for its release */
+    bool late;                    /* model.c: due while the caller waited, not landed */
     struct k3io_chunk *next;      /* free list or a backend's queue */
 };
 
@@ -62,9 +71,10 @@ struct k3io_ops {
     void (*queue)(struct k3io_reader *r, struct k3io_chunk *c);
     /* Starts what is staged, in as few system calls as the backend can. */
     int (*flush)(struct k3io_reader *r);
-    /* Starts what is staged and hands every finished chunk to k3io__chunk_done; with
-     * wait, blocks until at least one has finished (some must be in flight). */
-    int (*reap)(struct k3io_reader *r, bool wait);
+    /* Starts what is staged and hands every finished chunk, its landed time set, to
+     * k3io__chunk_done; blocks until at least one has finished (some must be in flight)
+     * or CLOCK_MONOTONIC reads until (seconds; 0: never blocks, INFINITY: no limit). */
+    int (*reap)(struct k3io_reader *r, double until);
 };
 
 extern const struct k3io_ops k3io_uring_ops;
@@ -107,6 +117,7 @@ struct k3io_reader {
 
     k3io_fault_fn fault;
     void *fault_ctx;
+    struct k3io_model *model;     /* the drive model's state, NULL without one */
     struct k3io_stats stats;
 };
 
@@ -149,14 +160,41 @@ static inline void k3io__fifo_splice(struct k3io_fifo *to, struct k3io_fifo *fro
     from->head = from->tail = NULL;
 }
 
-/* Called by a backend with a chunk's raw result (bytes or -errno). */
-void k3io__chunk_done(struct k3io_reader *r, struct k3io_chunk *c, int32_t res);
+/* CLOCK_MONOTONIC in seconds: every time the reader keeps. */
+double k3io__now(void);
 
-/* The thread backends' reap: worker threads put finished chunks (res set) on done under
- * lock and signal ready; this hands them all to k3io__chunk_done, first waiting for one
- * when wait. */
+/* Called by a backend with a chunk's raw result (bytes or -errno), c->landed set.  With a
+ * drive model a chunk that landed before its release is held (model.c) and handed on by
+ * k3io__model_reap; otherwise acted on at once. */
+void k3io__chunk_done(struct k3io_reader *r, struct k3io_chunk *c, int32_t res);
+/* Acts on a chunk's result: finish, resubmit or fail (reader.c). */
+void k3io__chunk_result(struct k3io_reader *r, struct k3io_chunk *c, int32_t res);
+
+/* The thread backends' reap: worker threads put finished chunks (res and landed set) on
+ * done under lock and signal ready (a condition on CLOCK_MONOTONIC: k3io__cond_init);
+ * this hands them all to k3io__chunk_done, first waiting for one until `until` (as the
+ * reap op's). */
 void k3io__reap_handoff(struct k3io_reader *r, pthread_mutex_t *lock, pthread_cond_t *ready,
-                        struct k3io_fifo *done, bool wait);
+                        struct k3io_fifo *done, double until);
+/* A condition variable whose timed waits read CLOCK_MONOTONIC. */
+int k3io__cond_init(pthread_cond_t *c);
+
+/* ---- the drive model (model.c) ---- */
+
+struct k3io_model;
+/* The model's state for r (r->n_files drives, r->queue_depth chunks); -ENOMEM. */
+int k3io__model_create(struct k3io_reader *r, const struct k3io_drive_model *m);
+void k3io__model_destroy(struct k3io_reader *r);
+/* c goes to its drive now: sets started and release, and times it. */
+void k3io__model_start(struct k3io_reader *r, struct k3io_chunk *c);
+/* c's result came back: true when it is held until its release. */
+bool k3io__model_hold(struct k3io_reader *r, struct k3io_chunk *c, int32_t res);
+/* The reap op through the model: hands on every held chunk whose release has come and
+ * every chunk that lands past its release; with until > 0, blocks until at least one
+ * chunk is handed on or the clock reads until. */
+int k3io__model_reap(struct k3io_reader *r, double until);
+/* Hands on every held chunk now, whatever its release (destroy drains). */
+void k3io__model_let_go(struct k3io_reader *r);
 
 /* A ring as uring.c sets one up (shared with uring_threads.c): fio's setup-flag ladder,
  * READ and READ_FIXED probed, files and area registered where allowed. */

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <liburing.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,26 +196,46 @@ static unsigned drain(struct k3io_reader *r, struct k3io_ring *u)
     struct io_uring_cqe *cqes[64];
     unsigned total = 0, n;
     while ((n = io_uring_peek_batch_cqe(&u->ring, cqes, 64)) > 0) {
-        for (unsigned i = 0; i < n; i++)
-            k3io__chunk_done(r, io_uring_cqe_get_data(cqes[i]), cqes[i]->res);
+        double landed = k3io__now();
+        for (unsigned i = 0; i < n; i++) {
+            struct k3io_chunk *c = io_uring_cqe_get_data(cqes[i]);
+            c->landed = landed;
+            k3io__chunk_done(r, c, cqes[i]->res);
+        }
         io_uring_cq_advance(&u->ring, n);
         total += n;
     }
     return total;
 }
 
+/* Submits what is staged and waits for one completion, at most until (a deadline on
+ * CLOCK_MONOTONIC; 0: does not wait, INFINITY: no limit); -ETIME is not an error. */
+static int submit_and_wait_until(struct io_uring *ring, double until)
+{
+    double left = isinf(until) ? INFINITY : until - k3io__now();
+    if (left <= 0)
+        return io_uring_submit_and_get_events(ring);
+    if (isinf(left))
+        return io_uring_submit_and_wait(ring, 1);
+    double whole = floor(left);
+    struct __kernel_timespec ts = {.tv_sec = (long long)whole,
+                                   .tv_nsec = (long long)((left - whole) * 1e9)};
+    struct io_uring_cqe *cqe;
+    int rc = io_uring_submit_and_wait_timeout(ring, &cqe, 1, &ts, NULL);
+    return rc == -ETIME ? 0 : rc;
+}
+
 /* With DEFER_TASKRUN, completions are only posted inside io_uring_enter(GETEVENTS), and
  * liburing 2.3's peek enters the kernel only for the TASKRUN or overflow flags; so every
  * reap enters with GETEVENTS (submit_and_get_events, submit_and_wait) before peeking. */
-static int uring_reap(struct k3io_reader *r, bool wait)
+static int uring_reap(struct k3io_reader *r, double until)
 {
     struct k3io_ring *u = r->backend;
     for (;;) {
-        int rc = wait ? io_uring_submit_and_wait(&u->ring, 1)
-                      : io_uring_submit_and_get_events(&u->ring);
+        int rc = submit_and_wait_until(&u->ring, until);
         if (rc < 0 && !k3io__enter_transient(rc))
             return rc;
-        if (drain(r, u) || !wait)
+        if (drain(r, u) || until <= 0 || k3io__now() >= until)
             return 0;
         if (rc == -EINTR || rc >= 0)
             continue;

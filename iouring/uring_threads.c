@@ -103,6 +103,7 @@ static void *worker_main(void *arg)
         struct io_uring_cqe *cqes[64];
         unsigned n;
         while ((n = io_uring_peek_batch_cqe(&u.ring, cqes, 64)) > 0) {
+            double landed = k3io__now();
             for (unsigned i = 0; i < n; i++) {
                 struct k3io_chunk *c = io_uring_cqe_get_data(cqes[i]);
                 if (!c) {
@@ -110,6 +111,7 @@ static void *worker_main(void *arg)
                     continue;
                 }
                 c->res = cqes[i]->res;
+                c->landed = landed;
                 k3io__fifo_push(&done, c);
                 inflight--;
             }
@@ -163,11 +165,17 @@ static int threads_init(struct k3io_reader *r, const char **failed_call, char *n
     t->r = r;
     t->n = r->io_threads;
     pthread_mutex_init(&t->lock, NULL);
-    pthread_cond_init(&t->done_ready, NULL);
+    int rc = k3io__cond_init(&t->done_ready);
+    if (rc) {
+        pthread_mutex_destroy(&t->lock);
+        free(t);
+        *failed_call = "pthread_cond_init";
+        return rc;
+    }
     pthread_cond_init(&t->started, NULL);
     for (int i = 0; i < t->n; i++)
         t->w[i] = (struct worker){.t = t, .index = i, .efd = -1};
-    int started = 0, rc = 0;
+    int started = 0;
     for (; started < t->n; started++) {
         struct worker *w = &t->w[started];
         w->efd = eventfd(0, EFD_CLOEXEC);
@@ -225,11 +233,11 @@ static int threads_flush(struct k3io_reader *r)
     return 0;
 }
 
-static int threads_reap(struct k3io_reader *r, bool wait)
+static int threads_reap(struct k3io_reader *r, double until)
 {
     struct threads *t = r->backend;
     threads_flush(r);
-    k3io__reap_handoff(r, &t->lock, &t->done_ready, &t->done, wait);
+    k3io__reap_handoff(r, &t->lock, &t->done_ready, &t->done, until);
     return 0;
 }
 

@@ -12,6 +12,8 @@
 #define TID_TEAM0 10
 #define MAX_TEAM_TRACKS 64
 #define TID_DRIVE0 100
+#define TID_STORAGE0 400 /* after TID_DRIVE0's 256 drives */
+#define MAX_STORAGE_TRACKS 256
 
 struct k3_trace {
     FILE *f;
@@ -19,6 +21,7 @@ struct k3_trace {
     uint64_t next_id;
     int depth;
     uint64_t named_teams;  /* bit i: team i's track has its name */
+    uint64_t named_storage[MAX_STORAGE_TRACKS / 64]; /* bit d: drive d's storage track's */
     int write_error;
 };
 
@@ -137,6 +140,27 @@ void k3_trace_read(struct k3_trace *t, int drive, double submitted, double lande
     emit(t, "{\"ph\":\"e\",\"cat\":\"read\",\"id\":%llu,\"pid\":%d,\"tid\":%d,\"ts\":%.1f,"
             "\"name\":\"%s\"}",
          (unsigned long long)id, PID, TID_DRIVE0 + drive, landed, what);
+}
+
+void k3_trace_storage_read(struct k3_trace *t, int drive, double begin_s, double end_s,
+                           uint32_t bytes, const char *what)
+{
+    if (!t)
+        return;
+    int track = drive % MAX_STORAGE_TRACKS;
+    if (!(t->named_storage[track / 64] >> (track % 64) & 1)) {
+        char name[48];
+        snprintf(name, sizeof name, "drive %d storage", track);
+        thread_name(t, TID_STORAGE0 + track, name, 1 + MAX_TEAM_TRACKS + MAX_STORAGE_TRACKS + track);
+        t->named_storage[track / 64] |= 1ull << (track % 64);
+    }
+    uint64_t id = ++t->next_id;
+    emit(t, "{\"ph\":\"b\",\"cat\":\"storage\",\"id\":%llu,\"pid\":%d,\"tid\":%d,\"ts\":%.1f,"
+            "\"name\":\"%s\",\"args\":{\"bytes\":%u}}",
+         (unsigned long long)id, PID, TID_STORAGE0 + track, begin_s * 1e6 - t->t0, what, bytes);
+    emit(t, "{\"ph\":\"e\",\"cat\":\"storage\",\"id\":%llu,\"pid\":%d,\"tid\":%d,\"ts\":%.1f,"
+            "\"name\":\"%s\"}",
+         (unsigned long long)id, PID, TID_STORAGE0 + track, end_s * 1e6 - t->t0, what);
 }
 
 void k3_trace_counter(struct k3_trace *t, const char *name, double value)

@@ -1,7 +1,8 @@
 /* --trace FILE: a Chrome/Perfetto trace-event JSON of one run, so overlap can be seen.
  *
  * Owns: the file and its tracks: one track per drive holding every piece read (async
- * spans from submission to landing, overlapping freely), one compute track holding nested
+ * spans from submission to landing, overlapping freely; under a drive model a second track
+ * per drive with the storage's own times), one compute track holding nested
  * spans (token > layer > attention / moe), one track per compute team holding the routed
  * experts it computed (each inside its layer's moe span in time), and a counter of the
  * bytes in flight.  Events are written as they happen (bounded memory); timestamps are
@@ -37,6 +38,12 @@ void k3_trace_team_span(struct k3_trace *t, int team, int node, const char *name
 /* One read on a drive's track, from its submission to its landing. */
 void k3_trace_read(struct k3_trace *t, int drive, double submitted, double landed,
                    uint32_t bytes, const char *what);
+/* Under a drive model (--drive-model), the same read as the storage underneath served it,
+ * on the drive's own "storage" track: from when it went to the backend to when its data
+ * came back, in CLOCK_MONOTONIC seconds (the reader's clock), while k3_trace_read's span
+ * ends when the model let it go. */
+void k3_trace_storage_read(struct k3_trace *t, int drive, double begin_s, double end_s,
+                           uint32_t bytes, const char *what);
 
 void k3_trace_counter(struct k3_trace *t, const char *name, double value);
 

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "engine/cli/cli.h"
+#include "engine/cli/drive_model.h"
 #include "engine/model/model.h"
 #include "engine/base/options.h"
 #include "engine/base/rng.h"
@@ -112,6 +113,7 @@ int cmd_iobench(int argc, char **argv)
     int tokens = 16;
     uint64_t seed = 1;
     bool sync = false, no_cache = false;
+    const char *drive_model_text = NULL;
     struct k3_stream_opts so = {.ctx = 1, .threads = omp_get_max_threads(), .ram = K3_RAM_FLOOR,
                                 .backend = K3IO_AUTO};
     const struct k3_opt opts[] = {
@@ -126,6 +128,7 @@ int cmd_iobench(int argc, char **argv)
         {.name = "sync", .type = K3_OPT_FLAG, .dst = &sync,
          .help = "one record at a time (the baseline)"},
         {.name = "no-cache", .type = K3_OPT_FLAG, .dst = &no_cache, .help = "no expert cache"},
+        CLI_DRIVE_MODEL_OPT(&drive_model_text),
         {.name = "seed", .short_name = 's', .type = K3_OPT_U64, .dst = &seed, .arg = "N",
          .help = "seed of the random routing"},
     };
@@ -139,6 +142,8 @@ int cmd_iobench(int argc, char **argv)
     }
     if (!rc && !drive_list)
         rc = k3_errf(&err, "--drives is required");
+    if (!rc)
+        rc = cli_drive_model_parse(drive_model_text, &so.drive_model, &err);
     if (rc) {
         fprintf(stderr, "k3-uring iobench: %s\n", err.msg);
         return 2;
@@ -158,6 +163,8 @@ int cmd_iobench(int argc, char **argv)
     rc = measure(s, &m, n_drives, tokens, seed, &err);
     if (rc)
         fprintf(stderr, "k3-uring iobench: %s\n", err.msg);
+    struct k3io_stats io = k3_stream_io_stats(s);
+    cli_drive_model_print(stderr, "k3-uring iobench", &so.drive_model, &io);
     k3_stream_close(s);
     k3_model_close(&m);
     return rc ? 1 : 0;

@@ -1,6 +1,8 @@
 /* The options shared by run and serve that open a model: see model_args.h. */
 #include "engine/cli/model_args.h"
 
+#include "engine/cli/drive_model.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -41,6 +43,7 @@ void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARGS_COUNT
          .help = "no expert cache in the spare budget"},
         {.name = "sync", .type = K3_OPT_FLAG, .dst = &a->rt.sync,
          .help = "read one record at a time, no overlap (baseline)"},
+        CLI_DRIVE_MODEL_OPT(&a->drive_model_text),
         {.name = "predict", .type = K3_OPT_ENUM, .dst = &a->predict_on, .choices = k3_opt_on_off,
          .help = "prefetch the next layer's likely experts"},
         {.name = "prefetch-k", .type = K3_OPT_INT, .dst = &a->rt.prefetch_k, .arg = "K",
@@ -60,6 +63,13 @@ int model_args_check(struct model_args *a, struct k3_err *err)
     struct k3_runtime_opts *o = &a->rt;
     if (!!o->model_dir == !!o->drives)
         return k3_errf(err, "give the model as exactly one of -m DIR or --drives D0,D1,...");
+    /* A checkpoint folder reads its shards as if each were a drive; modelled so, one disk
+     * would look like as many drives as it has shards. */
+    if (o->model_dir && a->drive_model_text)
+        return k3_errf(err, "--drive-model needs --drives: a checkpoint folder's shards are "
+                            "not drives (pack it onto the drives to model)");
+    if (cli_drive_model_parse(a->drive_model_text, &o->drive_model, err))
+        return -1;
     o->numa_off = a->numa_off;
     o->predict = a->predict_on ? a->predict_from : K3_PREDICT_OFF;
     return 0;

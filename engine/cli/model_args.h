@@ -1,8 +1,8 @@
 /* The command line that opens a model for generation, shared by `run` and `serve`.
  *
  * Owns: the options that choose the model and its read path (-m, --drives, --threads,
- * --numa, --ram, --io, --no-cache, --sync, --predict, --prefetch-k, --prefetch-depth,
- * --predict-from) as entries of a command's options table, their checks, the runtime
+ * --numa, --ram, --io, --no-cache, --sync, --drive-model, --predict, --prefetch-k,
+ * --prefetch-depth, --predict-from) as entries of a command's options table, their checks, the runtime
  * options they make, and what a command prints once the model is open (the runtime's
  * notes; -v: the read backend, the budget, the placement).
  * Does not own: a command's other options (prompt, sampling, HTTP), --ctx-size (whose
@@ -21,12 +21,13 @@ struct model_args {
     int numa_off;                      /* --numa: auto 0, off 1 */
     int predict_on;                    /* --predict: on 1, off 0 */
     enum k3_predict_from predict_from; /* --predict-from */
+    const char *drive_model_text;      /* --drive-model, parsed into rt.drive_model */
 };
 /* --io and --predict-from parse into their enums as K3_OPT_ENUM's int. */
 _Static_assert(sizeof(enum k3io_backend) == sizeof(int) &&
                sizeof(enum k3_predict_from) == sizeof(int), "enums parsed as int");
 
-#define MODEL_ARGS_COUNT 12
+#define MODEL_ARGS_COUNT 13
 
 /* The defaults: the whole trunk resident, io auto, prediction on. */
 void model_args_init(struct model_args *a);

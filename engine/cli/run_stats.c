@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 
+#include "engine/cli/drive_model.h"
 #include "engine/cli/run.h"
 #include "numa/teams.h"
 
@@ -132,6 +133,10 @@ void run_print_summary(const struct runner *r, int generated,
                        const struct k3_runtime_snapshot *end)
 {
     print_speed(r, generated, start, prompt_end, end);
+    if (r->rt.stream) {
+        struct k3io_stats io = k3_stream_io_stats(r->rt.stream);
+        cli_drive_model_print(stderr, "k3-uring", &r->rt.o.drive_model, &io);
+    }
     print_faults(r);
     print_teams(r);
     if (r->rt.store->stats.nan_scale_groups)

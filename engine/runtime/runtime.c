@@ -60,6 +60,7 @@ static int open_stream(struct k3_runtime *rt, int ctx, int seqs, uint64_t caller
         .threads = omp_get_max_threads(),
         .cache = !o->no_cache,
         .sync = o->sync,
+        .drive_model = o->drive_model,
         .prefetch_k = o->predict != K3_PREDICT_OFF ? o->prefetch_k : 0,
         .prefetch_depth = o->prefetch_depth,
         .trace = rt->trace,

@@ -31,6 +31,7 @@ struct k3_runtime_opts {
     uint64_t ram;             /* bytes, K3_RAM_TRUNK or K3_RAM_FLOOR */
     enum k3io_backend io;
     bool no_cache, sync;
+    struct k3io_drive_model drive_model; /* rate 0: none */
     int prefetch_k, prefetch_depth;
     enum k3_predict_from predict;
     const char *trace_path;   /* NULL: no trace */

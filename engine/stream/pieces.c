@@ -146,6 +146,9 @@ static void account(struct k3_stream *s, const struct buffer *b, const struct k3
     k3_packed_describe(s->p, (uint64_t)b->object, what, sizeof what);
     k3_trace_read(s->o.trace, (int)drive, b->submitted, k3_trace_now(s->o.trace),
                   s->p->pieces[k].bytes, what);
+    if (d->release > 0) /* a drive model held it: show the storage's own time too */
+        k3_trace_storage_read(s->o.trace, (int)drive, d->started, d->landed,
+                              s->p->pieces[k].bytes, what);
     k3_trace_counter(s->o.trace, "pieces in flight", s->inflight);
 }
 

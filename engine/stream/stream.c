@@ -239,6 +239,7 @@ static int open_reader(struct k3_stream *s, char *note, size_t note_len, struct 
         .file_thread = s->drive_team,
         .thread_start = pin_io_thread,
         .thread_ctx = s,
+        .model = s->o.drive_model,
     };
     int e = k3io_reader_create(&s->r, &rc, note, note_len);
     if (e)
@@ -361,6 +362,7 @@ const struct k3_layer_stats *k3_stream_layer_stats(const struct k3_stream *s)
     return s->layer_stats;
 }
 const char *k3_stream_backend(const struct k3_stream *s) { return k3io_backend_name(s->r); }
+struct k3io_stats k3_stream_io_stats(const struct k3_stream *s) { return k3io_stats(s->r); }
 
 /* Back to a clean state after a failed run: reads still in flight land (and are
  * dropped), and every buffer but the resident segments is emptied. */

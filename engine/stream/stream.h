@@ -44,6 +44,8 @@ struct k3_stream_opts {
     int threads;
     bool cache;                /* expert cache in the spare budget */
     bool sync;                 /* one read at a time, waited for: the no-overlap baseline */
+    struct k3io_drive_model drive_model; /* --drive-model: each drive timed as one of this
+                                * rate and latency (rate 0: none; iouring/model.h) */
     int prefetch_k;            /* records a layer may prefetch for the next (0: none) */
     int prefetch_depth;        /* prefetch chunks in flight per drive (0: the reader's default) */
     struct k3_trace *trace;    /* NULL: none */
@@ -101,6 +103,8 @@ const char *k3_stream_backend(const struct k3_stream *s);
  * than the resident segments are emptied and the failure is forgotten, so the next step
  * reads afresh.  A drive taken as lost stays lost.  (A server serves on.) */
 void k3_stream_recover(struct k3_stream *s);
+/* The reader's counters (the drive model's among them). */
+struct k3io_stats k3_stream_io_stats(const struct k3_stream *s);
 /* Replaces the fault injector (NULL spec: none) and forgets which drives failed, so one
  * stream can serve many independent runs (tests). */
 int k3_stream_set_faults(struct k3_stream *s, const char *spec, uint64_t seed,
