@@ -298,15 +298,10 @@ int cmd_run(int argc, char **argv)
         "Stops after -n tokens or at <|end_of_msg|>; Ctrl-C stops early with the statistics.\n"
         "Exit codes: 0 done, 1 a runtime error (files, prompt, I/O), 2 a command-line error,\n"
         "130 interrupted.";
-    struct k3_opt opts[MODEL_ARGS_COUNT + K3_OPTS_COUNT(own)];
-    model_args_table(&o.model, opts);
-    memcpy(opts + MODEL_ARGS_COUNT, own, sizeof own);
     struct k3_err err = {{0}};
-    int rc = k3_opts_parse(opts, K3_OPTS_COUNT(opts), argc, argv, &err);
-    if (rc > 0) {
-        k3_opts_help(stdout, usage, opts, K3_OPTS_COUNT(opts));
+    int rc = model_args_parse(&o.model, own, K3_OPTS_COUNT(own), argc, argv, usage, &err);
+    if (rc > 0)
         return 0;
-    }
     if (rc || check_run_opts(&o, &err)) {
         free(o.ids);
         fprintf(stderr, "k3-uring: %s\n", err.msg);

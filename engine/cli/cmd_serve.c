@@ -160,15 +160,10 @@ int cmd_serve(int argc, char **argv)
         "more wait in a queue of --queue.  SIGINT/SIGTERM: running requests end at the next\n"
         "step (finish \"length\"), then exit 0.\n"
         "Exit codes: 0 stopped, 1 a runtime error (files, listening), 2 a command-line error.";
-    struct k3_opt opts[MODEL_ARGS_COUNT + K3_OPTS_COUNT(own)];
-    model_args_table(&o.model, opts);
-    memcpy(opts + MODEL_ARGS_COUNT, own, sizeof own);
     struct k3_err err = {{0}};
-    int rc = k3_opts_parse(opts, K3_OPTS_COUNT(opts), argc, argv, &err);
-    if (rc > 0) {
-        k3_opts_help(stdout, usage, opts, K3_OPTS_COUNT(opts));
+    int rc = model_args_parse(&o.model, own, K3_OPTS_COUNT(own), argc, argv, usage, &err);
+    if (rc > 0)
         return 0;
-    }
     if (rc || check_options(&o, &err)) {
         fprintf(stderr, "k3-uring: %s\n", err.msg);
         return 2;

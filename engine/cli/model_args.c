@@ -4,7 +4,10 @@
 #include "engine/cli/drive_model.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#define MODEL_ARGS_COUNT 13
 
 void model_args_init(struct model_args *a)
 {
@@ -16,7 +19,7 @@ void model_args_init(struct model_args *a)
     };
 }
 
-void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARGS_COUNT])
+static void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARGS_COUNT])
 {
     static const struct k3_opt_choice numa_choices[] = {{"auto", 0}, {"off", 1}, {NULL, 0}};
     static const struct k3_opt_choice ram_choices[] = {
@@ -56,6 +59,21 @@ void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARGS_COUNT
          .help = "the hidden state the next layer's router is applied to"},
     };
     memcpy(table, entries, sizeof entries);
+}
+
+int model_args_parse(struct model_args *a, const struct k3_opt *own, int n_own, int argc,
+                     char **argv, const char *usage, struct k3_err *err)
+{
+    struct k3_opt *opts = malloc(sizeof *opts * (size_t)(MODEL_ARGS_COUNT + n_own));
+    if (!opts)
+        return k3_errf(err, "out of memory");
+    model_args_table(a, opts);
+    memcpy(opts + MODEL_ARGS_COUNT, own, sizeof *own * (size_t)n_own);
+    int rc = k3_opts_parse(opts, MODEL_ARGS_COUNT + n_own, argc, argv, err);
+    if (rc > 0)
+        k3_opts_help(stdout, usage, opts, MODEL_ARGS_COUNT + n_own);
+    free(opts);
+    return rc;
 }
 
 int model_args_check(struct model_args *a, struct k3_err *err)

@@ -27,12 +27,13 @@ struct model_args {
 _Static_assert(sizeof(enum k3io_backend) == sizeof(int) &&
                sizeof(enum k3_predict_from) == sizeof(int), "enums parsed as int");
 
-#define MODEL_ARGS_COUNT 13
-
 /* The defaults: the whole trunk resident, io auto, prediction on. */
 void model_args_init(struct model_args *a);
-/* Fills table[0..MODEL_ARGS_COUNT) with the options' entries, pointing into a. */
-void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARGS_COUNT]);
+/* Parses argv against the model's options followed by a command's own[0..n_own); on -h
+ * prints usage and every option to stdout.  Returns 0, 1 when the help was printed, or
+ * -1 with err (a usage error). */
+int model_args_parse(struct model_args *a, const struct k3_opt *own, int n_own, int argc,
+                     char **argv, const char *usage, struct k3_err *err);
 /* After parsing: what the table cannot check alone; completes a->rt.  -1 with err. */
 int model_args_check(struct model_args *a, struct k3_err *err);
 /* The runtime's notes on stderr, and with verbose the read backend, budget, placement. */
