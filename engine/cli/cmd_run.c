@@ -23,13 +23,6 @@ static void on_interrupt(int sig)
     signal(sig, SIG_DFL);
 }
 
-/* What the read path says while running (a drive taken as lost). */
-static void read_path_note(void *ctx, const char *line)
-{
-    (void)ctx;
-    fprintf(stderr, "k3-uring: note: %s\n", line);
-}
-
 static int encode_prompt(struct runner *r, const struct k3_tokenizer *tok, struct k3_err *err)
 {
     const struct run_opts *o = r->o;
@@ -81,7 +74,6 @@ static int setup(struct runner *r, struct k3_err *err)
         return -1;
     struct k3_runtime_opts ro = o->model.rt;
     ro.trace_path = o->trace_path;
-    ro.note = read_path_note;
     if (k3_runtime_open(&r->rt, &ro, err) || prepare_prompt(r, err) ||
         k3_runtime_start(&r->rt, r->ctx, 1, k3_runtime_caller_bytes(r->rt.m.cfg.vocab, 1), err))
         return -1;

@@ -9,11 +9,18 @@
 
 #define MODEL_ARGS_COUNT 13
 
+/* What the read path says while running (a drive taken as lost). */
+static void read_path_note(void *ctx, const char *line)
+{
+    (void)ctx;
+    fprintf(stderr, "k3-uring: note: %s\n", line);
+}
+
 void model_args_init(struct model_args *a)
 {
     *a = (struct model_args){
         .rt = {.ram = K3_RAM_TRUNK, .io = K3IO_AUTO, .prefetch_k = K3_PREFETCH_K_DEFAULT,
-               .prefetch_depth = 2},
+               .prefetch_depth = 2, .note = read_path_note},
         .predict_on = 1,
         .predict_from = K3_PREDICT_MOE_INPUT_NEXT,
     };

@@ -27,7 +27,8 @@ struct model_args {
 _Static_assert(sizeof(enum k3io_backend) == sizeof(int) &&
                sizeof(enum k3_predict_from) == sizeof(int), "enums parsed as int");
 
-/* The defaults: the whole trunk resident, io auto, prediction on. */
+/* The defaults: the whole trunk resident, io auto, prediction on; the read path's notes
+ * (a drive taken as lost) on stderr as they come. */
 void model_args_init(struct model_args *a);
 /* Parses argv against the model's options followed by a command's own[0..n_own); on -h
  * prints usage and every option to stdout.  Returns 0, 1 when the help was printed, or
