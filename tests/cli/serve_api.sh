@@ -168,6 +168,12 @@ post /v1/completions '{"prompt": "Still", "max_tokens": 1}'
 [[ $STATUS == 200 ]] || fail "after the errors the server does not answer: $STATUS $BODY"
 
 # ---- a full queue (--parallel 1, --queue 1), and clients that hang up -------------------
+# A server whose sequences hold 4096 positions, so that a request of 2000 tokens is still
+# running when its client leaves however fast the machine decodes.
+stop_server TERM
+[[ $STOP_RC == 0 ]] || fail "SIGTERM: exit $STOP_RC; $(tail -5 "$LOG")"
+start_server serve-api-queue -m "$m" --parallel 1 --queue 1 --max-body 4096 --api-key "$KEY" \
+  --ctx-size 4096
 long='{"prompt": "Once", "max_tokens": 2000, "stream": true}'
 curl -sN -H "Authorization: Bearer $KEY" "$URL/v1/completions" -d "$long" >/dev/null & a=$!
 wait_metric k3_requests_running 1 60 || fail "the first request never ran"
