@@ -11,7 +11,7 @@ server-sent event.  Prints one JSON object:
   aggregate_tps          generated / wall_s
   window_s, window_tps   while every client was decoding (from the last first token to
                          the first last token): the events arriving then, per second
-  ttft_s                 time to first token: median and max over the clients
+  ttft_median_s, _max_s  time to first token, over the clients
   metrics                the server's /metrics after the run (labelled series as
                          name{label}): counters and means since the server started, so
                          each run wants a fresh server; refused if it had served before
