@@ -6,6 +6,7 @@
 
 #include <immintrin.h>
 
+#include "engine/kernels/avx2.h"
 #include "engine/kernels/kernels_isa.h"
 
 K3_TARGET_BEGIN("avx512f,avx512bw,avx512vl")
@@ -15,10 +16,7 @@ static inline float k3_avx512_reduce16(__m512 acc)
 {
     __m256 lo = _mm512_castps512_ps256(acc);
     __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
-    __m256 a8 = _mm256_add_ps(lo, hi);
-    __m128 a4 = _mm_add_ps(_mm256_castps256_ps128(a8), _mm256_extractf128_ps(a8, 1));
-    __m128 a2 = _mm_add_ps(a4, _mm_movehl_ps(a4, a4));
-    return _mm_cvtss_f32(_mm_add_ss(a2, _mm_movehdup_ps(a2)));
+    return k3_avx2_reduce16(lo, hi);
 }
 
 K3_TARGET_END
