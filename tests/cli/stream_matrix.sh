@@ -12,6 +12,16 @@ d="$K3_TEST_TMP/stream-matrix"
 rm -rf "$d" && mkdir -p "$d"
 ids=5,17,300,1200,42,7,999,2031,0,64,1024,2032,33,34,35,36,37
 args=(--ids $ids -n 12 --ignore-eos --print-ids)
+# same NAME RUN-ARGS...: `k3-uring run` with RUN-ARGS gives the checkpoint run's logits
+# and tokens, byte for byte.
+same() {
+  local name=$1
+  shift
+  "$K3" run "$@" "${args[@]}" -q --logits-out "$d/got.f32" >"$d/got.ids" 2>"$d/err" ||
+    { fail "$name: $(cat "$d/err")"; return; }
+  cmp -s "$d/want.f32" "$d/got.f32" || fail "$name: logits differ"
+  cmp -s "$d/want.ids" "$d/got.ids" || fail "$name: tokens differ"
+}
 "$K3" run -m "$m" "${args[@]}" -q --logits-out "$d/want.f32" >"$d/want.ids" || fail "checkpoint run"
 for n in 1 2 3; do
   list=$(for i in $(seq 1 $n); do mkdir -p "$d/n$n/d$i"; echo "$d/n$n/d$i"; done | paste -sd,)
@@ -21,11 +31,8 @@ for n in 1 2 3; do
       for io in uring pread; do
         for cache in on off; do
           extra=() && [[ $cache == off ]] && extra=(--no-cache)
-          name="drives=$n ram=$ram threads=$t io=$io cache=$cache"
-          "$K3" run --drives "$list" "${args[@]}" -q --ram $ram -t $t --io $io "${extra[@]}" \
-            --logits-out "$d/got.f32" >"$d/got.ids" 2>"$d/err" || { fail "$name: $(cat "$d/err")"; continue; }
-          cmp -s "$d/want.f32" "$d/got.f32" || fail "$name: logits differ"
-          cmp -s "$d/want.ids" "$d/got.ids" || fail "$name: tokens differ"
+          same "drives=$n ram=$ram threads=$t io=$io cache=$cache" \
+            --drives "$list" --ram $ram -t $t --io $io "${extra[@]}"
         done
       done
     done
@@ -39,11 +46,7 @@ for ram in floor 256M; do
       for sync in off on; do
         extra=() && [[ $cache == off ]] && extra=(--no-cache)
         [[ $sync == on ]] && extra+=(--sync)
-        name="-m DIR ram=$ram io=$io cache=$cache sync=$sync"
-        "$K3" run -m "$m" "${args[@]}" -q --ram $ram --io $io "${extra[@]}" \
-          --logits-out "$d/got.f32" >"$d/got.ids" 2>"$d/err" || { fail "$name: $(cat "$d/err")"; continue; }
-        cmp -s "$d/want.f32" "$d/got.f32" || fail "$name: logits differ"
-        cmp -s "$d/want.ids" "$d/got.ids" || fail "$name: tokens differ"
+        same "-m DIR ram=$ram io=$io cache=$cache sync=$sync" -m "$m" --ram $ram --io $io "${extra[@]}"
       done
     done
   done
@@ -55,10 +58,7 @@ for pred in "--predict off" "--prefetch-k 16" "--prefetch-k 20" "--prefetch-k 32
             "--predict-from moe-input" "--predict-from layer-output" "--prefetch-k 32 --ram floor" \
             "--prefetch-depth 1" "--prefetch-depth 64"; do
   # shellcheck disable=SC2086
-  "$K3" run --drives "$d/n3/d1,$d/n3/d2,$d/n3/d3" "${args[@]}" -q --no-cache $pred \
-    --logits-out "$d/got.f32" >"$d/got.ids" 2>"$d/err" || { fail "$pred: $(cat "$d/err")"; continue; }
-  cmp -s "$d/want.f32" "$d/got.f32" || fail "$pred: logits differ"
-  cmp -s "$d/want.ids" "$d/got.ids" || fail "$pred: tokens differ"
+  same "$pred" --drives "$d/n3/d1,$d/n3/d2,$d/n3/d3" --no-cache $pred
 done
 echo "prediction off and on (k' 16, 20, 24, 32; three hidden states; prefetch depth 1, 2, 64) compared"
 
