@@ -22,17 +22,16 @@ bodies=(
   '{"prompt": "A bell", "temperature": 0.6, "seed": 17, "stop": ["zz"]}'
   '{"prompt": [1000, 3, 4], "temperature": 1.0, "top_k": 5, "seed": 18}'
 )
-path() { if jq -e 'has("messages")' <<<"$1" >/dev/null; then echo /v1/chat/completions; else echo /v1/completions; fi; }
 common='{"max_tokens": 8, "logits_hash": true}'
 
 # run_whole I OUT: request I, non-streaming; "text tokens hash" as JSON in OUT.
 run_whole() {
-  curl -s --max-time 300 "$URL$(path "${bodies[$1]}")" -d "$(jq -c ". + $common" <<<"${bodies[$1]}")" |
+  curl -s --max-time 300 "$URL$(endpoint "${bodies[$1]}")" -d "$(jq -c ". + $common" <<<"${bodies[$1]}")" |
     jq -c '[(.choices[0].text // .choices[0].message.content), .usage.completion_tokens, .logits_hash]' >"$2"
 }
 # run_stream I OUT: the same, streamed (the events in OUT.sse).
 run_stream() {
-  curl -sN --max-time 300 "$URL$(path "${bodies[$1]}")" \
+  curl -sN --max-time 300 "$URL$(endpoint "${bodies[$1]}")" \
     -d "$(jq -c ". + $common + {stream: true, stream_options: {include_usage: true}}" <<<"${bodies[$1]}")" >"$2.sse"
   grep '^data: {' "$2.sse" | sed 's/^data: //' | jq -sc '[(map(.choices[0] | .text // .delta.content // empty) | join("")),
      (last.usage.completion_tokens), (map(.logits_hash // empty) | first)]' >"$2"

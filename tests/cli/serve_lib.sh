@@ -87,3 +87,6 @@ wait_metric() {
   done
   return 1
 }
+
+# endpoint BODY: the path a request body goes to: chat completions when it has messages.
+endpoint() { if jq -e 'has("messages")' <<<"$1" >/dev/null; then echo /v1/chat/completions; else echo /v1/completions; fi; }

@@ -23,14 +23,13 @@ bodies=(
   '{"prompt": "A list of", "temperature": 1.1, "seed": 7}'
   '{"prompt": [42, 43, 44, 45], "temperature": 0.8, "seed": 8}'
 )
-path() { if jq -e 'has("messages")' <<<"$1" >/dev/null; then echo /v1/chat/completions; else echo /v1/completions; fi; }
 common='{"max_tokens": 6, "logits_hash": true}'
 
 # request I OUT STREAM: the response in OUT, its status in OUT.status.
 request() {
   local extra=$common
   [[ $3 == 1 ]] && extra="$common + {stream: true, stream_options: {include_usage: true}}"
-  curl -sN --max-time 120 -o "$2" -w '%{http_code}' "$URL$(path "${bodies[$1]}")" \
+  curl -sN --max-time 120 -o "$2" -w '%{http_code}' "$URL$(endpoint "${bodies[$1]}")" \
     -d "$(jq -c ". + $extra" <<<"${bodies[$1]}")" >"$2.status"
 }
 # signature FILE: [text, completion tokens, logits hash] of a whole or streamed answer.
