@@ -19,6 +19,7 @@
 #include "engine/forward/forward.h"
 #include "engine/forward/sampler.h"
 #include "engine/model/model.h"
+#include "engine/model/share.h"
 #include "engine/stream/placement.h"
 #include "engine/stream/stream.h"
 #include "iouring/reader.h"
@@ -26,6 +27,7 @@
 struct k3_runtime_opts {
     const char *model_dir;    /* a checkpoint folder as shipped, or */
     const char *drives;       /* "D0,D1,..": packed drive folders, any order */
+    struct k3_share share;    /* the routed experts this process computes (mpirun) */
     int threads;              /* 0: one per core */
     bool numa_off;
     uint64_t ram;             /* bytes, K3_RAM_TRUNK or K3_RAM_FLOOR */
