@@ -3,11 +3,12 @@
 
 # Debian packages the build, the tests and the reference need (installed by `make deps`).
 DEB_PKGS := build-essential pkg-config clang libomp-dev liburing-dev libhwloc-dev hwloc libjansson-dev \
-            libxxhash-dev xxhash libpcre2-dev libmicrohttpd-dev curl jq strace fio
+            libxxhash-dev xxhash libpcre2-dev libmicrohttpd-dev libopenmpi-dev openmpi-bin curl jq \
+            strace fio
 DEB_PKGS_REF := python3-torch python3-numpy
 DEB_PKGS_BENCH := fio gnuplot-nox bc python3
 
-PKGS := liburing hwloc jansson libxxhash libpcre2-8 libmicrohttpd
+PKGS := liburing hwloc jansson libxxhash libpcre2-8 libmicrohttpd ompi-c
 
 CC ?= cc
 # -ffp-contract=off: the determinism contract fixes every summation's rounding; letting
@@ -31,7 +32,7 @@ endif
 # needs), synthetic checkpoints (libk3synth.a: synth and its BPE trainer and corpus, kept
 # out of the inference path) and the command line (engine/cli).  Tests, fuzzers and the
 # bench tools link the libraries, never main.c.
-ENGINE_DIRS := base model forward kernels pack stream text runtime serve
+ENGINE_DIRS := base model forward kernels pack stream text runtime serve cluster
 LIB_SRC   := $(sort $(wildcard $(ENGINE_DIRS:%=engine/%/*.c) iouring/*.c numa/*.c))
 SYNTH_SRC := $(sort $(wildcard engine/synth/*.c engine/synth/*.S))
 CLI_SRC   := $(sort $(wildcard engine/cli/*.c))

@@ -1,13 +1,14 @@
 #include "engine/base/trace.h"
 
+#include <assert.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#define PID 1
 #define TID_COMPUTE 1
 #define TID_TEAM0 10
 #define MAX_TEAM_TRACKS 64
@@ -17,6 +18,9 @@
 
 struct k3_trace {
     FILE *f;
+    int pid;               /* 1, or rank + 1 under mpirun */
+    bool part;             /* a follower's events, without the file's header and end */
+    bool read_back;        /* a part being read: nothing more is written */
     double t0;
     uint64_t next_id;
     int depth;
@@ -48,25 +52,33 @@ static void emit(struct k3_trace *t, const char *fmt, ...)
 static void thread_name(struct k3_trace *t, int tid, const char *name, int sort)
 {
     emit(t, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\",\"args\":{\"name\":\"%s\"}}",
-         PID, tid, name);
+         t->pid, tid, name);
     emit(t, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%d}}",
-         PID, tid, sort);
+         t->pid, tid, sort);
 }
 
-int k3_trace_open(struct k3_trace **out, const char *path, int n_drives, struct k3_err *err)
+int k3_trace_open(struct k3_trace **out, const char *path, int n_drives, int rank,
+                  struct k3_err *err)
 {
     struct k3_trace *t = calloc(1, sizeof *t);
     if (!t)
         return k3_errf(err, "out of memory");
-    t->f = fopen(path, "w");
+    t->part = !path;
+    t->pid = rank < 0 ? 1 : rank + 1;
+    t->f = path ? fopen(path, "w") : tmpfile();
     if (!t->f) {
         free(t);
-        return k3_errf(err, "--trace %s: %s", path, strerror(errno));
+        return k3_errf(err, "--trace %s: %s", path ? path : "(a temporary file)", strerror(errno));
     }
     t->t0 = mono_us();
-    fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", t->f);
-    fprintf(t->f, "{\"ph\":\"M\",\"pid\":%d,\"name\":\"process_name\",\"args\":{\"name\":\"k3-uring\"}}",
-            PID);
+    char process[32] = "k3-uring";
+    if (rank >= 0)
+        snprintf(process, sizeof process, "k3-uring rank %d", rank);
+    /* Every event but a whole file's first starts with ",\n", so a part appends anywhere. */
+    if (!t->part)
+        fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", t->f);
+    fprintf(t->f, "%s{\"ph\":\"M\",\"pid\":%d,\"name\":\"process_name\",\"args\":{\"name\":\"%s\"}}",
+            t->part ? ",\n" : "", t->pid, process);
     thread_name(t, TID_COMPUTE, "compute", 0);
     for (int d = 0; d < n_drives; d++) {
         char name[32];
@@ -77,13 +89,36 @@ int k3_trace_open(struct k3_trace **out, const char *path, int n_drives, struct 
     return 0;
 }
 
+size_t k3_trace_part_read(struct k3_trace *t, char *buf, size_t cap)
+{
+    assert(t->part);
+    if (!t->read_back) {
+        while (t->depth > 0)
+            k3_trace_end(t);
+        fflush(t->f);
+        rewind(t->f);
+        t->read_back = true;
+    }
+    size_t n = fread(buf, 1, cap, t->f);
+    if (n < cap && ferror(t->f))
+        t->write_error = errno ? errno : EIO;
+    return n;
+}
+
+void k3_trace_append(struct k3_trace *t, const char *text, size_t n)
+{
+    if (t && fwrite(text, 1, n, t->f) != n)
+        t->write_error = errno ? errno : EIO;
+}
+
 int k3_trace_close(struct k3_trace *t, struct k3_err *err)
 {
     if (!t)
         return 0;
     while (t->depth > 0)
         k3_trace_end(t);
-    fputs("\n]}\n", t->f);
+    if (!t->part)
+        fputs("\n]}\n", t->f);
     int e = t->write_error;
     if (fclose(t->f) && !e)
         e = errno;
@@ -96,7 +131,7 @@ void k3_trace_begin(struct k3_trace *t, const char *name, const char *args)
     if (!t)
         return;
     t->depth++;
-    emit(t, "{\"ph\":\"B\",\"pid\":%d,\"tid\":%d,\"ts\":%.1f,\"name\":\"%s\",\"args\":{%s}}", PID,
+    emit(t, "{\"ph\":\"B\",\"pid\":%d,\"tid\":%d,\"ts\":%.1f,\"name\":\"%s\",\"args\":{%s}}", t->pid,
          TID_COMPUTE, k3_trace_now(t), name, args ? args : "");
 }
 
@@ -105,7 +140,7 @@ void k3_trace_end(struct k3_trace *t)
     if (!t || t->depth == 0)
         return;
     t->depth--;
-    emit(t, "{\"ph\":\"E\",\"pid\":%d,\"tid\":%d,\"ts\":%.1f}", PID, TID_COMPUTE, k3_trace_now(t));
+    emit(t, "{\"ph\":\"E\",\"pid\":%d,\"tid\":%d,\"ts\":%.1f}", t->pid, TID_COMPUTE, k3_trace_now(t));
 }
 
 void k3_trace_team_span(struct k3_trace *t, int team, int node, const char *name,
@@ -125,7 +160,7 @@ void k3_trace_team_span(struct k3_trace *t, int team, int node, const char *name
     }
     emit(t, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.1f,\"dur\":%.1f,\"name\":\"%s\","
             "\"args\":{%s}}",
-         PID, TID_TEAM0 + track, begin, end - begin, name, args ? args : "");
+         t->pid, TID_TEAM0 + track, begin, end - begin, name, args ? args : "");
 }
 
 void k3_trace_read(struct k3_trace *t, int drive, double submitted, double landed, uint32_t bytes,
@@ -136,10 +171,10 @@ void k3_trace_read(struct k3_trace *t, int drive, double submitted, double lande
     uint64_t id = ++t->next_id;
     emit(t, "{\"ph\":\"b\",\"cat\":\"read\",\"id\":%llu,\"pid\":%d,\"tid\":%d,\"ts\":%.1f,"
             "\"name\":\"%s\",\"args\":{\"bytes\":%u}}",
-         (unsigned long long)id, PID, TID_DRIVE0 + drive, submitted, what, bytes);
+         (unsigned long long)id, t->pid, TID_DRIVE0 + drive, submitted, what, bytes);
     emit(t, "{\"ph\":\"e\",\"cat\":\"read\",\"id\":%llu,\"pid\":%d,\"tid\":%d,\"ts\":%.1f,"
             "\"name\":\"%s\"}",
-         (unsigned long long)id, PID, TID_DRIVE0 + drive, landed, what);
+         (unsigned long long)id, t->pid, TID_DRIVE0 + drive, landed, what);
 }
 
 void k3_trace_storage_read(struct k3_trace *t, int drive, double begin_s, double end_s,
@@ -157,16 +192,16 @@ void k3_trace_storage_read(struct k3_trace *t, int drive, double begin_s, double
     uint64_t id = ++t->next_id;
     emit(t, "{\"ph\":\"b\",\"cat\":\"storage\",\"id\":%llu,\"pid\":%d,\"tid\":%d,\"ts\":%.1f,"
             "\"name\":\"%s\",\"args\":{\"bytes\":%u}}",
-         (unsigned long long)id, PID, TID_STORAGE0 + track, begin_s * 1e6 - t->t0, what, bytes);
+         (unsigned long long)id, t->pid, TID_STORAGE0 + track, begin_s * 1e6 - t->t0, what, bytes);
     emit(t, "{\"ph\":\"e\",\"cat\":\"storage\",\"id\":%llu,\"pid\":%d,\"tid\":%d,\"ts\":%.1f,"
             "\"name\":\"%s\"}",
-         (unsigned long long)id, PID, TID_STORAGE0 + track, end_s * 1e6 - t->t0, what);
+         (unsigned long long)id, t->pid, TID_STORAGE0 + track, end_s * 1e6 - t->t0, what);
 }
 
 void k3_trace_counter(struct k3_trace *t, const char *name, double value)
 {
     if (!t)
         return;
-    emit(t, "{\"ph\":\"C\",\"pid\":%d,\"ts\":%.1f,\"name\":\"%s\",\"args\":{\"value\":%.0f}}", PID,
+    emit(t, "{\"ph\":\"C\",\"pid\":%d,\"ts\":%.1f,\"name\":\"%s\",\"args\":{\"value\":%.0f}}", t->pid,
          k3_trace_now(t), name, value);
 }

@@ -6,21 +6,35 @@
  * spans (token > layer > attention / moe), one track per compute team holding the routed
  * experts it computed (each inside its layer's moe span in time), and a counter of the
  * bytes in flight.  Events are written as they happen (bounded memory); timestamps are
- * microseconds since the trace opened.  Does not own: deciding what to trace.
+ * microseconds since the trace opened.  Under mpirun each rank is a process of its own
+ * with the same tracks, and the followers' events join the leader's file at the end.
+ * Does not own: deciding what to trace, moving parts between ranks (engine/cluster).
  * A NULL trace is valid everywhere and records nothing.
  */
 #ifndef K3_TRACE_H
 #define K3_TRACE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "engine/base/err.h"
 
 struct k3_trace;
 
-int k3_trace_open(struct k3_trace **out, const char *path, int n_drives, struct k3_err *err);
+/* rank < 0: one process, named "k3-uring"; otherwise "k3-uring rank R" (mpirun), whose
+ * tracks are its own.  path NULL: a part (a follower rank's events) kept in an unnamed
+ * temporary file, to be read back with k3_trace_part_read and appended to the leader's
+ * trace with k3_trace_append. */
+int k3_trace_open(struct k3_trace **out, const char *path, int n_drives, int rank,
+                  struct k3_err *err);
 /* Finishes the JSON; returns -1 (err filled) if any write failed. */
 int k3_trace_close(struct k3_trace *t, struct k3_err *err);
+
+/* A part's event text, up to cap bytes a call from its start (the first call ends the
+ * open spans); 0 at the end.  Nothing more may be written to it. */
+size_t k3_trace_part_read(struct k3_trace *t, char *buf, size_t cap);
+/* Event text of a part, as read, into t. */
+void k3_trace_append(struct k3_trace *t, const char *text, size_t n);
 
 double k3_trace_now(const struct k3_trace *t); /* microseconds */
 

@@ -11,6 +11,7 @@
 #include "engine/cli/cli.h"
 #include "engine/base/options.h"
 #include "engine/cli/run.h"
+#include "engine/cluster/cluster.h"
 #include "engine/text/chat.h"
 
 /* Ctrl-C: generation stops after the token in progress and the statistics so far are
@@ -66,17 +67,22 @@ static int prepare_prompt(struct runner *r, struct k3_err *err)
     return 0;
 }
 
+/* Under mpirun every rank opens the model and plans the same context; only the leader
+ * writes files, samples and prints. */
 static int setup(struct runner *r, struct k3_err *err)
 {
     const struct run_opts *o = r->o;
+    bool leader = model_args_leader(&o->model);
     /* Opened first, so a bad path fails before a model loads. */
-    if (o->logits_out && run_logits_open(&r->lf, o->logits_out, err))
+    if (leader && o->logits_out && run_logits_open(&r->lf, o->logits_out, err))
         return -1;
     struct k3_runtime_opts ro = o->model.rt;
     ro.trace_path = o->trace_path;
     if (k3_runtime_open(&r->rt, &ro, err) || prepare_prompt(r, err) ||
         k3_runtime_start(&r->rt, r->ctx, 1, k3_runtime_caller_bytes(r->rt.m.cfg.vocab, 1), err))
         return -1;
+    if (!leader)
+        return 0;
     model_args_print_opened(&r->rt, o->verbose);
     const struct k3_config *c = &r->rt.m.cfg;
     if (k3_seq_init(&r->seq, c, r->ctx, err) ||
@@ -196,7 +202,12 @@ static int generate(const struct run_opts *o, struct k3_err *err)
     /* before setup, so that Ctrl-C while the model opens still ends with a closed trace
        and the statistics (of no tokens) rather than a killed process */
     signal(SIGINT, on_interrupt);
-    int rc = setup(&r, err);
+    int rc = k3_cluster_agree(o->model.rt.cluster, setup(&r, err) != 0, err);
+    if (!model_args_leader(&o->model)) {
+        if (!rc)
+            k3_runtime_follow(&r.rt);
+        return teardown(&r, rc, err);
+    }
     struct k3_runtime_snapshot start = k3_runtime_snap(&r.rt), prompt_end = start;
     if (!rc)
         rc = prefill(&r, err);
@@ -296,17 +307,12 @@ int cmd_run(int argc, char **argv)
         return 0;
     if (rc || check_run_opts(&o, &err)) {
         free(o.ids);
-        fprintf(stderr, "k3-uring: %s\n", err.msg);
-        return 2;
+        model_args_print_error(&o.model, &err);
+        return model_args_finish(&o.model, 2);
     }
-    rc = generate(&o, &err);
+    rc = model_args_finish(&o.model, generate(&o, &err));
     free(o.ids);
-    if (!rc && interrupted)
-        return 130;
-    if (rc) {
-        fflush(stdout);
-        fprintf(stderr, "k3-uring: %s\n", err.msg);
-        return 1;
-    }
-    return 0;
+    if (rc)
+        model_args_print_error(&o.model, &err);
+    return rc ? 1 : interrupted ? 130 : 0;
 }

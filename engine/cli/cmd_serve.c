@@ -12,6 +12,7 @@
 #include "engine/cli/cli.h"
 #include "engine/base/options.h"
 #include "engine/cli/model_args.h"
+#include "engine/cluster/cluster.h"
 #include "engine/runtime/runtime.h"
 #include "engine/serve/http.h"
 #include "engine/serve/sched.h"
@@ -60,7 +61,7 @@ static int serve(const struct serve_opts *o, struct k3_err *err)
     struct k3_runtime rt;
     if (k3_runtime_open(&rt, &o->model.rt, err)) {
         k3_runtime_close(&rt, NULL);
-        return -1;
+        return k3_cluster_agree(o->model.rt.cluster, true, err);
     }
     int max_pos = rt.m.cfg.max_positions, ctx = o->ctx ? o->ctx : (max_pos < 4096 ? max_pos : 4096);
     const struct k3_tokenizer *tok = NULL;
@@ -73,6 +74,12 @@ static int serve(const struct serve_opts *o, struct k3_err *err)
         rc = k3_runtime_start(&rt, ctx, o->parallel,
                               k3_runtime_caller_bytes(rt.m.cfg.vocab, o->parallel), err) ||
              k3_runtime_tokenizer(&rt, &tok, err);
+    /* Under mpirun only the leader listens and schedules; the others run its steps. */
+    rc = k3_cluster_agree(o->model.rt.cluster, rc != 0, err);
+    if (!rc && !model_args_leader(&o->model))
+        k3_runtime_follow(&rt);
+    if (!model_args_leader(&o->model))
+        return k3_runtime_close(&rt, rc ? NULL : err) || rc ? -1 : 0;
     struct k3_sched_opts so = {.parallel = o->parallel, .ctx = ctx, .prefill_chunk = o->prefill_chunk,
                                .queue_max = o->queue, .stop_signal = &stop_requested};
     if (!rc)
@@ -165,15 +172,14 @@ int cmd_serve(int argc, char **argv)
     if (rc > 0)
         return 0;
     if (rc || check_options(&o, &err)) {
-        fprintf(stderr, "k3-uring: %s\n", err.msg);
-        return 2;
+        model_args_print_error(&o.model, &err);
+        return model_args_finish(&o.model, 2);
     }
     signal(SIGINT, on_stop);
     signal(SIGTERM, on_stop);
     signal(SIGPIPE, SIG_IGN);
-    if (serve(&o, &err)) {
-        fprintf(stderr, "k3-uring: %s\n", err.msg);
-        return 1;
-    }
-    return 0;
+    rc = model_args_finish(&o.model, serve(&o, &err));
+    if (rc)
+        model_args_print_error(&o.model, &err);
+    return rc ? 1 : 0;
 }

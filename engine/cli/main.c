@@ -7,6 +7,7 @@
 
 #include "engine/cli/cli.h"
 #include "engine/base/err.h"
+#include "engine/cluster/cluster.h"
 #include "engine/stream/faults.h"
 #include "engine/kernels/kernels.h"
 #include "engine/kernels/mxfp4.h"
@@ -41,7 +42,9 @@ static int check_environment(void)
 {
     struct k3_err err = {""};
     uint64_t seed;
-    if (k3_kernels_check_env(&err) || k3_mxfp4_check_env(&err) || k3_faults_seed_env(&seed, &err)) {
+    struct k3_cluster_fault rank_fault;
+    if (k3_kernels_check_env(&err) || k3_mxfp4_check_env(&err) || k3_faults_seed_env(&seed, &err) ||
+        k3_cluster_fault_env(&rank_fault, &err)) {
         fprintf(stderr, "k3-uring: %s\n", err.msg);
         return -1;
     }

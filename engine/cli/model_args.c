@@ -2,12 +2,13 @@
 #include "engine/cli/model_args.h"
 
 #include "engine/cli/drive_model.h"
+#include "engine/cluster/cluster.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MODEL_ARGS_COUNT 13
+#define MODEL_ARGS_COUNT 14
 
 /* What the read path says while running (a drive taken as lost). */
 static void read_path_note(void *ctx, const char *line)
@@ -16,9 +17,18 @@ static void read_path_note(void *ctx, const char *line)
     fprintf(stderr, "k3-uring: note: %s\n", line);
 }
 
+/* A rank stalled: said by the rank that noticed, the only one that can. */
+static void cluster_fatal(const char *line)
+{
+    fflush(stdout);
+    fprintf(stderr, "k3-uring: %s\n", line);
+}
+
 void model_args_init(struct model_args *a)
 {
     *a = (struct model_args){
+        .rank_timeout = 60,
+        .leader = true,
         .rt = {.ram = K3_RAM_TRUNK, .io = K3IO_AUTO, .prefetch_k = K3_PREFETCH_K_DEFAULT,
                .prefetch_depth = 2, .note = read_path_note},
         .predict_on = 1,
@@ -64,6 +74,9 @@ static void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARG
         {.name = "predict-from", .type = K3_OPT_ENUM, .dst = &a->predict_from,
          .choices = predict_from_choices,
          .help = "the hidden state the next layer's router is applied to"},
+        {.name = "rank-timeout", .type = K3_OPT_FLOAT, .dst = &a->rank_timeout, .arg = "S",
+         .help = "mpirun: seconds a rank waits for another within a step before ending the run",
+         .min = 0.001, .max = 1e6},
     };
     memcpy(table, entries, sizeof entries);
 }
@@ -83,6 +96,8 @@ int model_args_parse(struct model_args *a, const struct k3_opt *own, int n_own, 
     return rc;
 }
 
+static int join_ranks(struct model_args *a, struct k3_err *err);
+
 int model_args_check(struct model_args *a, struct k3_err *err)
 {
     struct k3_runtime_opts *o = &a->rt;
@@ -97,7 +112,43 @@ int model_args_check(struct model_args *a, struct k3_err *err)
         return -1;
     o->numa_off = a->numa_off;
     o->predict = a->predict_on ? a->predict_from : K3_PREDICT_OFF;
+    return join_ranks(a, err);
+}
+
+/* Under mpirun: this rank's share, and its own paths where they hold "%r". */
+static int join_ranks(struct model_args *a, struct k3_err *err)
+{
+    struct k3_runtime_opts *o = &a->rt;
+    struct k3_cluster_opts co = {.timeout = a->rank_timeout, .fatal = cluster_fatal};
+    if (k3_cluster_init(&o->cluster, &co, err))
+        return -1;
+    o->share = k3_cluster_share(o->cluster);
+    a->leader = k3_cluster_leader(o->cluster);
+    if (o->drives && k3_share_path(o->drives, o->share.rank, a->drives_path, sizeof a->drives_path, err))
+        return k3_err_prefix(err, "--drives");
+    if (o->model_dir && k3_share_path(o->model_dir, o->share.rank, a->model_path, sizeof a->model_path, err))
+        return k3_err_prefix(err, "-m");
+    o->drives = o->drives ? a->drives_path : NULL;
+    o->model_dir = o->model_dir ? a->model_path : NULL;
     return 0;
+}
+
+bool model_args_leader(const struct model_args *a) { return a->leader; }
+
+void model_args_print_error(const struct model_args *a, const struct k3_err *err)
+{
+    /* Every rank parsed the same command line; one says what is wrong with it. */
+    if (a->leader && k3_cluster_env_rank() == 0) {
+        fflush(stdout);
+        fprintf(stderr, "k3-uring: %s\n", err->msg);
+    }
+}
+
+int model_args_finish(struct model_args *a, int rc)
+{
+    k3_cluster_finish(a->rt.cluster, rc != 0);
+    a->rt.cluster = NULL;
+    return rc;
 }
 
 void model_args_print_opened(const struct k3_runtime *rt, bool verbose)

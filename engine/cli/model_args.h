@@ -2,9 +2,10 @@
  *
  * Owns: the options that choose the model and its read path (-m, --drives, --threads,
  * --numa, --ram, --io, --no-cache, --sync, --drive-model, --predict, --prefetch-k,
- * --prefetch-depth, --predict-from) as entries of a command's options table, their checks, the runtime
+ * --prefetch-depth, --predict-from, --rank-timeout) as entries of a command's options table, their checks, the runtime
  * options they make, and what a command prints once the model is open (the runtime's
- * notes; -v: the read backend, the budget, the placement).
+ * notes; -v: the read backend, the budget, the placement); under mpirun, joining the
+ * ranks (engine/cluster) and each rank's own paths ("%r").
  * Does not own: a command's other options (prompt, sampling, HTTP), --ctx-size (whose
  * default differs by command), the runtime itself. */
 #ifndef K3_CLI_MODEL_ARGS_H
@@ -22,6 +23,9 @@ struct model_args {
     int predict_on;                    /* --predict: on 1, off 0 */
     enum k3_predict_from predict_from; /* --predict-from */
     const char *drive_model_text;      /* --drive-model, parsed into rt.drive_model */
+    float rank_timeout;                /* --rank-timeout, seconds */
+    bool leader;                       /* this process prints: one process, or rank 0 */
+    char drives_path[4096], model_path[4096]; /* -m, --drives with "%r" made this rank's */
 };
 /* --io and --predict-from parse into their enums as K3_OPT_ENUM's int. */
 _Static_assert(sizeof(enum k3io_backend) == sizeof(int) &&
@@ -35,8 +39,15 @@ void model_args_init(struct model_args *a);
  * -1 with err (a usage error). */
 int model_args_parse(struct model_args *a, const struct k3_opt *own, int n_own, int argc,
                      char **argv, const char *usage, struct k3_err *err);
-/* After parsing: what the table cannot check alone; completes a->rt.  -1 with err. */
+/* After parsing: what the table cannot check alone; completes a->rt, joining the ranks
+ * when launched by mpirun.  -1 with err. */
 int model_args_check(struct model_args *a, struct k3_err *err);
+/* This process says what the command prints (one process, or rank 0). */
+bool model_args_leader(const struct model_args *a);
+/* "k3-uring: " and err's line on stderr, from the leader only. */
+void model_args_print_error(const struct model_args *a, const struct k3_err *err);
+/* The command's end with its result rc (returned): leaves the ranks. */
+int model_args_finish(struct model_args *a, int rc);
 /* The runtime's notes on stderr, and with verbose the read backend, budget, placement. */
 void model_args_print_opened(const struct k3_runtime *rt, bool verbose);
 

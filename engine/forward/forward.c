@@ -175,7 +175,8 @@ static int place_rows(struct k3_forward *f, const struct k3_step *st, struct k3_
     return 0;
 }
 
-int k3_forward_step(struct k3_forward *f, const struct k3_step *st, struct k3_err *err)
+/* Rows checked, embedding, layers, output. */
+static int run_rows(struct k3_forward *f, const struct k3_step *st, struct k3_err *err)
 {
     const struct k3_config *c = &f->m->cfg;
     struct k3_forward_scratch *s = f->s;
@@ -188,7 +189,20 @@ int k3_forward_step(struct k3_forward *f, const struct k3_step *st, struct k3_er
         if (rc)
             return -1;
     }
-    if (output(f, st, err))
+    return output(f, st, err);
+}
+
+/* The peers (if any) see every step this process runs, and its end, failed or not. */
+int k3_forward_step(struct k3_forward *f, const struct k3_step *st, struct k3_err *err)
+{
+    const struct k3_peer_hooks *peers = &f->hooks.peers;
+    struct k3_forward_scratch *s = f->s;
+    if (peers->step && peers->step(peers->ctx, st, err))
+        return -1;
+    int rc = run_rows(f, st, err);
+    if (peers->step_done)
+        peers->step_done(peers->ctx, rc != 0, err);
+    if (rc)
         return -1;
     for (int t = 0; t < st->n; t++)
         if (t + 1 == st->n || st->seq[t + 1] != st->seq[t])

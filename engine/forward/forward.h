@@ -22,6 +22,7 @@
 #include "engine/base/err.h"
 #include "engine/base/trace.h"
 #include "engine/model/model.h"
+#include "engine/model/share.h"
 #include "engine/stream/experts.h"
 
 #define K3_CHUNK 32 /* rows in one step */
@@ -75,6 +76,30 @@ enum k3_predict_from {
  * for every row; pos is the row's position in its sequence. */
 typedef void (*k3_layer_hook)(void *ctx, int pos, int layer, const float *x, int H);
 
+/* The experts a step's rows chose, each once and ascending, with the (row · k + slot)
+ * pairs that use it: users[user_off[e] .. user_off[e + 1]) for expert e. */
+struct k3_expert_groups {
+    int n;                /* chosen experts */
+    int *expert;          /* [min(E, C * k)] ascending */
+    int *user_off;        /* [E + 1] */
+    int *users;           /* [C * k] */
+};
+
+/* When other processes compute the experts outside share (engine/cluster): step() tells
+ * them a step's rows before it runs (the leader's; NULL on followers); exchange() is
+ * called once per MoE layer with y [rows · k][H_l] holding this process's experts'
+ * outputs and returns with every (row, slot) filled in; step_done() follows every step
+ * with its result, so that a step that failed part-way still answers the exchanges the
+ * others wait for. */
+struct k3_peer_hooks {
+    struct k3_share share; /* the experts this process reads and computes */
+    int (*step)(void *ctx, const struct k3_step *st, struct k3_err *err);
+    int (*exchange)(void *ctx, int layer, const struct k3_expert_groups *g, float *y,
+                    struct k3_err *err);
+    void (*step_done)(void *ctx, bool failed, struct k3_err *err);
+    void *ctx;
+};
+
 /* What runs beside the math; every member may be left zero. */
 struct k3_forward_hooks {
     const struct k3_trunk_source *trunk; /* NULL: every segment resident */
@@ -83,6 +108,7 @@ struct k3_forward_hooks {
     struct k3_trace *trace;              /* NULL: none */
     k3_layer_hook on_layer;
     void *on_layer_ctx;
+    struct k3_peer_hooks peers;          /* zero: this process computes every expert */
 };
 
 struct k3_forward_scratch;

@@ -27,15 +27,6 @@ struct team_scratch {
     uint64_t computed;    /* experts computed since the context began */
 };
 
-/* The experts a step's rows chose, grouped: each chosen expert once, ascending, with the
- * (row, slot) pairs that use it. */
-struct expert_groups {
-    int n;                /* chosen experts */
-    int *expert;          /* [min(E, C * k)] ascending */
-    int *user_off;        /* [E + 1] CSR offsets of users per expert */
-    int *users;           /* [C * k] row * k + slot */
-};
-
 /* Attention Residuals (§3.2): the blocks stored so far and the live partial sum. */
 struct attn_res {
     float *p;             /* [C][H] partial sum of the current block */
@@ -74,7 +65,8 @@ struct k3_forward_scratch {
     float *y;        /* [C][k][H_l] expert output per (row, slot) */
     float *lat;      /* [C][H_l] combined, normalized latent outputs */
     float *routed;   /* [C][H] the routed experts' output, projected up */
-    struct expert_groups groups;
+    struct k3_expert_groups groups;
+    int *owned;      /* [min(E, C * k)] the chosen experts this process computes */
     struct team_scratch *team; /* [n_teams] */
     /* prediction */
     float *pred_h;   /* [C][H] the hidden states a prediction routes */

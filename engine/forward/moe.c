@@ -3,7 +3,8 @@
  * The MoE reads each expert the step's rows chose once, however many rows chose it, and
  * multiplies it for all of them; records are computed in the order they land, each by
  * the team whose node holds it, and the outputs are combined in selection order, never
- * arrival order. */
+ * arrival order.  Under mpirun a process reads and computes only its share of the chosen
+ * experts; the others' outputs come from the peer hooks before the combine. */
 #include <stdio.h>
 #include <string.h>
 
@@ -22,7 +23,7 @@ void k3_mlp_rows(const struct k3_config *c, const struct k3_mlp_weights *w, int 
 }
 
 /* Groups the n (row, slot) choices sel[] of E experts by expert (a counting sort). */
-static void group_by_expert(struct expert_groups *g, const int *sel, int n, int E)
+static void group_by_expert(struct k3_expert_groups *g, const int *sel, int n, int E)
 {
     memset(g->user_off, 0, sizeof(int) * (size_t)(E + 1));
     for (int i = 0; i < n; i++)
@@ -68,7 +69,7 @@ static void run_expert(struct k3_forward *f, struct team_scratch *ts, bool leade
 static void team_experts(void *arg, int team)
 {
     struct k3_forward *f = arg;
-    const struct expert_groups *g = &f->s->groups;
+    const struct k3_expert_groups *g = &f->s->groups;
     struct team_scratch *ts = &f->s->team[team];
     int member = 0, n_members = 1;
     k3numa_team_self(&member, &n_members);
@@ -124,6 +125,28 @@ static int routed_experts(struct k3_forward *f, int l, const int *experts, int n
     return 0;
 }
 
+/* The chosen experts of share, ascending, into owned; their count. */
+static int owned_experts(const struct k3_expert_groups *g, struct k3_share share, int *owned)
+{
+    int n = 0;
+    for (int i = 0; i < g->n; i++)
+        if (k3_share_owns(share, g->expert[i]))
+            owned[n++] = g->expert[i];
+    return n;
+}
+
+/* The other processes' experts' outputs into s->y (none when this one computes all). */
+static int peer_outputs(struct k3_forward *f, int l, struct k3_err *err)
+{
+    const struct k3_peer_hooks *p = &f->hooks.peers;
+    if (!p->exchange)
+        return 0;
+    k3_trace_begin(f->hooks.trace, "exchange", NULL);
+    int rc = p->exchange(p->ctx, l, &f->s->groups, f->s->y, err);
+    k3_trace_end(f->hooks.trace);
+    return rc;
+}
+
 /* lat[t] = norm(Σ_j w[t][j] · y[t][j]) over the row's slots in selection order. */
 static void combine_rows(const struct k3_config *c, struct k3_forward_scratch *s,
                          const float *latent_norm, int T)
@@ -161,8 +184,9 @@ int k3_moe_rows(struct k3_forward *f, int l, int T, struct k3_err *err)
 
     /* The reads go out first; the next layer's prediction, the latent projection and the
      * shared experts compute while they land. */
-    const int *chosen = s->groups.expert;
-    int n_first = s->groups.n < store->capacity ? s->groups.n : store->capacity;
+    const int *chosen = s->owned;
+    int n_chosen = owned_experts(&s->groups, f->hooks.peers.share, s->owned);
+    int n_first = n_chosen < store->capacity ? n_chosen : store->capacity;
     if (store->ops->begin(store, l, chosen, n_first, err) ||
         k3_stage_predict(f, l, K3_AT_FFN_INPUT, T, err))
         return -1;
@@ -171,12 +195,14 @@ int k3_moe_rows(struct k3_forward *f, int l, int T, struct k3_err *err)
     /* Shared experts see the full-width input; their output adds unweighted. */
     k3_mlp_rows(c, &w->shared, k3_shared_inter(c), s->hn, s->o, s->fg, T);
     k3_trace_end(f->hooks.trace);
-    for (int at = 0; at < s->groups.n; at += store->capacity) {
-        int n = s->groups.n - at < store->capacity ? s->groups.n - at : store->capacity;
+    for (int at = 0; at < n_chosen; at += store->capacity) {
+        int n = n_chosen - at < store->capacity ? n_chosen - at : store->capacity;
         if ((at && store->ops->begin(store, l, chosen + at, n, err)) ||
             routed_experts(f, l, chosen + at, n, err))
             return -1;
     }
+    if (peer_outputs(f, l, err))
+        return -1;
 
     combine_rows(c, s, w->latent_norm, T);
     k3_matmul_bf16(w->latent_up, H, Hl, s->lat, Hl, s->routed, H, T);

@@ -70,6 +70,7 @@ static void layout_ffn(struct k3_forward_scratch *s, struct bump *b, const struc
     s->groups.expert = take(b, E * sizeof(int));
     s->groups.user_off = take(b, (E + 1) * sizeof(int));
     s->groups.users = take(b, C * K * sizeof(int));
+    s->owned = take(b, E * sizeof(int));
     s->team = take(b, (size_t)s->n_teams * sizeof *s->team);
     for (int i = 0; i < s->n_teams; i++) {
         struct team_scratch sizing, *ts = b->base ? &s->team[i] : &sizing;

@@ -72,15 +72,16 @@ static const float *predict_source(const struct k3_forward *f, enum k3_predict_p
     return NULL;
 }
 
-/* The union of every row's top-k predicted experts, best ranks first. */
-static int predicted_union(struct k3_forward_scratch *s, int E, int k, int T)
+/* The union of every row's top-k predicted experts in share, best ranks first. */
+static int predicted_union(struct k3_forward_scratch *s, struct k3_share share, int E, int k,
+                           int T)
 {
     int n = 0;
     memset(s->pred_mark, 0, sizeof(bool) * (size_t)E);
     for (int rank = 0; rank < k; rank++)
         for (int t = 0; t < T; t++) {
             int e = s->pred_idx[(size_t)t * E + rank];
-            if (!s->pred_mark[e]) {
+            if (!s->pred_mark[e] && k3_share_owns(share, e)) {
                 s->pred_mark[e] = true;
                 s->pred_list[n++] = e;
             }
@@ -113,5 +114,5 @@ int k3_stage_predict(struct k3_forward *f, int l, enum k3_predict_point at, int 
     for (int t = 0; t < T; t++)
         k3_route_k(c, s->pred_logit + (size_t)t * E, w->moe.router_bias, k,
                    s->pred_idx + (size_t)t * E, s->pred_w + (size_t)t * E, s->rkey);
-    return store->ops->prefetch(store, next, s->pred_list, predicted_union(s, E, k, T), err);
+    return store->ops->prefetch(store, next, s->pred_list, predicted_union(s, f->hooks.peers.share, E, k, T), err);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/cluster/cluster.h"
 #include "engine/pack/packed.h"
 #include "engine/stream/faults.h"
 #include "engine/text/tokenizer.h"
@@ -93,7 +94,11 @@ int k3_runtime_start(struct k3_runtime *rt, int ctx, int seqs, uint64_t caller_b
 {
     const struct k3_runtime_opts *o = &rt->o;
     const struct k3_packed *p = rt->m.packed;
-    if (o->trace_path && k3_trace_open(&rt->trace, o->trace_path, p->n_drives, err))
+    /* Under mpirun the followers trace into parts that join the leader's file at close. */
+    bool leader = k3_cluster_leader(o->cluster);
+    int rank = o->cluster ? o->share.rank : -1;
+    if (o->trace_path &&
+        k3_trace_open(&rt->trace, leader ? o->trace_path : NULL, p->n_drives, rank, err))
         return -1;
     if (open_stream(rt, ctx, seqs, caller_bytes, err) ||
         k3_forward_init(&rt->fwd, &rt->m, rt->store, ctx, rt->place.plan, err))
@@ -104,7 +109,7 @@ int k3_runtime_start(struct k3_runtime *rt, int ctx, int seqs, uint64_t caller_b
         .predict_k = o->prefetch_k,
         .trace = rt->trace,
     };
-    return 0;
+    return k3_cluster_attach(o->cluster, &rt->fwd, err);
 }
 
 /* The trace closes after the stream, whose last reads may still land into it. */
@@ -112,12 +117,26 @@ int k3_runtime_close(struct k3_runtime *rt, struct k3_err *err)
 {
     k3_forward_free(&rt->fwd);
     k3_stream_close(rt->stream);
-    int rc = k3_trace_close(rt->trace, err);
+    k3_cluster_stop(rt->o.cluster);
+    int rc = k3_cluster_gather_trace(rt->o.cluster, rt->trace, err);
+    if (k3_trace_close(rt->trace, rc ? NULL : err))
+        rc = -1;
     k3_tok_free(rt->tok);
     k3_model_close(&rt->m);
     k3_placement_free(&rt->place);
     memset(rt, 0, sizeof *rt);
     return rc;
+}
+
+/* A failed step is the leader's to report (every rank failed it); the follower cleans up
+ * like the leader does and waits for the next. */
+void k3_runtime_follow(struct k3_runtime *rt)
+{
+    struct k3_step st;
+    struct k3_err ignored;
+    while (k3_cluster_next_step(rt->o.cluster, &st) == 0)
+        if (k3_forward_step(&rt->fwd, &st, &ignored))
+            k3_runtime_recover(rt);
 }
 
 void k3_runtime_recover(struct k3_runtime *rt)

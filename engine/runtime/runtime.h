@@ -24,10 +24,13 @@
 #include "engine/stream/stream.h"
 #include "iouring/reader.h"
 
+struct k3_cluster;
+
 struct k3_runtime_opts {
     const char *model_dir;    /* a checkpoint folder as shipped, or */
     const char *drives;       /* "D0,D1,..": packed drive folders, any order */
-    struct k3_share share;    /* the routed experts this process computes (mpirun) */
+    struct k3_cluster *cluster; /* mpirun's ranks (engine/cluster), or NULL: one process */
+    struct k3_share share;    /* the routed experts this process computes */
     int threads;              /* 0: one per core */
     bool numa_off;
     uint64_t ram;             /* bytes, K3_RAM_TRUNK or K3_RAM_FLOOR */
@@ -73,6 +76,9 @@ static inline uint64_t k3_runtime_caller_bytes(int vocab, int seqs)
     return sizeof(float) * (uint64_t)K3_CHUNK * (uint64_t)vocab +
            (uint64_t)seqs * k3_sampler_bytes(vocab);
 }
+
+/* A follower rank (mpirun): runs the leader's steps until the leader stops. */
+void k3_runtime_follow(struct k3_runtime *rt);
 
 /* After a step failed on a read: the read path forgets the failure and empties what it
  * held half-read, so the next step starts clean (stream.h, k3_stream_recover). */

@@ -38,7 +38,7 @@ static void make_trace(const char *path)
     struct k3_model m;
     REQUIRE(k3_model_open_packed(&m, drives, N_DRIVES, &e) == 0, "%s", e.msg);
     struct k3_trace *t;
-    REQUIRE(k3_trace_open(&t, path, N_DRIVES, &e) == 0, "%s", e.msg);
+    REQUIRE(k3_trace_open(&t, path, N_DRIVES, -1, &e) == 0, "%s", e.msg);
     /* Two single-core nodes: two teams of one thread (binding is a no-op there). */
     setenv("K3_TOPOLOGY", "synthetic:pack:2 [numa] core:1 pu:1", 1);
     struct k3_placement pl;
