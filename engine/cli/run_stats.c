@@ -97,6 +97,21 @@ static void print_speed(const struct runner *r, int generated, const struct k3_r
             asked ? 100.0 * (double)hits / (double)asked : 0.0, ru.ru_maxrss / 1024);
 }
 
+/* Under mpirun: this rank's reads are its share; what crossed between ranks. */
+static void print_ranks(const struct runner *r, int generated,
+                        const struct k3_runtime_snapshot *prompt_end,
+                        const struct k3_runtime_snapshot *end)
+{
+    struct k3_share share = r->rt.o.share;
+    if (k3_share_whole(share))
+        return;
+    int steps = generated > 1 ? generated - 1 : 1;
+    fprintf(stderr, "k3-uring: %d ranks; per token: %.1f KB of expert outputs sent between "
+                    "ranks (all ranks), rank 0 waited %.4f s in exchanges\n",
+            share.ranks, (double)(end->ranks.bytes_sent - prompt_end->ranks.bytes_sent) / 1e3 / steps,
+            (end->ranks.wait_seconds - prompt_end->ranks.wait_seconds) / steps);
+}
+
 static void print_faults(const struct runner *r)
 {
     struct k3_fault_counts fc;
@@ -133,6 +148,7 @@ void run_print_summary(const struct runner *r, int generated,
                        const struct k3_runtime_snapshot *end)
 {
     print_speed(r, generated, start, prompt_end, end);
+    print_ranks(r, generated, prompt_end, end);
     if (r->rt.stream) {
         struct k3io_stats io = k3_stream_io_stats(r->rt.stream);
         cli_drive_model_print(stderr, "k3-uring", &r->rt.o.drive_model, &io);

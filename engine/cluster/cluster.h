@@ -74,8 +74,9 @@ void k3_cluster_stop(struct k3_cluster *c);
  * temporary file, are sent and removed).  After k3_cluster_stop / next_step's 1. */
 int k3_cluster_gather_trace(struct k3_cluster *c, struct k3_trace *t, struct k3_err *err);
 
-/* Bytes of expert outputs sent between ranks, summed over the ranks, and the seconds this
- * rank waited in exchanges. */
+/* Since the cluster began: exchanges, the bytes of expert outputs every rank sent to
+ * the others (summed over the ranks: the traffic between boxes), and the seconds this
+ * rank waited in exchanges (for the slowest rank's experts and the network). */
 struct k3_cluster_stats {
     uint64_t exchanges, bytes_sent;
     double wait_seconds;

@@ -35,7 +35,16 @@ static void swap(struct k3_cluster *c, size_t bytes, int layer)
     cluster_wait(c, n, c->reqs, peer_of, c->o.timeout, what, NULL);
     c->stats.wait_seconds += cluster_now() - t0;
     c->stats.exchanges++;
-    c->stats.bytes_sent += bytes * (uint64_t)(c->ranks - 1);
+}
+
+/* What every rank sent in this exchange: each rank's rows go to each of the others. */
+static void count_sent(struct k3_cluster *c)
+{
+    size_t row = sizeof(float) * (size_t)c->f->m->cfg.latent;
+    for (int r = 0; r < c->ranks; r++) {
+        const struct xchg_header *h = r == c->rank ? (const struct xchg_header *)c->out : message_in(c, r);
+        c->stats.bytes_sent += (sizeof *h + row * (size_t)h->rows) * (uint64_t)(c->ranks - 1);
+    }
 }
 
 /* This rank's experts' output rows: ascending experts, each expert's users in order. */
@@ -124,6 +133,7 @@ static int exchange(void *ctx, int layer, const struct k3_expert_groups *g, floa
     check_headers(c, layer);
     if (take_failure(c))
         return k3_errf(err, "rank %d: %s", c->failed_rank, c->failed_line);
+    count_sent(c);
     for (int r = 0; r < c->ranks; r++)
         if (r != c->rank && unpack_rows(c, r, g, y))
             return k3_errf(err, "rank %d sent %d expert outputs for layer %d, not its share",
@@ -142,6 +152,8 @@ static void step_done(void *ctx, bool failed, struct k3_err *err)
     if (c->failed_rank < 0) {
         c->failed_rank = c->rank;
         snprintf(c->failed_line, sizeof c->failed_line, "%s", err->msg);
+    } else if (c->failed_rank != c->rank) { /* its line as it said it, not as it reached us */
+        k3_errf(err, "rank %d: %s", c->failed_rank, c->failed_line);
     }
     struct xchg_header *h = (struct xchg_header *)c->out;
     for (; c->next_exchange < c->n_moe; c->next_exchange++) {

@@ -161,5 +161,6 @@ struct k3_runtime_snapshot k3_runtime_snap(const struct k3_runtime *rt)
     struct k3_runtime_snapshot s = {.t = (double)ts.tv_sec + ts.tv_nsec * 1e-9};
     if (rt->stream)
         s.io = k3_stream_stats(rt->stream);
+    s.ranks = k3_cluster_stats(rt->o.cluster);
     return s;
 }

@@ -16,6 +16,7 @@
 
 #include "engine/base/err.h"
 #include "engine/base/trace.h"
+#include "engine/cluster/cluster.h"
 #include "engine/forward/forward.h"
 #include "engine/forward/sampler.h"
 #include "engine/model/model.h"
@@ -23,8 +24,6 @@
 #include "engine/stream/placement.h"
 #include "engine/stream/stream.h"
 #include "iouring/reader.h"
-
-struct k3_cluster;
 
 struct k3_runtime_opts {
     const char *model_dir;    /* a checkpoint folder as shipped, or */
@@ -92,6 +91,7 @@ int k3_runtime_tokenizer(struct k3_runtime *rt, const struct k3_tokenizer **tok,
 struct k3_runtime_snapshot {
     double t;                  /* seconds, monotonic */
     struct k3_stream_stats io;
+    struct k3_cluster_stats ranks; /* zero for one process */
 };
 struct k3_runtime_snapshot k3_runtime_snap(const struct k3_runtime *rt);
 

@@ -11,12 +11,14 @@ stop_all_servers() {
 }
 trap stop_all_servers EXIT
 
-# start_server NAME ARGS...: k3-uring serve --port 0 ARGS, its stderr in $K3_TEST_TMP/NAME.log;
-# waits for /health, then sets URL and PID.  Fails the test (exit 1) if it does not come up.
+# start_server NAME ARGS...: k3-uring serve --port 0 ARGS (launched by the command in the
+# array LAUNCH when set, e.g. mpirun), its stderr in $K3_TEST_TMP/NAME.log; waits for
+# /health, then sets URL and PID.  Fails the test (exit 1) if it does not come up.
+LAUNCH=()
 start_server() {
   local name=$1; shift
   LOG="$K3_TEST_TMP/$name.log"
-  "$K3" serve --port 0 "$@" 2>"$LOG" &
+  "${LAUNCH[@]}" "$K3" serve --port 0 "$@" 2>"$LOG" &
   PID=$!
   SERVERS+=("$PID")
   local port="" i why=""

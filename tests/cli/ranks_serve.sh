@@ -1,0 +1,61 @@
+#!/bin/bash
+# `serve` over mpirun's ranks: requests decoding together (prompts joining as others
+# decode; a 38-id prompt spans two prefill steps) give the text, token counts and logits hashes one process gives, on 2 ranks
+# from a checkpoint folder and 3 from a pack; SIGTERM to the leader stops every rank,
+# exit 0.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/serve_lib.sh"
+source "$(dirname "$0")/ranks_lib.sh"
+m=$(tiny_model)
+d="$K3_TEST_TMP/ranks-serve"
+rm -rf "$d" && mkdir -p "$d/a" "$d/b"
+"$K3" pack -m "$m" --drives "$d/a,$d/b" -q || exit 1
+
+bodies=(
+  '{"prompt": [5, 17, 300, 9, 41], "temperature": 0.9, "top_p": 0.95, "seed": 11}'
+  '{"prompt": "The history of the printing press", "temperature": 0.7, "top_k": 40, "seed": 12}'
+  '{"messages": [{"role": "user", "content": "Hello there"}], "temperature": 0.8, "seed": 14}'
+  "{\"prompt\": [$(seq -s, 100 51 2000)], \"temperature\": 0}"
+)
+common='{"max_tokens": 8, "logits_hash": true}'
+
+# answers OUT: every request at once; "text tokens hash" per line, in request order.
+answers() {
+  local i clients=()
+  for i in "${!bodies[@]}"; do
+    curl -s --max-time 300 "$URL$(endpoint "${bodies[$i]}")" -d "$(jq -c ". + $common" <<<"${bodies[$i]}")" |
+      jq -c '[(.choices[0].text // .choices[0].message.content), .usage.completion_tokens, .logits_hash]' >"$1.$i" &
+    clients+=($!)
+  done
+  wait "${clients[@]}"
+  cat "$1".? >"$1"
+}
+
+start_server one -m "$m" --parallel 4 -t 1
+answers "$d/one"
+stop_server
+grep -q null "$d/one" && fail "one process: a request failed: $(cat "$d/one")"
+
+check() { # NAME NP ARGS...
+  local name=$1 np=$2; shift 2
+  LAUNCH=(mpirun --oversubscribe -np "$np")
+  start_server "$name" --parallel 4 -t 1 "$@"
+  answers "$d/$name"
+  local leader i rc
+  leader=$(leader_pid "$PID")
+  [[ -n "$leader" ]] && kill -TERM "$leader"
+  for ((i = 0; i < 600; i++)); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$PID" 2>/dev/null && { kill -9 "$PID"; fail "$name: not stopped 60 s after SIGTERM to rank 0"; }
+  wait "$PID"
+  rc=$?
+  if ! cmp -s "$d/one" "$d/$name"; then
+    fail "$name: answers differ from one process's: $(diff "$d/one" "$d/$name")"
+  elif [[ -z "$leader" || $rc -ne 0 ]]; then
+    fail "$name: SIGTERM to rank 0 (pid \"$leader\"): mpirun exited $rc: $(cat "$LOG")"
+  else
+    echo "ok: $name: the same $(wc -l <"$d/$name") answers; stopped cleanly"
+  fi
+}
+check ckpt-2 2 -m "$m"
+check pack-3 3 --drives "$d/a,$d/b" --ram floor
+finish
