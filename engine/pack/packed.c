@@ -75,6 +75,10 @@ static int check_objects(const struct k3_pack_header *h, const struct k3_pack_ob
                                x->expert, share.rank, share.ranks);
             continue;
         }
+        if (!x->n_pieces && o >= h->n_trunk_objects && !k3_share_whole(share))
+            return k3_errf(err, "%s: object %llu (expert %d) has no pieces, yet the pack's share "
+                           "(rank %d of %d) holds it", file, (unsigned long long)o, x->expert,
+                           share.rank, share.ranks);
         if (!x->piece_bytes || x->piece_bytes % K3_PACK_ALIGN || !x->n_pieces ||
             x->first_piece > h->n_pieces || x->n_pieces > h->n_pieces - x->first_piece ||
             (x->bytes + x->piece_bytes - 1) / x->piece_bytes != x->n_pieces)
