@@ -13,6 +13,7 @@
 #include "engine/pack/pack_format.h"
 
 #define MAX_DRIVES 256
+#define DRIVES_TEXT_MAX (1 << 16) /* --drives, %r replaced: room for MAX_DRIVES long paths */
 #define MIN_CHUNK (64u << 10)
 #define CHUNK_RECORD UINT64_MAX /* --chunk record */
 
@@ -66,6 +67,16 @@ static int split_drives(char *list, const char **drives, int *n, struct k3_err *
     return *n ? 0 : k3_errf(err, "--drives: no drives");
 }
 
+/* drive_list for rank r (k3_share_path), its error naming --drives. */
+static int rank_path(const char *drive_list, int r, char *out, size_t cap, struct k3_err *err)
+{
+    if (!k3_share_path(drive_list, r, out, cap, err))
+        return 0;
+    char why[sizeof err->msg];
+    snprintf(why, sizeof why, "%s", err->msg);
+    return k3_errf(err, "--drives %s", why);
+}
+
 /* The share of each rank to write: --rank's alone, or every rank's (then the drive list
  * must name each rank's own drives through %r).  ranks 0: --ranks not given, the whole
  * model onto the drives as written. */
@@ -75,15 +86,14 @@ static int shares_to_write(const char *drive_list, int ranks, int rank, int *fir
     if (rank >= 0 && !ranks)
         return k3_errf(err, "--rank %d: needs --ranks R (the number of ranks sharing the "
                        "experts)", rank);
-    if (rank != -1 && (rank < 0 || rank >= ranks))
+    if (rank >= ranks)
         return k3_errf(err, "--rank %d: outside [0, %d) (--ranks %d)", rank, ranks, ranks);
     *first = rank >= 0 ? rank : 0;
     *last = rank >= 0 ? rank : ranks > 1 ? ranks - 1 : 0;
     if (*first == *last)
         return 0;
-    char a[4096], b[4096];
-    if (k3_share_path(drive_list, 0, a, sizeof a, err) ||
-        k3_share_path(drive_list, 1, b, sizeof b, err))
+    static char a[DRIVES_TEXT_MAX], b[DRIVES_TEXT_MAX];
+    if (rank_path(drive_list, 0, a, sizeof a, err) || rank_path(drive_list, 1, b, sizeof b, err))
         return -1;
     return strcmp(a, b) ? 0
                         : k3_errf(err, "--drives %s: no %%r, so all %d ranks' shares would land on "
@@ -96,7 +106,7 @@ static int shares_to_write(const char *drive_list, int ranks, int rank, int *fir
 static int rank_drives(const char *drive_list, bool substitute, int r, char *list, size_t cap,
                        const char **drives, int *n, struct k3_err *err)
 {
-    if (substitute && k3_share_path(drive_list, r, list, cap, err))
+    if (substitute && rank_path(drive_list, r, list, cap, err))
         return -1;
     if (!substitute && (size_t)snprintf(list, cap, "%s", drive_list) >= cap)
         return k3_errf(err, "--drives: longer than %zu bytes", cap - 1);
@@ -125,7 +135,8 @@ int cmd_pack(int argc, char **argv)
                  "e mod R = rank; %r in --drives is the rank", .min = 1, .max = K3_MAX_RANKS,
          .def = "1, the whole model"},
         {.name = "rank", .type = K3_OPT_INT, .dst = &rank, .arg = "r",
-         .help = "write rank r's share only", .def = "every rank's, each onto its own drives"},
+         .help = "write rank r's share only", .min = 0, .max = K3_MAX_RANKS - 1,
+         .def = "every rank's, each onto its own drives"},
         {.name = "quiet", .short_name = 'q', .type = K3_OPT_FLAG, .dst = &quiet,
          .help = "print nothing but warnings and errors"},
     };
@@ -146,7 +157,7 @@ int cmd_pack(int argc, char **argv)
     if (!rc && (!checkpoint || !drive_list))
         rc = k3_errf(&err, "pack: --checkpoint and --drives are required (see --help)");
     int first = 0, last = 0, n;
-    char list[4096];
+    static char list[DRIVES_TEXT_MAX];
     const char *drives[MAX_DRIVES];
     if (!rc)
         rc = shares_to_write(drive_list, ranks, rank, &first, &last, &err);
