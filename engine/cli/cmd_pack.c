@@ -79,7 +79,7 @@ static int rank_path(const char *drive_list, int r, char *out, size_t cap, struc
 
 /* The share of each rank to write: --rank's alone, or every rank's (then the drive list
  * must name each rank's own drives through %r).  ranks 0: --ranks not given, the whole
- * model onto the drives as written. */
+ * model. */
 static int shares_to_write(const char *drive_list, int ranks, int rank, int *first, int *last,
                            struct k3_err *err)
 {
@@ -101,16 +101,12 @@ static int shares_to_write(const char *drive_list, int ranks, int rank, int *fir
                                   "--rank", drive_list, ranks);
 }
 
-/* Rank r's drives: drive_list with %r replaced by r (when substitute: --ranks given; else
- * as written), split into drives[0..*n) pointing into list. */
-static int rank_drives(const char *drive_list, bool substitute, int r, char *list, size_t cap,
-                       const char **drives, int *n, struct k3_err *err)
+/* Rank r's drives: drive_list with %r replaced by r (0 for a whole pack, as run and serve
+ * read it), split into drives[0..*n) pointing into list. */
+static int rank_drives(const char *drive_list, int r, char *list, size_t cap, const char **drives,
+                       int *n, struct k3_err *err)
 {
-    if (substitute && rank_path(drive_list, r, list, cap, err))
-        return -1;
-    if (!substitute && (size_t)snprintf(list, cap, "%s", drive_list) >= cap)
-        return k3_errf(err, "--drives: longer than %zu bytes", cap - 1);
-    return split_drives(list, drives, n, err);
+    return rank_path(drive_list, r, list, cap, err) ? -1 : split_drives(list, drives, n, err);
 }
 
 int cmd_pack(int argc, char **argv)
@@ -162,14 +158,14 @@ int cmd_pack(int argc, char **argv)
     if (!rc)
         rc = shares_to_write(drive_list, ranks, rank, &first, &last, &err);
     for (int r = first; !rc && r <= last; r++) /* every rank's list, before packing any */
-        rc = rank_drives(drive_list, ranks > 0, r, list, sizeof list, drives, &n, &err);
+        rc = rank_drives(drive_list, r, list, sizeof list, drives, &n, &err);
     if (rc) {
         fprintf(stderr, "k3-uring pack: %s\n", err.msg);
         return 2;
     }
     for (int r = first; r <= last; r++) {
         po.share = (struct k3_share){r, ranks};
-        rank_drives(drive_list, ranks > 0, r, list, sizeof list, drives, &n, &err);
+        rank_drives(drive_list, r, list, sizeof list, drives, &n, &err);
         po.drives = drives;
         po.n_drives = n;
         if (k3_pack(&po, &err)) {

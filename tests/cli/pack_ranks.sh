@@ -55,6 +55,11 @@ for x in a b; do
     fail "--ranks 1: manifest $x differs from a plain pack's"
 done
 
+# Without --ranks, %r is rank 0, as run and serve read --drives.
+mkdir -p "$d/plain0"
+"$K3" pack -m "$m" --drives "$d/plain%r" -q || fail "pack --drives plain%r"
+[[ -f "$d/plain0/k3-uring.manifest" ]] || fail "pack without --ranks did not write plain0"
+
 # Bad combinations: one line naming the option and value, nothing written.
 pk() { "$K3" pack -m "$m" "$@"; }
 expect_error 2 "--drives $d/x/a,$d/x/b: no %r, so all 2 ranks' shares would land on the same drives" \
@@ -65,6 +70,7 @@ expect_error 2 "--rank: -1 is outside [0, 63]" pk --drives "$d/one/a" --ranks 2 
 expect_error 2 "--ranks: 0 is outside [1, 64]" pk --drives "$d/one/a" --ranks 0
 expect_error 2 "--ranks: 65 is outside [1, 64]" pk --drives "$d/box%r/a" --ranks 65
 expect_error 2 "--drives $d/box%x/a: '%x'" pk --drives "$d/box%x/a" --ranks 2
+expect_error 2 "--drives $d/box%x/a: '%x'" pk --drives "$d/box%x/a"
 mkdir -p "$d/rep/a" "$d/rep/b"
 expect_error 1 "--replicas 2 with --ranks 2: format version 1 has no room" \
   pk --drives "$d/rep/a,$d/rep/b" --ranks 2 --rank 0 --replicas 2
