@@ -3,7 +3,8 @@
 # --drives), each holding the whole trunk and about half the records' bytes, under the
 # model hash of a whole pack; a share pack's manifest records its share (one process
 # opening it is refused, naming it); --rank writes one share; --ranks 1 writes the bytes a
-# plain pack writes; bad --ranks/--rank/--drives combinations are refused in one line.
+# plain pack writes; without --ranks %r is rank 0; bad --ranks/--rank/--drives
+# combinations are refused in one line.
 source "$(dirname "$0")/lib.sh"
 m=$(tiny_model)
 d="$K3_TEST_TMP/pack-ranks"
