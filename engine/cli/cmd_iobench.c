@@ -59,7 +59,8 @@ static int open_pack(const char *drive_list, const struct k3_stream_opts *so, st
     int n = 0;
     for (char *t = strtok(list, ","); t && n < 256; t = strtok(NULL, ","))
         drives[n++] = t;
-    int rc = k3_model_open_packed(m, drives, n, err);
+    /* one process reading the whole pack: a share pack is refused (it is one rank's) */
+    int rc = k3_model_open_packed(m, drives, n, (struct k3_share){0}, err);
     if (!rc && (rc = k3_stream_open(s, m, so, note, note_len, err)))
         k3_model_close(m);
     free(list);

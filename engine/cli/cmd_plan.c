@@ -1,6 +1,8 @@
 /* `k3-uring plan`: the memory floor and how a RAM budget is spent, for any config of
- * the family, without its weights (the full K3 included). */
+ * the family, without its weights (the full K3 included); with --ranks R, s/token for R
+ * such boxes sharing the routed experts (mpirun -np R). */
 #include <jansson.h>
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 #include "engine/cli/cli.h"
 #include "engine/model/config.h"
 #include "engine/model/config_presets.h"
+#include "engine/model/share.h"
 #include "engine/forward/forward.h"
 #include "engine/base/options.h"
 #include "engine/pack/pack_format.h"
@@ -167,27 +170,46 @@ static double compute_seconds(double bytes, double per_core, const struct box *b
     return bytes / ((rate < mem ? rate : mem) * 1e9);
 }
 
-/* s/token of one decode step on the box, as the pipelined engine would run it. */
-static void project(const struct k3_config *c, const struct k3_budget_input *in,
-                    const struct k3_budget *b, const struct box *box)
+/* Bytes of weights a decode step computes and reads on one box. */
+struct step {
+    double expert_bytes;     /* routed experts computed (MXFP4) */
+    double trunk_compute;    /* trunk weights computed (bf16), the embedding aside */
+    double trunk_read;       /* trunk segments streamed */
+    double read;             /* bytes read off the drives */
+    double hit;              /* fraction of records found in the cache */
+};
+
+/* A box computing `experts` routed experts per MoE layer, of `owned` per layer it holds:
+ * its cache (b->cache_records, routing uniform over a layer's experts: synthetic weights;
+ * real routing repeats more) holds a fraction of its records. */
+static struct step step_of(const struct k3_config *c, const struct k3_budget_input *in,
+                           const struct k3_budget *b, double experts, double owned)
 {
     struct k3_record_layout rec;
     k3_record_layout_init(&rec, c);
-    double moe = k3_moe_layer_count(c), records = (double)c->top_k * moe;
-    /* The cache, under routing that is uniform over a layer's experts (synthetic weights;
-     * real routing repeats more): a fraction of the records asked is already there. */
-    double hit = b->cache_records / ((double)c->n_experts * moe);
-    hit = hit > 1 ? 1 : hit;
-    double expert_bytes = records * (double)rec.bytes;
-    double trunk_read = 0, trunk_compute = 0;
+    double moe = k3_moe_layer_count(c);
+    struct step st = {.expert_bytes = experts * moe * (double)rec.bytes};
+    st.hit = b->cache_records / (owned * moe);
+    st.hit = st.hit > 1 ? 1 : st.hit;
     for (int s = 1; s < in->n_segments; s++) { /* the embedding: one row per token */
-        trunk_compute += (double)in->segment_bytes[s];
+        st.trunk_compute += (double)in->segment_bytes[s];
         if (!b->resident[s])
-            trunk_read += (double)in->segment_bytes[s];
+            st.trunk_read += (double)in->segment_bytes[s];
     }
     /* an embedding row: at most its buffer's pieces */
-    double read = expert_bytes * (1 - hit) + trunk_read +
-                  (b->resident[K3_SEG_EMBED] ? 0 : (double)in->embed_buffer_bytes);
+    st.read = st.expert_bytes * (1 - st.hit) + st.trunk_read +
+              (b->resident[K3_SEG_EMBED] ? 0 : (double)in->embed_buffer_bytes);
+    return st;
+}
+
+/* s/token of one decode step on the box, as the pipelined engine would run it; returns
+ * the pipelined s/token. */
+static double project(const struct k3_config *c, const struct k3_budget_input *in,
+                      const struct k3_budget *b, const struct box *box)
+{
+    struct step st = step_of(c, in, b, c->top_k, c->n_experts);
+    double expert_bytes = st.expert_bytes, trunk_compute = st.trunk_compute, read = st.read,
+           hit = st.hit, trunk_read = st.trunk_read;
     double t_io = read / (box->drives * box->drive_gbps * 1e9);
     double t_c = compute_seconds(expert_bytes, box->mxfp4_core, box) +
                  compute_seconds(trunk_compute, box->bf16_core, box);
@@ -203,6 +225,91 @@ static void project(const struct k3_config *c, const struct k3_budget_input *in,
            expert_bytes / 1e9, trunk_compute / 1e9);
     printf("  pipelined             %8.3f s/token  (the larger: reads and compute overlap)\n", t);
     printf("  synchronous           %8.3f s/token  (reads, then compute)\n", t_io + t_c);
+    return t;
+}
+
+/* Expected experts per MoE layer on the busiest of R ranks: a token's k distinct experts
+ * drawn uniformly from E, rank r owning k3_share_experts of them (e mod R).  Exact: the
+ * split is multivariate hypergeometric; P(every rank <= t) by a sum over ranks of how many
+ * of the draws each takes (each rank's count hypergeometric given the draws left), and
+ * E[max] = sum over t < k of P(max > t).  About R k^3 steps: instant at K3's R <= 64,
+ * k = 16. */
+static double log_choose(double n, double j) { return lgamma(n + 1) - lgamma(j + 1) - lgamma(n - j + 1); }
+
+static double prob_all_at_most(int E, int k, int R, int t)
+{
+    double f[K3_MAX_TOPK + 1] = {1}, g[K3_MAX_TOPK + 1]; /* f[s]: s drawn by the ranks so far */
+    int pool = E;
+    for (int r = 0; r < R; r++) {
+        int own = k3_share_experts((struct k3_share){r, R}, E);
+        for (int s = 0; s <= k; s++)
+            g[s] = 0;
+        for (int s = 0; s <= k; s++) {
+            int left = k - s;
+            for (int j = 0; f[s] > 0 && j <= t && j <= own && j <= left; j++)
+                if (left - j <= pool - own)
+                    g[s + j] += f[s] * exp(log_choose(own, j) + log_choose(pool - own, left - j) -
+                                           log_choose(pool, left));
+        }
+        memcpy(f, g, sizeof f);
+        pool -= own;
+    }
+    return f[k];
+}
+
+static double busiest_experts(int E, int k, int R)
+{
+    double m = 0;
+    for (int t = 0; t < k; t++)
+        m += 1 - prob_all_at_most(E, k, R, t);
+    return m;
+}
+
+/* The link between boxes: bandwidth (Gb/s, bits) and the latency of one exchange. */
+struct net {
+    double gbps, us;
+};
+
+/* R boxes like `box`, each holding the trunk and its share of the experts, exchanging the
+ * routed experts' outputs after every MoE layer (every rank sums all k in routing order). */
+static void project_ranks(const struct k3_config *c, const struct k3_budget_input *in,
+                          const struct k3_budget *b, const struct box *box, int R,
+                          const struct net *net, double one_box)
+{
+    double moe = k3_moe_layer_count(c), k = c->top_k;
+    double busiest = busiest_experts(c->n_experts, c->top_k, R);
+    double owned = k3_share_experts((struct k3_share){0, R}, c->n_experts); /* the largest */
+    struct step st = step_of(c, in, b, busiest, owned);
+    double t_io = st.read / (box->drives * box->drive_gbps * 1e9);
+    double t_c = compute_seconds(st.expert_bytes, box->mxfp4_core, box) +
+                 compute_seconds(st.trunk_compute, box->bf16_core, box);
+    /* Each rank sends each of its experts' outputs (latent f32) to every other rank: k
+     * outputs per layer, each R - 1 times.  The busiest box's link carries the larger of
+     * what it sends (its outputs, R - 1 times) and at most k outputs in. */
+    double output = (double)c->latent * 4, total = moe * k * output * (R - 1);
+    double link = (busiest * (R - 1) > k ? busiest * (R - 1) : k) * output;
+    double t_net = moe * (net->us * 1e-6 + link * 8 / (net->gbps * 1e9));
+    double t = t_io > t_c + t_net ? t_io : t_c + t_net;
+    printf("projection for %d such boxes (mpirun -np %d: the trunk on each, expert e on box "
+           "e mod %d), linked at %.0f Gb/s with %.1f us per exchange:\n",
+           R, R, R, net->gbps, net->us);
+    printf("  experts per layer     %8.2f on the busiest box of %d a token routes to (exact "
+           "expected maximum over the boxes; an even split is %.2f)\n", busiest, c->top_k, k / R);
+    printf("  read per token        %8.2f GB on the busiest box  (experts %.2f; cache hits %.1f%% "
+           "of its %.0f experts a layer)\n", st.read / 1e9, st.expert_bytes * (1 - st.hit) / 1e9,
+           100 * st.hit, owned);
+    printf("  between boxes         %8.2f MB/token in all  (%.0f MoE layers x %d outputs of %.0f "
+           "B, each to the %d other boxes; %.2f MB sent per box)\n", total / 1e6, moe, c->top_k,
+           output, R - 1, total / R / 1e6);
+    printf("  I/O floor             %8.3f s/token\n", t_io);
+    printf("  compute               %8.3f s/token  (%.2f GB MXFP4, %.2f GB bf16)\n", t_c,
+           st.expert_bytes / 1e9, st.trunk_compute / 1e9);
+    printf("  exchange              %8.3f s/token  (%.0f x (%.1f us + %.0f KB on the busiest "
+           "box's link))\n", t_net, moe, net->us, link / 1e3);
+    printf("  pipelined             %8.3f s/token  (the larger: reads overlap compute and the "
+           "exchange; %.2f x one box's)\n", t, t / one_box);
+    printf("  synchronous           %8.3f s/token  (reads, then compute, then the exchange)\n",
+           t_io + t_c + t_net);
 }
 
 int cmd_plan(int argc, char **argv)
@@ -210,8 +317,9 @@ int cmd_plan(int argc, char **argv)
     static const struct k3_opt_choice ram_choices[] = {
         {"floor", K3_RAM_FLOOR}, {"trunk", K3_RAM_TRUNK}, {NULL, 0}};
     const char *config = "k3", *calibration = NULL;
-    int ctx = 4096, seqs = 1, drives = 8, threads = 0, cores = 0, nodes = 1;
+    int ctx = 4096, seqs = 1, drives = 8, threads = 0, cores = 0, nodes = 1, ranks = 1;
     float drive_gbps = 7.0f, mem_gbps = 150.0f;
+    float net_gbps = 100.0f, net_us = 5.0f; /* 100 Gb Ethernet; an RDMA-like exchange */
     uint64_t ram = K3_RAM_FLOOR;
     const struct k3_opt opts[] = {
         {.name = "config", .short_name = 'c', .type = K3_OPT_STRING, .dst = &config,
@@ -238,9 +346,17 @@ int cmd_plan(int argc, char **argv)
          .def = "built in"},
         {.name = "threads", .short_name = 't', .type = K3_OPT_INT, .dst = &threads, .arg = "N",
          .help = "compute threads; 0 = one per core", .min = 0, .max = 4096},
+        {.name = "ranks", .type = K3_OPT_INT, .dst = &ranks, .arg = "R",
+         .help = "also project R such boxes sharing the routed experts (mpirun -np R), each "
+                 "with the drives and cores above", .min = 1, .max = K3_MAX_RANKS},
+        {.name = "net-gbps", .type = K3_OPT_FLOAT, .dst = &net_gbps, .arg = "Gb/s",
+         .help = "link between boxes, gigabits per second (--ranks)", .min = 0.001, .max = 100000},
+        {.name = "net-us", .type = K3_OPT_FLOAT, .dst = &net_us, .arg = "us",
+         .help = "latency of one exchange of expert outputs between boxes (--ranks)", .min = 0,
+         .max = 1e6},
     };
     const char *usage = "usage: k3-uring plan [--config k3] [--ram 8G] [--ctx 4096] [--drives 8] "
-                        "[--drive-gbps 7] [--cores 128] [--numa-nodes 2]";
+                        "[--drive-gbps 7] [--cores 128] [--numa-nodes 2] [--ranks R]";
     struct k3_err err = {{0}};
     int rc = k3_opts_parse(opts, K3_OPTS_COUNT(opts), argc, argv, &err);
     if (rc > 0) {
@@ -278,7 +394,9 @@ int cmd_plan(int argc, char **argv)
     if (!rc) {
         printf("%s over %d drives, %d threads:\n", config, drives, in.threads);
         k3_budget_print(stdout, &b, &in);
-        project(&c, &in, &b, &box);
+        double one_box = project(&c, &in, &b, &box);
+        if (ranks > 1)
+            project_ranks(&c, &in, &b, &box, ranks, &(struct net){net_gbps, net_us}, one_box);
     } else {
         fprintf(stderr, "k3-uring plan: %s\n", err.msg);
     }

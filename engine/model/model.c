@@ -389,10 +389,10 @@ static int packed_plan(struct k3_model *m, struct k3_err *err)
 }
 
 int k3_model_open_packed(struct k3_model *m, const char *const *drives, int n,
-                         struct k3_err *err)
+                         struct k3_share share, struct k3_err *err)
 {
     memset(m, 0, sizeof *m);
-    if (k3_packed_open(&m->packed, drives, n, err))
+    if (k3_packed_open(&m->packed, drives, n, share, err))
         return -1;
     const struct k3_packed *p = m->packed;
     int rc = k3_config_parse(&m->cfg, p->drives[0].path, p->config, p->config_len, err);

@@ -17,6 +17,7 @@
 #include "engine/model/checkpoint.h"
 #include "engine/model/config.h"
 #include "engine/base/err.h"
+#include "engine/model/share.h"
 #include "engine/model/tensors.h"
 
 typedef uint16_t k3_bf16;
@@ -124,9 +125,11 @@ struct k3_model {
  * (stream.h) loads or streams them, as for packed drives. */
 int k3_model_open_checkpoint(struct k3_model *m, const char *dir, struct k3_err *err);
 /* Opens a pack from its drive folders, in any order: config, tensor table and small
- * tensors.  No segment is bound yet: a stream (stream.h) loads or streams them. */
+ * tensors, for a process computing `share`'s experts (a share pack must hold that share;
+ * a whole pack serves any).  No segment is bound yet: a stream (stream.h) loads or
+ * streams them. */
 int k3_model_open_packed(struct k3_model *m, const char *const *drives, int n,
-                         struct k3_err *err);
+                         struct k3_share share, struct k3_err *err);
 void k3_model_close(struct k3_model *m);
 
 /* Points every matrix of segment seg at base (the segment's bytes as laid out). */

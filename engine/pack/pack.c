@@ -36,6 +36,7 @@ struct packer {
     struct k3_ckpt_plan plan;
     struct k3_record_layout rec;
     struct k3_pack_plan pp;        /* objects, pieces, replicas, each drive's bytes */
+    struct k3_pack_share share;    /* K3_SEC_SHARE of a share pack */
     int n_drives;
     struct k3io_file *files;       /* [n_drives] data files */
     uint8_t *buf;                  /* one piece */
@@ -99,7 +100,8 @@ static int plan(struct packer *pk, struct k3_err *err)
 {
     const struct k3_pack_opts *o = pk->o;
     struct k3_pack_geometry g = {.n_drives = o->n_drives, .chunk = o->chunk,
-                                 .whole_records = o->whole_records, .replicas = o->replicas};
+                                 .whole_records = o->whole_records, .replicas = o->replicas,
+                                 .share = o->share};
     if (k3_pack_plan(&pk->pp, &pk->cfg, pk->plan.layout.segment_bytes,
                      pk->plan.layout.n_segments, pk->rec.bytes, &g, err))
         return -1;
@@ -144,10 +146,29 @@ static int check_drive(struct packer *pk, int d, struct k3_err *err)
     return 0;
 }
 
+/* A share of the routed experts this model can be cut into: every rank owns one or more
+ * experts of each layer. */
+static int check_share(const struct packer *pk, struct k3_err *err)
+{
+    struct k3_share sh = pk->o->share;
+    if (k3_share_whole(sh))
+        return 0;
+    if (sh.ranks > K3_MAX_RANKS || sh.rank < 0 || sh.rank >= sh.ranks)
+        return k3_errf(err, "rank %d of %d: want 0 <= rank < ranks <= %d", sh.rank, sh.ranks,
+                       K3_MAX_RANKS);
+    if (sh.ranks > pk->cfg.n_experts)
+        return k3_errf(err, "--ranks %d: more ranks than %s's %d experts per layer", sh.ranks,
+                       pk->o->checkpoint, pk->cfg.n_experts);
+    return 0;
+}
+
 static int check_drives(struct packer *pk, struct k3_err *err)
 {
     if (pk->o->replicas > 1 && pk->n_drives < 2)
         return k3_errf(err, "--replicas 2 needs at least 2 drives (a copy goes to another drive)");
+    if (pk->o->replicas > 1 && !k3_share_whole(pk->o->share))
+        return k3_errf(err, "--replicas 2 with --ranks %d: format version 1 has no room for a "
+                       "share pack's replica table (pack_format.h)", pk->o->share.ranks);
     for (int d = 0; d < pk->n_drives; d++)
         if (check_drive(pk, d, err))
             return -1;
@@ -252,11 +273,31 @@ static int write_piece(struct packer *pk, uint64_t k, struct k3_err *err)
     return 0;
 }
 
+/* A record outside the share: only its checksum, read in record-piece steps (the model's
+ * hash covers every record, so every rank's pack names the same model). */
+static int hash_absent(struct packer *pk, uint64_t o, XXH3_state_t *st, struct k3_err *err)
+{
+    struct k3_pack_object *x = &pk->pp.objects[o];
+    uint64_t step = pk->pp.record_piece;
+    for (uint64_t at = 0; at < x->bytes; at += step) {
+        uint64_t len = x->bytes - at < step ? x->bytes - at : step;
+        if (fill(pk, o, at, len, pk->buf, err))
+            return -1;
+        XXH3_64bits_update(st, pk->buf, len);
+        pk->done_bytes += len;
+        progress(pk);
+    }
+    x->xxh3 = XXH3_64bits_digest(st);
+    return 0;
+}
+
 /* Object o, piece by piece, with its checksum over the logical bytes. */
 static int write_object(struct packer *pk, uint64_t o, XXH3_state_t *st, struct k3_err *err)
 {
     struct k3_pack_object *x = &pk->pp.objects[o];
     XXH3_64bits_reset(st);
+    if (!x->n_pieces)
+        return hash_absent(pk, o, st, err);
     for (uint32_t j = 0; j < x->n_pieces; j++) {
         uint64_t k = x->first_piece + j;
         uint32_t bytes = pk->pp.pieces[k].bytes;
@@ -360,8 +401,8 @@ struct section_src {
     size_t len;
 };
 
-/* The manifest's sections in pack_format.h's order (replicas only with 2); returns how
- * many. */
+/* The manifest's sections in pack_format.h's order (replicas only with 2, the share only
+ * in a share pack); returns how many. */
 static int sections_of(const struct packer *pk, const struct blob *tensors,
                        const struct blob *names, struct section_src *secs)
 {
@@ -377,6 +418,8 @@ static int sections_of(const struct packer *pk, const struct blob *tensors,
     if (pp->replicas)
         secs[n++] = (struct section_src){K3_SEC_REPLICAS, pp->replicas,
                                          pp->n_pieces * sizeof *pp->replicas};
+    if (!k3_share_whole(pk->o->share))
+        secs[n++] = (struct section_src){K3_SEC_SHARE, &pk->share, sizeof pk->share};
     return n;
 }
 
@@ -385,12 +428,12 @@ static int sections_of(const struct packer *pk, const struct blob *tensors,
 static void shared_header(const struct packer *pk, int n_sections, struct k3_pack_header *h)
 {
     const struct k3_pack_plan *pp = &pk->pp;
-    uint64_t first_record = pp->n_trunk < pp->n_objects ? pp->n_trunk : 0;
     *h = (struct k3_pack_header){
         .version = K3_PACK_VERSION,
         .header_bytes = sizeof *h,
         .drive_count = (uint32_t)pk->n_drives,
-        .chunk_bytes = pk->o->whole_records ? 0 : pp->objects[first_record].piece_bytes,
+        .chunk_bytes = pk->o->whole_records ? 0
+                       : pp->n_trunk < pp->n_objects ? pp->record_piece : pp->trunk_piece,
         .n_objects = pp->n_objects,
         .n_pieces = pp->n_pieces,
         .n_tensors = (uint64_t)pk->plan.n_specs,
@@ -528,14 +571,22 @@ static void packer_free(struct packer *pk)
 
 int k3_pack(const struct k3_pack_opts *o, struct k3_err *err)
 {
-    struct packer pk = {.o = o, .n_drives = o->n_drives, .start = now()};
-    int rc = open_checkpoint(&pk, err) || plan(&pk, err) || check_drives(&pk, err) ? -1 : 0;
+    struct packer pk = {.o = o, .n_drives = o->n_drives, .start = now(),
+                        .share = {(uint32_t)o->share.rank, (uint32_t)o->share.ranks}};
+    int rc = open_checkpoint(&pk, err) || check_share(&pk, err) || plan(&pk, err) ||
+                     check_drives(&pk, err)
+                 ? -1
+                 : 0;
     if (!rc) {
         const struct k3_pack_plan *pp = &pk.pp;
         note(&pk, false, "%llu objects in %llu pieces over %d drives, record %llu B in pieces "
              "of %u B", (unsigned long long)pp->n_objects, (unsigned long long)pp->n_pieces,
              pk.n_drives, (unsigned long long)pk.rec.bytes,
-             pp->n_objects > pp->n_trunk ? pp->objects[pp->n_trunk].piece_bytes : 0);
+             pp->n_objects > pp->n_trunk ? (uint32_t)pp->record_piece : 0);
+        if (!k3_share_whole(o->share))
+            note(&pk, false, "rank %d of %d: the trunk and %d of every layer's %d experts; the "
+                 "others' records are read for the model's checksum only", o->share.rank,
+                 o->share.ranks, k3_share_experts(o->share, pk.cfg.n_experts), pk.cfg.n_experts);
         rc = open_drives(&pk, err) || write_objects(&pk, err) || write_manifests(&pk, err) ? -1 : 0;
     }
     if (!rc)

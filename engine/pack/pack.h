@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "engine/base/err.h"
+#include "engine/model/share.h"
 
 struct k3_pack_opts {
     const char *checkpoint;
@@ -23,6 +24,8 @@ struct k3_pack_opts {
     uint64_t chunk;      /* largest piece, bytes; 0: each record in one piece per drive */
     bool whole_records;  /* each record whole on one drive, round-robin (for comparison) */
     int replicas;        /* 1, or 2: a copy of every piece on the next drive */
+    struct k3_share share; /* whole, or one rank's share of the routed experts (a share
+                            * pack: the trunk and that rank's records; pack_format.h) */
     /* Reports, on the packing thread; each may be NULL.  note: one line when a phase
      * ends (the plan, the data, done) or, with warning, something the user should know
      * (a drive refusing O_DIRECT).  progress: data bytes written of total, per piece. */

@@ -25,6 +25,17 @@
  * With replicas, every piece also has a copy on drive (its drive + 1) mod N, stored after
  * all primary pieces, object by object, contiguous per drive in the same way.
  *
+ * A share pack (pack --ranks R: one rank's share of the routed experts, for mpirun -np R)
+ * has a K3_SEC_SHARE section naming its rank and R.  It holds every trunk segment and the
+ * records of the experts e with e mod R == rank (engine/model/share.h); every other record
+ * stays in the object table, with its size and checksum (so every rank's pack names the
+ * same model, the same model_xxh64), but with no pieces (n_pieces and piece_bytes zero,
+ * first_piece where its pieces would start).  The placement rule above then counts only
+ * the objects that have pieces: `object` is the object's place among them, so whole
+ * records still go round-robin over the drives.  A pack without the section holds every
+ * object (the whole model).  Version 1's header has room for 8 sections, so a share pack
+ * has no replica table (config, tokenizer files, four tables and the share fill them).
+ *
  * All integers are little-endian.  Changing anything here means a new version.
  */
 #ifndef K3_PACK_FORMAT_H
@@ -50,6 +61,7 @@ enum k3_pack_section_kind {
     K3_SEC_TENSORS = 6,    /* struct k3_pack_tensor[] */
     K3_SEC_NAMES = 7,      /* NUL-terminated tensor names, referenced by name_offset */
     K3_SEC_REPLICAS = 8,   /* optional: struct k3_pack_replica[], one per piece */
+    K3_SEC_SHARE = 9,      /* optional: one struct k3_pack_share (a share pack) */
 };
 
 struct k3_pack_section {
@@ -85,7 +97,7 @@ struct k3_pack_object {
     uint64_t bytes;            /* logical size */
     uint64_t xxh3;             /* XXH3-64 of the logical bytes: independent of placement */
     uint64_t first_piece;      /* index into the piece table */
-    uint32_t n_pieces;
+    uint32_t n_pieces;         /* 0: a record outside a share pack's share */
     uint32_t piece_bytes;      /* every piece but the last */
     int32_t layer;             /* trunk: -1 embedding, 0..L-1 layers, L output; record: layer */
     int32_t expert;            /* -1 for trunk segments */
@@ -108,6 +120,14 @@ struct k3_pack_replica {
     uint32_t reserved;
 };
 _Static_assert(sizeof(struct k3_pack_replica) == 16, "frozen");
+
+/* The share of the routed experts a share pack holds: rank of ranks (2 <= ranks <=
+ * K3_MAX_RANKS, rank < ranks). */
+struct k3_pack_share {
+    uint32_t rank;
+    uint32_t ranks;
+};
+_Static_assert(sizeof(struct k3_pack_share) == 8, "frozen");
 
 struct k3_pack_tensor {
     uint64_t offset;           /* inside its segment, K3_PACK_TENSOR_ALIGN-aligned */

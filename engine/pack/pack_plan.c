@@ -37,9 +37,11 @@ struct k3_pack_object k3_pack_object_id(const struct k3_config *c, uint64_t n_tr
 }
 
 /* Objects: the trunk segments, then every record, MoE layers in order, experts in
- * order; each cut into pieces (an empty segment still gets one, empty). */
+ * order; each cut into pieces (an empty segment still gets one, empty), but a record
+ * outside the share gets none. */
 static int plan_objects(struct k3_pack_plan *pl, const struct k3_config *c,
-                        const uint64_t *segment_bytes, uint64_t record_bytes, struct k3_err *err)
+                        const uint64_t *segment_bytes, uint64_t record_bytes,
+                        struct k3_share share, struct k3_err *err)
 {
     pl->n_objects = pl->n_trunk + (uint64_t)k3_moe_layer_count(c) * (uint64_t)c->n_experts;
     pl->objects = calloc(pl->n_objects, sizeof *pl->objects);
@@ -53,22 +55,28 @@ static int plan_objects(struct k3_pack_plan *pl, const struct k3_config *c,
         x->bytes = trunk ? segment_bytes[o] : record_bytes;
         x->piece_bytes = (uint32_t)(trunk ? pl->trunk_piece : pl->record_piece);
         x->n_pieces = x->bytes ? (uint32_t)((x->bytes + x->piece_bytes - 1) / x->piece_bytes) : 1;
+        if (!trunk && !k3_share_owns(share, x->expert))
+            x->n_pieces = x->piece_bytes = 0;
         x->first_piece = pl->n_pieces;
         pl->n_pieces += x->n_pieces;
     }
     return 0;
 }
 
-/* Primary pieces: piece j of object o on drive (o + j) mod N; a drive's pieces of one
- * object back to back, so piece j is the (j / N)-th of its drive's run. */
+/* Primary pieces: piece j of the held-th object with pieces on drive (held + j) mod N
+ * (held is the object's index in a whole pack); a drive's pieces of one object back to
+ * back, so piece j is the (j / N)-th of its drive's run. */
 static void place_pieces(struct k3_pack_plan *pl, uint32_t N, uint64_t *run)
 {
+    uint64_t held = 0;
     for (uint64_t o = 0; o < pl->n_objects; o++) {
         const struct k3_pack_object *x = &pl->objects[o];
+        if (!x->n_pieces)
+            continue;
         memset(run, 0, N * sizeof *run);
         for (uint32_t j = 0; j < x->n_pieces; j++) {
             struct k3_pack_piece *pc = &pl->pieces[x->first_piece + j];
-            pc->drive = k3_pack_piece_drive(o, j, N);
+            pc->drive = k3_pack_piece_drive(held, j, N);
             pc->bytes = j + 1 < x->n_pieces ? x->piece_bytes
                                             : (uint32_t)(x->bytes - (uint64_t)j * x->piece_bytes);
             pc->offset = pl->data_bytes[pc->drive] + (uint64_t)(j / N) * x->piece_bytes;
@@ -76,6 +84,7 @@ static void place_pieces(struct k3_pack_plan *pl, uint32_t N, uint64_t *run)
         }
         for (uint32_t d = 0; d < N; d++)
             pl->data_bytes[d] += run[d];
+        held++;
     }
 }
 
@@ -105,7 +114,7 @@ int k3_pack_plan(struct k3_pack_plan *pl, const struct k3_config *c, const uint6
     uint32_t N = (uint32_t)g->n_drives;
     piece_sizes(pl, record_bytes, g);
     pl->n_trunk = (uint64_t)n_segments;
-    if (plan_objects(pl, c, segment_bytes, record_bytes, err))
+    if (plan_objects(pl, c, segment_bytes, record_bytes, g->share, err))
         return -1;
     pl->pieces = calloc(pl->n_pieces + 1, sizeof *pl->pieces);
     pl->data_bytes = calloc(N, sizeof *pl->data_bytes);
@@ -142,5 +151,6 @@ uint64_t k3_pack_manifest_bytes(const struct k3_pack_plan *pl, const struct k3_p
                       s->n_tensors * sizeof(struct k3_pack_tensor) +
                       (pl->replicas ? pl->n_pieces * sizeof(struct k3_pack_replica) : 0);
     return sizeof(struct k3_pack_header) + pad8(s->config) + pad8(s->tiktoken) +
-           pad8(s->tokconfig) + pad8(s->names) + tables;
+           pad8(s->tokconfig) + pad8(s->names) + tables +
+           (s->share ? sizeof(struct k3_pack_share) : 0);
 }

@@ -14,6 +14,7 @@
 
 #include "engine/base/err.h"
 #include "engine/model/config.h"
+#include "engine/model/share.h"
 #include "engine/pack/pack_format.h"
 
 /* How the objects are cut and spread. */
@@ -22,6 +23,7 @@ struct k3_pack_geometry {
     uint64_t chunk;      /* largest piece, bytes; 0: each record in one piece per drive */
     bool whole_records;  /* each record whole on one drive, round-robin */
     int replicas;        /* 1, or 2: a copy of every piece on the next drive */
+    struct k3_share share; /* the records the pack holds (whole: all of them) */
 };
 
 struct k3_pack_plan {
@@ -40,7 +42,8 @@ struct k3_pack_plan {
 struct k3_pack_object k3_pack_object_id(const struct k3_config *c, uint64_t n_trunk, uint64_t o);
 
 /* Plans a pack of the trunk segments segment_bytes[0..n_segments) (tensors.h's order)
- * and c's routed-expert records of record_bytes each. */
+ * and c's routed-expert records of record_bytes each; records outside g->share get no
+ * pieces (pack_format.h). */
 int k3_pack_plan(struct k3_pack_plan *pl, const struct k3_config *c, const uint64_t *segment_bytes,
                  int n_segments, uint64_t record_bytes, const struct k3_pack_geometry *g,
                  struct k3_err *err);
@@ -50,6 +53,7 @@ void k3_pack_plan_free(struct k3_pack_plan *pl);
 struct k3_pack_sections {
     uint64_t config, tiktoken, tokconfig;  /* the checkpoint's files as stored */
     uint64_t n_tensors, names;             /* trunk tensors; their names with NULs */
+    bool share;                            /* a share pack's K3_SEC_SHARE */
 };
 
 /* Bytes of the manifest of plan pl with those sections (each padded to 8 bytes). */

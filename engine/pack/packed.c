@@ -39,12 +39,46 @@ static bool holds(const struct k3_pack_section *s, uint64_t count, size_t size)
     return s->bytes % size == 0 && s->bytes / size == count;
 }
 
-/* Every object's piece range, and each piece's size, drive and place. */
+/* The share a manifest's K3_SEC_SHARE names (whole without one); -1 when it is not one
+ * struct naming a rank of 2..K3_MAX_RANKS. */
+static int manifest_share(const uint8_t *m, const struct k3_pack_header *h, struct k3_share *share,
+                          const char *file, struct k3_err *err)
+{
+    const struct k3_pack_section *sec = section(h, K3_SEC_SHARE);
+    *share = (struct k3_share){0, 1};
+    if (!sec)
+        return 0;
+    struct k3_pack_share ps;
+    if (sec->bytes != sizeof ps)
+        return k3_errf(err, "%s: share section is %llu bytes, want %zu", file,
+                       (unsigned long long)sec->bytes, sizeof ps);
+    memcpy(&ps, m + sec->offset, sizeof ps);
+    if (ps.ranks < 2 || ps.ranks > K3_MAX_RANKS || ps.rank >= ps.ranks)
+        return k3_errf(err, "%s: share section names rank %u of %u (want rank < ranks, 2 <= "
+                       "ranks <= %d)", file, ps.rank, ps.ranks, K3_MAX_RANKS);
+    *share = (struct k3_share){(int)ps.rank, (int)ps.ranks};
+    return 0;
+}
+
+/* Every object's piece range, and each piece's size, drive and place; in a share pack,
+ * pieces exactly for the records of its share (and every trunk segment). */
 static int check_objects(const struct k3_pack_header *h, const struct k3_pack_object *objects,
-                         const struct k3_pack_piece *pieces, const char *file, struct k3_err *err)
+                         const struct k3_pack_piece *pieces, struct k3_share share,
+                         const char *file, struct k3_err *err)
 {
     for (uint64_t o = 0; o < h->n_objects; o++) {
         const struct k3_pack_object *x = &objects[o];
+        if (o >= h->n_trunk_objects && !k3_share_owns(share, x->expert)) {
+            if (x->n_pieces || x->piece_bytes || x->first_piece > h->n_pieces)
+                return k3_errf(err, "%s: object %llu (expert %d) is outside the pack's share "
+                               "(rank %d of %d) but has pieces", file, (unsigned long long)o,
+                               x->expert, share.rank, share.ranks);
+            continue;
+        }
+        if (!x->n_pieces && o >= h->n_trunk_objects && !k3_share_whole(share))
+            return k3_errf(err, "%s: object %llu (expert %d) has no pieces, yet the pack's share "
+                           "(rank %d of %d) holds it", file, (unsigned long long)o, x->expert,
+                           share.rank, share.ranks);
         if (!x->piece_bytes || x->piece_bytes % K3_PACK_ALIGN || !x->n_pieces ||
             x->first_piece > h->n_pieces || x->n_pieces > h->n_pieces - x->first_piece ||
             (x->bytes + x->piece_bytes - 1) / x->piece_bytes != x->n_pieces)
@@ -116,7 +150,10 @@ static int check_tables(const uint8_t *m, const struct k3_pack_header *h, const 
     const struct k3_pack_object *objects = (const void *)(m + obj->offset);
     const struct k3_pack_piece *pieces = (const void *)(m + pcs->offset);
     const struct k3_pack_tensor *tensors = (const void *)(m + ten->offset);
-    if (check_objects(h, objects, pieces, file, err) || check_replicas(m, h, pieces, file, err))
+    struct k3_share share;
+    if (manifest_share(m, h, &share, file, err) ||
+        check_objects(h, objects, pieces, share, file, err) ||
+        check_replicas(m, h, pieces, file, err))
         return -1;
     return check_tensors(h, objects, tensors, nam->bytes, file, err);
 }
@@ -287,6 +324,12 @@ static void map_sections(struct k3_packed *p)
     p->config_len = section(h, K3_SEC_CONFIG)->bytes;
     const struct k3_pack_section *rep = section(h, K3_SEC_REPLICAS);
     p->replicas = rep ? (const void *)(m + rep->offset) : NULL;
+    const struct k3_pack_section *sh = section(h, K3_SEC_SHARE);
+    if (sh) { /* checked: one struct naming a rank of 2..K3_MAX_RANKS */
+        struct k3_pack_share ps;
+        memcpy(&ps, m + sh->offset, sizeof ps);
+        p->share = (struct k3_share){(int)ps.rank, (int)ps.ranks};
+    }
     const struct k3_pack_section *tk = section(h, K3_SEC_TIKTOKEN), *tc = section(h, K3_SEC_TOKCONFIG);
     if (tk && tc) {
         p->tiktoken = (const char *)m + tk->offset;
@@ -294,6 +337,24 @@ static void map_sections(struct k3_packed *p)
         p->tokconfig = (const char *)m + tc->offset;
         p->tokconfig_len = tc->bytes;
     }
+}
+
+/* A share pack opens only as its own share; a whole pack as any (a rank reads its share
+ * of it). */
+static int check_share(const struct k3_packed *p, struct k3_share want, struct k3_err *err)
+{
+    struct k3_share has = p->share;
+    if (k3_share_whole(has) || (has.rank == want.rank && has.ranks == want.ranks))
+        return 0;
+    char path[K3_PATH_MAX];
+    if (k3_path_join(path, sizeof path, p->drives[0].path, K3_PACK_MANIFEST_FILE, err))
+        return -1;
+    if (k3_share_whole(want))
+        return k3_errf(err, "%s holds rank %d of %d's experts; this process runs the whole "
+                       "model (run the %d ranks with mpirun -np %d, each on its own drives)",
+                       path, has.rank, has.ranks, has.ranks, has.ranks);
+    return k3_errf(err, "%s holds rank %d of %d's experts; this process is rank %d of %d", path,
+                   has.rank, has.ranks, want.rank, want.ranks);
 }
 
 /* The pack, its drives' headers in paths order in *headers ([n], the caller frees). */
@@ -313,7 +374,8 @@ static int open_drives(struct k3_packed *p, const char *const *paths, int n,
     return 0;
 }
 
-int k3_packed_open(struct k3_packed **out, const char *const *paths, int n, struct k3_err *err)
+int k3_packed_open(struct k3_packed **out, const char *const *paths, int n, struct k3_share share,
+                   struct k3_err *err)
 {
     *out = NULL;
     if (n <= 0)
@@ -331,7 +393,7 @@ int k3_packed_open(struct k3_packed **out, const char *const *paths, int n, stru
     p->drives = drives;
     for (int i = 0; i < n; i++)
         p->drives[i].data.fd = -1;
-    int rc = open_drives(p, paths, n, headers, err);
+    int rc = open_drives(p, paths, n, headers, err) || check_share(p, share, err) ? -1 : 0;
     free(headers);
     if (rc) {
         k3_packed_close(p);
@@ -358,6 +420,8 @@ void k3_packed_close(struct k3_packed *p)
 uint64_t k3_packed_buffer_bytes(const struct k3_packed *p, uint64_t o)
 {
     const struct k3_pack_object *x = &p->objects[o];
+    if (!x->n_pieces)
+        return 0;
     const struct k3_pack_piece *last = &p->pieces[x->first_piece + x->n_pieces - 1];
     return k3_packed_piece_at(p, x, x->n_pieces - 1) + k3_pack_round_up(last->bytes, K3_PACK_ALIGN);
 }
@@ -375,6 +439,17 @@ uint32_t k3_packed_piece_of(const struct k3_packed *p, const struct k3_pack_obje
             hi = mid;
     }
     return lo;
+}
+
+int k3_packed_holds(const struct k3_packed *p, uint64_t o, struct k3_err *err)
+{
+    if (p->objects[o].n_pieces)
+        return 0;
+    char what[64];
+    k3_packed_describe(p, o, what, sizeof what);
+    return k3_errf(err, "drive %s: %s is not in this pack: it holds rank %d of %d's experts "
+                   "(expert e with e mod %d = %d)", p->drives[0].path, what, p->share.rank,
+                   p->share.ranks, p->share.ranks, p->share.rank);
 }
 
 void k3_packed_describe(const struct k3_packed *p, uint64_t o, char *buf, size_t len)

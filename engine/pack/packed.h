@@ -1,8 +1,8 @@
 /* A packed model opened from its drives (the layout of pack_format.h).
  *
  * Owns: finding the pack from the drive folders alone, in any order, and refusing a
- * missing drive, a drive of another pack or model, a drive-count mismatch or a damaged
- * manifest with the drive named; bounds-checking every table before use; reading an
+ * missing drive, a drive of another pack or model, a drive-count mismatch, a damaged
+ * manifest or a share pack opened as another share, with the drive named; bounds-checking every table before use; reading an
  * object's pieces back into logical order with their checksums verified.
  * Does not own: what objects mean (model.c), batched asynchronous reads (iouring/).
  */
@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "engine/base/err.h"
+#include "engine/model/share.h"
 #include "engine/pack/pack_format.h"
 #include "iouring/file.h"
 
@@ -40,6 +41,9 @@ struct k3_packed {
     uint64_t names_bytes;
     const char *config, *tiktoken, *tokconfig;   /* section bytes (not NUL-terminated) */
     uint64_t config_len, tiktoken_len, tokconfig_len;
+    /* The records held: whole, or a share pack's share (K3_SEC_SHARE); a record outside
+     * it has no pieces (n_pieces 0). */
+    struct k3_share share;
     /* A checkpoint folder seen as a pack (ckpt_view.h); NULL for a pack.  Its "drives"
      * are the shards, its pieces carry no checksums (xxh3 zero), and no tensor table,
      * config or tokenizer section is held (the folder has them). */
@@ -62,17 +66,25 @@ static inline uint64_t k3_packed_piece_at(const struct k3_packed *p, const struc
 /* The piece of object x whose buffer range holds byte `at` of x's buffer. */
 uint32_t k3_packed_piece_of(const struct k3_packed *p, const struct k3_pack_object *x, uint64_t at);
 
+/* 0 when p holds object o's bytes; -1 with err naming the record and the pack's share
+ * when o is a record outside a share pack's share (it has no pieces to read). */
+int k3_packed_holds(const struct k3_packed *p, uint64_t o, struct k3_err *err);
+
 /* "drive" or "shard": what p's files are called in messages. */
 static inline const char *k3_packed_noun(const struct k3_packed *p)
 {
     return p->checkpoint ? "shard" : "drive";
 }
 
-/* Opens the pack on drive folders paths[0..n), given in any order. */
-int k3_packed_open(struct k3_packed **out, const char *const *paths, int n, struct k3_err *err);
+/* Opens the pack on drive folders paths[0..n), given in any order, for a process that
+ * computes `share`'s experts: a share pack must be that share (pack_format.h); a whole
+ * pack serves any share. */
+int k3_packed_open(struct k3_packed **out, const char *const *paths, int n, struct k3_share share,
+                   struct k3_err *err);
 void k3_packed_close(struct k3_packed *p);
 
-/* Bytes a buffer needs to receive object o (its pieces rounded up to K3_PACK_ALIGN). */
+/* Bytes a buffer needs to receive object o (its pieces rounded up to K3_PACK_ALIGN); 0
+ * for a record the pack does not hold. */
 uint64_t k3_packed_buffer_bytes(const struct k3_packed *p, uint64_t o);
 
 /* Reads the pieces of object o that cover its first `bytes` bytes into dst (verified). */

@@ -41,7 +41,7 @@ int k3_runtime_open(struct k3_runtime *rt, const struct k3_runtime_opts *o, stru
     if (!rc && o->model_dir)
         rc = k3_model_open_checkpoint(&rt->m, o->model_dir, err);
     else if (!rc)
-        rc = n ? k3_model_open_packed(&rt->m, drives, n, err) : k3_errf(err, "--drives: no drives");
+        rc = n ? k3_model_open_packed(&rt->m, drives, n, o->share, err) : k3_errf(err, "--drives: no drives");
     free(list);
     return rc;
 }

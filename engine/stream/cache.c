@@ -130,6 +130,8 @@ static void unpin_all(struct k3_stream *s, int layer)
 static int take(struct k3_stream *s, int layer, uint64_t o, struct k3_err *err)
 {
     struct k3_layer_stats *ls = &s->layer_stats[layer];
+    if (k3_packed_holds(s->p, o, err)) /* another rank's expert: never read garbage */
+        return -1;
     int slot = slot_holding(s, o);
     if (slot >= 0) {
         struct buffer *b = &s->records[slot];
@@ -189,8 +191,8 @@ static int experts_prefetch(struct k3_expert_store *st, int layer, const int *ex
     clear_team_load(s);
     for (int i = 0; i < n; i++) {
         uint64_t o = k3_model_record_object(s->m, layer, experts[i]);
-        if (slot_holding(s, o) >= 0)
-            continue; /* in memory or landing already */
+        if (slot_holding(s, o) >= 0 || !s->p->objects[o].n_pieces)
+            continue; /* in memory or landing already, or another rank's to read */
         int slot = free_slot(s);
         if (slot < 0)
             break;

@@ -61,7 +61,7 @@ static void run_pack(const char *name, int n_drives, int replicas, uint64_t ram,
                               .replicas = replicas};
     REQUIRE(k3_pack(&po, &e) == 0, "pack: %s", e.msg);
     struct k3_model m;
-    REQUIRE(k3_model_open_packed(&m, drives, n_drives, &e) == 0, "%s", e.msg);
+    REQUIRE(k3_model_open_packed(&m, drives, n_drives, (struct k3_share){0}, &e) == 0, "%s", e.msg);
     /* One stream serves every run: the faults are re-armed and the drives' state
      * forgotten before each. */
     struct k3_stream_opts so = {.ram = ram, .ctx = 8, .threads = omp_get_max_threads(),

@@ -65,7 +65,7 @@ static void check_pack(const char *model, int N)
     struct k3_err e = {{0}};
     REQUIRE(k3_pack(&o, &e) == 0, "pack: %s", e.msg);
     struct k3_packed *p;
-    REQUIRE(k3_packed_open(&p, drives, N, &e) == 0, "open: %s", e.msg);
+    REQUIRE(k3_packed_open(&p, drives, N, (struct k3_share){0}, &e) == 0, "open: %s", e.msg);
     uint64_t first = p->header.n_trunk_objects, E = 64;
     uint64_t layers = (p->header.n_objects - first) / E;
     struct k3_rng r;

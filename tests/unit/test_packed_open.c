@@ -37,7 +37,7 @@ int main(void)
 {
     struct k3_packed *p = (struct k3_packed *)&p;
     struct k3_err e = {{0}};
-    CHECK(k3_packed_open(&p, NULL, 0, &e) == -1 && p == NULL && strstr(e.msg, "no drives given"),
+    CHECK(k3_packed_open(&p, NULL, 0, (struct k3_share){0}, &e) == -1 && p == NULL && strstr(e.msg, "no drives given"),
           "no drives: %s", e.msg);
 
     const char **paths = malloc(sizeof *paths * MANY_DRIVES);
@@ -52,7 +52,7 @@ int main(void)
         SKIP("cannot cap the address space here");
 #endif
     memset(&e, 0, sizeof e);
-    int rc = k3_packed_open(&p, paths, MANY_DRIVES, &e);
+    int rc = k3_packed_open(&p, paths, MANY_DRIVES, (struct k3_share){0}, &e);
 #ifndef __SANITIZE_ADDRESS__
     setrlimit(RLIMIT_AS, &was);
 #endif

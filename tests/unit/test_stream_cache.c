@@ -104,7 +104,7 @@ static void expect_layer(const struct k3_layer_stats *now, const struct k3_layer
 static void open_fixture(struct fixture *f, const char *const *drives, bool cache)
 {
     struct k3_err e;
-    REQUIRE(k3_model_open_packed(&f->m, drives, 2, &e) == 0, "%s", e.msg);
+    REQUIRE(k3_model_open_packed(&f->m, drives, 2, (struct k3_share){0}, &e) == 0, "%s", e.msg);
     struct k3_stream_opts so = {.ram = K3_RAM_TRUNK, .ctx = 8, .threads = omp_get_max_threads(),
                                 .cache = cache, .prefetch_k = 8};
     /* The trunk resident and room for every record: nothing is evicted here. */

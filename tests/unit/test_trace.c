@@ -36,7 +36,7 @@ static void make_trace(const char *path)
     struct k3_pack_opts po = {.checkpoint = tiny_model(), .drives = drives, .n_drives = N_DRIVES};
     REQUIRE(k3_pack(&po, &e) == 0, "pack: %s", e.msg);
     struct k3_model m;
-    REQUIRE(k3_model_open_packed(&m, drives, N_DRIVES, &e) == 0, "%s", e.msg);
+    REQUIRE(k3_model_open_packed(&m, drives, N_DRIVES, (struct k3_share){0}, &e) == 0, "%s", e.msg);
     struct k3_trace *t;
     REQUIRE(k3_trace_open(&t, path, N_DRIVES, -1, &e) == 0, "%s", e.msg);
     /* Two single-core nodes: two teams of one thread (binding is a no-op there). */
