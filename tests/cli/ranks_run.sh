@@ -1,14 +1,16 @@
 #!/bin/bash
 # One model over mpirun's ranks: `run` on 2 and 3 ranks, from a checkpoint folder (every
-# rank reading its share of the same shards) and from a pack, gives logits and ids
+# rank reading its share of the same shards), from a whole pack and from a pack per rank
+# holding its share (pack --ranks), gives logits and ids
 # byte-identical to one process, prompt steps of many rows and decode steps alike; each
 # rank reads only its share of the experts; the trace holds every rank's tracks.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/ranks_lib.sh"
 m=$(tiny_model)
 d="$K3_TEST_TMP/ranks-run"
-rm -rf "$d" && mkdir -p "$d/a" "$d/b"
+rm -rf "$d" && mkdir -p "$d/a" "$d/b" "$d"/s{0,1,2}-{a,b}
 "$K3" pack -m "$m" --drives "$d/a,$d/b" -q || exit 1
+"$K3" pack -m "$m" --drives "$d/s%r-a,$d/s%r-b" --ranks 3 -q || exit 1 # a pack per rank
 ids=$(seq -s, 7 41 1650)   # 40 ids: a prompt step of 32 rows, then one of 8
 common=(--ids "$ids" -n 6 --print-ids -t 1 -q)
 
@@ -28,6 +30,11 @@ same ckpt-3 3 -m "$m"
 same pack-2 2 --drives "$d/a,$d/b"
 same pack-3-floor 3 --drives "$d/a,$d/b" --ram floor --no-cache
 same pack-3-sync 3 --drives "$d/b,$d/a" --sync
+same shares-3 3 --drives "$d/s%r-a,$d/s%r-b" --ram floor
+ranks 2 "$K3" run --drives "$d/s%r-a,$d/s%r-b" "${common[@]}" >"$d/wrong.ids" 2>"$d/wrong.err" &&
+  fail "2 ranks ran on packs of 3 ranks' shares"
+grep -q "^k3-uring: rank 0: .*s0-a/k3-uring.manifest holds rank 0 of 3's experts; this process is rank 0 of 2" \
+  "$d/wrong.err" && echo "ok: shares of 3 refused by 2 ranks" || fail "shares of 3 on 2 ranks: $(cat "$d/wrong.err")"
 
 # Each rank reads its share: rank 0 of 2 reads well under one process's expert bytes.
 read_mb() { sed -n 's/.* \([0-9.]*\) MB read per token.*/\1/p' "$1"; }

@@ -1,15 +1,15 @@
 #!/bin/bash
 # `serve` over mpirun's ranks: requests decoding together (prompts joining as others
-# decode; a 38-id prompt spans two prefill steps) give the text, token counts and logits hashes one process gives, on 2 ranks
-# from a checkpoint folder and 3 from a pack; SIGTERM to the leader stops every rank,
-# exit 0.
+# decode; a 38-id prompt spans two prefill steps) give the text, token counts and logits
+# hashes one process gives, on 2 ranks from a checkpoint folder and 3 from a pack per rank
+# (pack --ranks 3); SIGTERM to the leader stops every rank, exit 0.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
 source "$(dirname "$0")/ranks_lib.sh"
 m=$(tiny_model)
 d="$K3_TEST_TMP/ranks-serve"
-rm -rf "$d" && mkdir -p "$d/a" "$d/b"
-"$K3" pack -m "$m" --drives "$d/a,$d/b" -q || exit 1
+rm -rf "$d" && mkdir -p "$d"/s{0,1,2}-{a,b}
+"$K3" pack -m "$m" --drives "$d/s%r-a,$d/s%r-b" --ranks 3 -q || exit 1
 
 bodies=(
   '{"prompt": [5, 17, 300, 9, 41], "temperature": 0.9, "top_p": 0.95, "seed": 11}'
@@ -57,5 +57,5 @@ check() { # NAME NP ARGS...
   fi
 }
 check ckpt-2 2 -m "$m"
-check pack-3 3 --drives "$d/a,$d/b" --ram floor
+check shares-3 3 --drives "$d/s%r-a,$d/s%r-b" --ram floor
 finish
