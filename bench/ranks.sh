@@ -2,15 +2,18 @@
 # Beyond one box (issue 21): the routed experts sharded over two mpirun ranks, each rank a
 # box with its own emulated drives, against one rank with one box, I/O-bound.  One
 # emulated set of 2 x DRIVES throttled drives (one block cgroup holds both boxes' limits);
-# box 0 = the first DRIVES, holding a whole pack (the one-box baseline reads it; rank 0
-# reads its share of it), box 1 = the others, holding rank 1's share (pack --ranks 2
-# --rank 1).  Alternating rounds, --no-cache (every record read every token), the trunk
+# box 0 = the first DRIVES, holding a whole pack, box 1 = the others, holding a whole pack
+# and rank 1's share (pack --ranks 2 --rank 1), each in its own folder on the same
+# drives.  Alternating rounds, --no-cache (every record read every token), the trunk
 # resident, prediction on:
-#   one   1 rank, THREADS threads, box 0
-#   two   2 ranks, THREADS/2 threads each (this machine's cores are shared by the two
-#         "boxes"; I/O-bound, so compute is not what is measured), boxes 0 and 1
+#   one    1 rank, THREADS threads, box 0
+#   dealt  2 ranks, THREADS/2 threads each (this machine's cores are shared by the two
+#          "boxes"; I/O-bound, so compute is not what is measured), both on whole packs:
+#          each layer's chosen experts dealt out by position (8 and 8 of 16)
+#   owner  the same, box 1 on its share: expert e read by rank e mod 2 (the busiest rank
+#          reads 9.56 of 16 a layer on average)
 # Prints s/token of each, two/one (goal <= 0.55), the expert outputs sent between ranks
-# per token, that both give the same ids, and the planner's projection for full K3 on 1,
+# per token, that all give the same ids, and the planner's projection for full K3 on 1,
 # 2 and 4 boxes of 8 Gen4 drives.
 # usage: bench/ranks.sh [CHECKPOINT] [DRIVES] [MBPS] [ROUNDS] [TOKENS]
 #   CHECKPOINT  default: k3-bench's widths with 64 experts a layer (bench/configs/
@@ -48,10 +51,13 @@ size=$(( $(du -sb "$ckpt" | cut -f1) / drives / 1000000000 + 2 ))G
 all=$("$root/bench/emulate.sh" up --drives $((2 * drives)) --size "$size" --mbps "$mbps" --name $name | tail -1)
 trap "'$root/bench/emulate.sh' down --name $name >/dev/null 2>&1 || true" EXIT
 IFS=, read -ra list <<<"$all"
-box0=$(IFS=,; echo "${list[*]:0:drives}")
-box1=$(IFS=,; echo "${list[*]:drives}")
+folders() { local IFS=,; local -a f=("${@/%//$sub}"); echo "${f[*]}"; } # DRIVE... → DRIVE/$sub,..
+sub=whole box0=$(folders "${list[@]:0:drives}") box1=$(folders "${list[@]:drives}")
+sub=share box1_share=$(folders "${list[@]:drives}")
+mkdir -p ${box0//,/ } ${box1//,/ } ${box1_share//,/ }
 "$k3" pack --checkpoint "$ckpt" --drives "$box0" -q
-"$k3" pack --checkpoint "$ckpt" --drives "$box1" --ranks 2 --rank 1 -q
+"$k3" pack --checkpoint "$ckpt" --drives "$box1" -q
+"$k3" pack --checkpoint "$ckpt" --drives "$box1_share" --ranks 2 --rank 1 -q
 
 args=(--ids 5,17,300,1200 -n "$tokens" --ignore-eos --print-ids --no-cache)
 run_one() { # → stderr lines in $1, ids in $1.ids
@@ -59,11 +65,11 @@ run_one() { # → stderr lines in $1, ids in $1.ids
   "$root/bench/emulate.sh" exec --name $name -- "$k3" --drives "$box0" "${args[@]}" -t "$threads" \
     2>"$1" >"$1.ids"
 }
-run_two() {
+run_two() { # OUT BOX1
   drop_caches
   local t=$(( threads / 2 > 0 ? threads / 2 : 1 ))
   "$root/bench/emulate.sh" exec --name $name -- mpirun --oversubscribe \
-    -np 1 "$k3" --drives "$box0" "${args[@]}" -t "$t" : -np 1 "$k3" --drives "$box1" "${args[@]}" -t "$t" \
+    -np 1 "$k3" --drives "$box0" "${args[@]}" -t "$t" : -np 1 "$k3" --drives "$2" "${args[@]}" -t "$t" \
     2>"$1" >"$1.ids"
 }
 kb_between() { sed -n 's/.*per token: \([0-9.]*\) KB of expert outputs sent between ranks.*/\1/p' "$1"; }
@@ -72,20 +78,28 @@ tmp=$(mktemp -d)
 rows=()
 for r in $(seq 1 "$rounds"); do
   run_one "$tmp/one"
-  run_two "$tmp/two"
+  run_two "$tmp/dealt" "$box1"
+  run_two "$tmp/owner" "$box1_share"
   read -r one_t one_st one_mb _ < <(decode_stats <"$tmp/one")
-  read -r two_t two_st two_mb _ < <(decode_stats <"$tmp/two")
-  kb=$(kb_between "$tmp/two")
-  same=true
-  cmp -s "$tmp/one.ids" "$tmp/two.ids" || same=false
+  read -r d_t d_st d_mb _ < <(decode_stats <"$tmp/dealt")
+  read -r o_t o_st o_mb _ < <(decode_stats <"$tmp/owner")
+  kb=$(kb_between "$tmp/dealt")
+  for run in dealt owner; do
+    cmp -s "$tmp/one.ids" "$tmp/$run.ids" ||
+      die "$run: two ranks gave other ids than one: $(cat "$tmp/one.ids") vs $(cat "$tmp/$run.ids")"
+  done
   floor=$(echo "$one_mb / ($drives * $mbps)" | bc -l)
-  printf 'round %d: one box %.3f s/token (%.0f MB/token; I/O floor %.3f s), two boxes %.3f s/token (rank 0 read %.0f MB/token), two/one %.3f; %s KB/token between ranks; same ids: %s\n' \
-    "$r" "$one_t" "$one_mb" "$floor" "$two_t" "$two_mb" "$(echo "$two_t / $one_t" | bc -l)" "$kb" "$same"
-  [[ $same == true ]] || die "two ranks gave other ids than one: $(cat "$tmp/one.ids") vs $(cat "$tmp/two.ids")"
-  rows+=("{\"round\":$r,\"one_s\":$one_t,\"one_stall_s\":$one_st,\"one_mb\":$one_mb,\"two_s\":$two_t,\"two_stall_s\":$two_st,\"rank0_mb\":$two_mb,\"kb_between_ranks\":${kb:-null}}")
+  printf 'round %d: one box %.3f s/token (%.0f MB/token; I/O floor %.3f s); two boxes dealt %.3f s/token (rank 0 read %.0f MB/token), %.3fx one; owner %.3f s/token (%.0f MB), %.3fx one; %s KB/token between ranks; ids identical\n' \
+    "$r" "$one_t" "$one_mb" "$floor" "$d_t" "$d_mb" "$(echo "$d_t / $one_t" | bc -l)" \
+    "$o_t" "$o_mb" "$(echo "$o_t / $one_t" | bc -l)" "$kb"
+  rows+=("{\"round\":$r,\"one_s\":$one_t,\"one_stall_s\":$one_st,\"one_mb\":$one_mb,\"dealt_s\":$d_t,\"dealt_stall_s\":$d_st,\"dealt_rank0_mb\":$d_mb,\"owner_s\":$o_t,\"owner_stall_s\":$o_st,\"owner_rank0_mb\":$o_mb,\"kb_between_ranks\":${kb:-null}}")
 done
-proj=$(for b in 1 2 4; do "$k3" plan --config k3 --drives 8 --ranks "$b" 2>&1 | sed -n 's/^ *pipelined *\([0-9.]*\) s\/token.*/\1/p' | head -1; done | paste -sd, -)
-say "full K3, 8 x 7 GB/s drives a box, pipelined s/token on 1, 2, 4 boxes (plan --ranks): $proj"
+# Full K3 on 2 x EPYC 7763 boxes (128 cores, 2 nodes, 256 GB) of 8 Gen4 drives, at this
+# machine's measured kernel rates per core (bench/results/calibration.json).
+plan=(plan --config k3 --drives 8 --drive-gbps 7 --cores 128 --numa-nodes 2 --ram 256G --ctx 4096
+      --calibration "$root/bench/results/calibration.json")
+proj=$(for b in 1 2 4; do "$k3" "${plan[@]}" --ranks "$b" 2>&1 | sed -n 's/^ *pipelined *\([0-9.]*\) s\/token.*/\1/p' | tail -1; done | paste -sd, -)
+say "full K3, 8 x 7 GB/s drives a box, pipelined s/token on 1, 2, 4 boxes (k3-uring ${plan[*]} --ranks B): $proj"
 printf '{"checkpoint":"%s","drives_per_box":%d,"mbps":%d,"tokens":%d,"threads":%d,"rounds":[%s],"k3_projection_1_2_4":[%s],"load":"%s"}\n' \
   "$ckpt" "$drives" "$mbps" "$tokens" "$threads" "$(IFS=,; echo "${rows[*]}")" "$proj" \
   "$(cut -d' ' -f1-3 /proc/loadavg)" >"$out"

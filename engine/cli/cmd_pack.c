@@ -164,7 +164,7 @@ int cmd_pack(int argc, char **argv)
         return 2;
     }
     for (int r = first; r <= last; r++) {
-        po.share = (struct k3_share){r, ranks};
+        po.share = (struct k3_share){.rank = r, .ranks = ranks};
         rank_drives(drive_list, r, list, sizeof list, drives, &n, &err);
         po.drives = drives;
         po.n_drives = n;

@@ -241,7 +241,7 @@ static double prob_all_at_most(int E, int k, int R, int t)
     double f[K3_MAX_TOPK + 1] = {1}, g[K3_MAX_TOPK + 1]; /* f[s]: s drawn by the ranks so far */
     int pool = E;
     for (int r = 0; r < R; r++) {
-        int own = k3_share_experts((struct k3_share){r, R}, E);
+        int own = k3_share_experts((struct k3_share){.rank = r, .ranks = R}, E);
         for (int s = 0; s <= k; s++)
             g[s] = 0;
         for (int s = 0; s <= k; s++) {
@@ -278,7 +278,7 @@ static void project_ranks(const struct k3_config *c, const struct k3_budget_inpu
 {
     double moe = k3_moe_layer_count(c), k = c->top_k;
     double busiest = busiest_experts(c->n_experts, c->top_k, R);
-    double owned = k3_share_experts((struct k3_share){0, R}, c->n_experts); /* the largest */
+    double owned = k3_share_experts((struct k3_share){.rank = 0, .ranks = R}, c->n_experts); /* the largest */
     struct step st = step_of(c, in, b, busiest, owned);
     double t_io = st.read / (box->drives * box->drive_gbps * 1e9);
     double t_c = compute_seconds(st.expert_bytes, box->mxfp4_core, box) +

@@ -11,7 +11,6 @@
 #include "engine/cli/cli.h"
 #include "engine/base/options.h"
 #include "engine/cli/run.h"
-#include "engine/cluster/cluster.h"
 #include "engine/text/chat.h"
 
 /* Ctrl-C: generation stops after the token in progress and the statistics so far are
@@ -202,7 +201,7 @@ static int generate(const struct run_opts *o, struct k3_err *err)
     /* before setup, so that Ctrl-C while the model opens still ends with a closed trace
        and the statistics (of no tokens) rather than a killed process */
     signal(SIGINT, on_interrupt);
-    int rc = k3_cluster_agree(o->model.rt.cluster, setup(&r, err) != 0, err);
+    int rc = k3_runtime_agree(&r.rt, setup(&r, err) != 0, err);
     if (!model_args_leader(&o->model)) {
         if (!rc)
             k3_runtime_follow(&r.rt);

@@ -12,7 +12,6 @@
 #include "engine/cli/cli.h"
 #include "engine/base/options.h"
 #include "engine/cli/model_args.h"
-#include "engine/cluster/cluster.h"
 #include "engine/runtime/runtime.h"
 #include "engine/serve/http.h"
 #include "engine/serve/sched.h"
@@ -60,8 +59,9 @@ static int serve(const struct serve_opts *o, struct k3_err *err)
 {
     struct k3_runtime rt;
     if (k3_runtime_open(&rt, &o->model.rt, err)) {
+        k3_runtime_agree(&rt, true, err);
         k3_runtime_close(&rt, NULL);
-        return k3_cluster_agree(o->model.rt.cluster, true, err);
+        return -1;
     }
     int max_pos = rt.m.cfg.max_positions, ctx = o->ctx ? o->ctx : (max_pos < 4096 ? max_pos : 4096);
     const struct k3_tokenizer *tok = NULL;
@@ -75,7 +75,7 @@ static int serve(const struct serve_opts *o, struct k3_err *err)
                               k3_runtime_caller_bytes(rt.m.cfg.vocab, o->parallel), err) ||
              k3_runtime_tokenizer(&rt, &tok, err);
     /* Under mpirun only the leader listens and schedules; the others run its steps. */
-    rc = k3_cluster_agree(o->model.rt.cluster, rc != 0, err);
+    rc = k3_runtime_agree(&rt, rc != 0, err);
     if (!rc && !model_args_leader(&o->model))
         k3_runtime_follow(&rt);
     if (!model_args_leader(&o->model))

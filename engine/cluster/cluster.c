@@ -92,19 +92,23 @@ void k3_cluster_finish(struct k3_cluster *c, bool ended)
 
 struct k3_share k3_cluster_share(const struct k3_cluster *c)
 {
-    return c ? (struct k3_share){c->rank, c->ranks} : (struct k3_share){0, 1};
+    return c ? (struct k3_share){.rank = c->rank, .ranks = c->ranks} : (struct k3_share){.rank = 0, .ranks = 1};
 }
 
 bool k3_cluster_leader(const struct k3_cluster *c) { return !c || c->rank == 0; }
 
-int k3_cluster_agree(struct k3_cluster *c, bool failed, struct k3_err *err)
+int k3_cluster_agree(struct k3_cluster *c, bool failed, bool holds_all, struct k3_err *err)
 {
     if (!c)
         return failed ? -1 : 0;
     assert(c->state == CL_SETUP);
-    int mine = failed ? c->rank : c->ranks, first = c->ranks;
-    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    /* [0]: the lowest failed rank (ranks: none); [1]: 1 if every rank holds every expert */
+    int mine[2] = {failed ? c->rank : c->ranks, holds_all}, all[2];
+    MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    int first = all[0];
     if (first == c->ranks) {
+        assert(c->f);
+        c->f->hooks.peers.share.dealt = all[1];
         c->state = CL_RUNNING;
         return 0;
     }

@@ -125,12 +125,12 @@ static int routed_experts(struct k3_forward *f, int l, const int *experts, int n
     return 0;
 }
 
-/* The chosen experts of share, ascending, into owned; their count. */
+/* The chosen experts this process computes (share.h), ascending, into owned; their count. */
 static int owned_experts(const struct k3_expert_groups *g, struct k3_share share, int *owned)
 {
     int n = 0;
     for (int i = 0; i < g->n; i++)
-        if (k3_share_owns(share, g->expert[i]))
+        if (k3_share_assignee(share, i, g->expert[i]) == share.rank)
             owned[n++] = g->expert[i];
     return n;
 }

@@ -72,7 +72,9 @@ static const float *predict_source(const struct k3_forward *f, enum k3_predict_p
     return NULL;
 }
 
-/* The union of every row's top-k predicted experts in share, best ranks first. */
+/* The union of every row's top-k predicted experts this process would be given
+ * (share.h), best ranks first: owned ones, or, dealt, those whose position in the
+ * ascending union is this rank's (the layer's real choices will differ a little). */
 static int predicted_union(struct k3_forward_scratch *s, struct k3_share share, int E, int k,
                            int T)
 {
@@ -81,12 +83,19 @@ static int predicted_union(struct k3_forward_scratch *s, struct k3_share share, 
     for (int rank = 0; rank < k; rank++)
         for (int t = 0; t < T; t++) {
             int e = s->pred_idx[(size_t)t * E + rank];
-            if (!s->pred_mark[e] && k3_share_owns(share, e)) {
+            if (!s->pred_mark[e]) {
                 s->pred_mark[e] = true;
                 s->pred_list[n++] = e;
             }
         }
-    return n;
+    for (int e = 0, i = 0; e < E; e++)
+        if (s->pred_mark[e])
+            s->pred_mark[e] = k3_share_assignee(share, i++, e) == share.rank;
+    int kept = 0;
+    for (int j = 0; j < n; j++)
+        if (s->pred_mark[s->pred_list[j]])
+            s->pred_list[kept++] = s->pred_list[j];
+    return kept;
 }
 
 /* Decode steps only: a prompt step reads the union of its rows' experts anyway. */

@@ -45,7 +45,7 @@ static int manifest_share(const uint8_t *m, const struct k3_pack_header *h, stru
                           const char *file, struct k3_err *err)
 {
     const struct k3_pack_section *sec = section(h, K3_SEC_SHARE);
-    *share = (struct k3_share){0, 1};
+    *share = (struct k3_share){.rank = 0, .ranks = 1};
     if (!sec)
         return 0;
     struct k3_pack_share ps;
@@ -56,7 +56,7 @@ static int manifest_share(const uint8_t *m, const struct k3_pack_header *h, stru
     if (ps.ranks < 2 || ps.ranks > K3_MAX_RANKS || ps.rank >= ps.ranks)
         return k3_errf(err, "%s: share section names rank %u of %u (want rank < ranks, 2 <= "
                        "ranks <= %d)", file, ps.rank, ps.ranks, K3_MAX_RANKS);
-    *share = (struct k3_share){(int)ps.rank, (int)ps.ranks};
+    *share = (struct k3_share){.rank = (int)ps.rank, .ranks = (int)ps.ranks};
     return 0;
 }
 
@@ -328,7 +328,7 @@ static void map_sections(struct k3_packed *p)
     if (sh) { /* checked: one struct naming a rank of 2..K3_MAX_RANKS */
         struct k3_pack_share ps;
         memcpy(&ps, m + sh->offset, sizeof ps);
-        p->share = (struct k3_share){(int)ps.rank, (int)ps.ranks};
+        p->share = (struct k3_share){.rank = (int)ps.rank, .ranks = (int)ps.ranks};
     }
     const struct k3_pack_section *tk = section(h, K3_SEC_TIKTOKEN), *tc = section(h, K3_SEC_TOKCONFIG);
     if (tk && tc) {

@@ -128,6 +128,13 @@ int k3_runtime_close(struct k3_runtime *rt, struct k3_err *err)
     return rc;
 }
 
+int k3_runtime_agree(struct k3_runtime *rt, bool failed, struct k3_err *err)
+{
+    const struct k3_packed *p = rt->m.packed;
+    bool holds_all = p && k3_share_whole(p->share);
+    return k3_cluster_agree(rt->o.cluster, failed, holds_all, err);
+}
+
 /* A failed step is the leader's to report (every rank failed it); the follower cleans up
  * like the leader does and waits for the next. */
 void k3_runtime_follow(struct k3_runtime *rt)

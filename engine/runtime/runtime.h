@@ -76,6 +76,11 @@ static inline uint64_t k3_runtime_caller_bytes(int vocab, int seqs)
            (uint64_t)seqs * k3_sampler_bytes(vocab);
 }
 
+/* Under mpirun, after every rank's open and start (failed: this one's did not): 0 when
+ * all started, else -1 on every rank with err naming the first that failed (cluster.h).
+ * One process: -1 when failed. */
+int k3_runtime_agree(struct k3_runtime *rt, bool failed, struct k3_err *err);
+
 /* A follower rank (mpirun): runs the leader's steps until the leader stops. */
 void k3_runtime_follow(struct k3_runtime *rt);
 
