@@ -270,15 +270,17 @@ struct net {
     double gbps, us;
 };
 
-/* R boxes like `box`, each holding the trunk and its share of the experts, exchanging the
- * routed experts' outputs after every MoE layer (every rank sums all k in routing order). */
+/* R boxes like `box`, each holding the trunk and its share of the experts (or, dealt,
+ * every expert: a layer's choices dealt out by position, share.h), exchanging the routed
+ * experts' outputs after every MoE layer (every rank sums all k in routing order). */
 static void project_ranks(const struct k3_config *c, const struct k3_budget_input *in,
-                          const struct k3_budget *b, const struct box *box, int R,
+                          const struct k3_budget *b, const struct box *box, int R, bool dealt,
                           const struct net *net, double one_box)
 {
     double moe = k3_moe_layer_count(c), k = c->top_k;
-    double busiest = busiest_experts(c->n_experts, c->top_k, R);
-    double owned = k3_share_experts((struct k3_share){.rank = 0, .ranks = R}, c->n_experts); /* the largest */
+    double busiest = dealt ? (c->top_k + R - 1) / R : busiest_experts(c->n_experts, c->top_k, R);
+    double owned = dealt ? c->n_experts /* the largest share */
+                         : k3_share_experts((struct k3_share){.rank = 0, .ranks = R}, c->n_experts);
     struct step st = step_of(c, in, b, busiest, owned);
     double t_io = st.read / (box->drives * box->drive_gbps * 1e9);
     double t_c = compute_seconds(st.expert_bytes, box->mxfp4_core, box) +
@@ -290,11 +292,17 @@ static void project_ranks(const struct k3_config *c, const struct k3_budget_inpu
     double link = (busiest * (R - 1) > k ? busiest * (R - 1) : k) * output;
     double t_net = moe * (net->us * 1e-6 + link * 8 / (net->gbps * 1e9));
     double t = t_io > t_c + t_net ? t_io : t_c + t_net;
-    printf("projection for %d such boxes (mpirun -np %d: the trunk on each, expert e on box "
-           "e mod %d), linked at %.0f Gb/s with %.1f us per exchange:\n",
-           R, R, R, net->gbps, net->us);
-    printf("  experts per layer     %8.2f on the busiest box of %d a token routes to (exact "
-           "expected maximum over the boxes; an even split is %.2f)\n", busiest, c->top_k, k / R);
+    if (dealt)
+        printf("projection for %d such boxes (mpirun -np %d: the trunk and every expert on each, "
+               "a layer's choices dealt out by position), linked at %.0f Gb/s with %.1f us per "
+               "exchange:\n", R, R, net->gbps, net->us);
+    else
+        printf("projection for %d such boxes (mpirun -np %d: the trunk on each, expert e on box "
+               "e mod %d), linked at %.0f Gb/s with %.1f us per exchange:\n",
+               R, R, R, net->gbps, net->us);
+    printf("  experts per layer     %8.2f on the busiest box of %d a token routes to (%s; an "
+           "even split is %.2f)\n", busiest, c->top_k,
+           dealt ? "dealt" : "exact expected maximum over the boxes", k / R);
     printf("  read per token        %8.2f GB on the busiest box  (experts %.2f; cache hits %.1f%% "
            "of its %.0f experts a layer)\n", st.read / 1e9, st.expert_bytes * (1 - st.hit) / 1e9,
            100 * st.hit, owned);
@@ -317,7 +325,8 @@ int cmd_plan(int argc, char **argv)
     static const struct k3_opt_choice ram_choices[] = {
         {"floor", K3_RAM_FLOOR}, {"trunk", K3_RAM_TRUNK}, {NULL, 0}};
     const char *config = "k3", *calibration = NULL;
-    int ctx = 4096, seqs = 1, drives = 8, threads = 0, cores = 0, nodes = 1, ranks = 1;
+    int ctx = 4096, seqs = 1, drives = 8, threads = 0, cores = 0, nodes = 1, ranks = 1, dealt = 0;
+    static const struct k3_opt_choice split_choices[] = {{"owner", 0}, {"dealt", 1}, {NULL, 0}};
     float drive_gbps = 7.0f, mem_gbps = 150.0f;
     float net_gbps = 100.0f, net_us = 5.0f; /* 100 Gb Ethernet; an RDMA-like exchange */
     uint64_t ram = K3_RAM_FLOOR;
@@ -349,6 +358,9 @@ int cmd_plan(int argc, char **argv)
         {.name = "ranks", .type = K3_OPT_INT, .dst = &ranks, .arg = "R",
          .help = "also project R such boxes sharing the routed experts (mpirun -np R), each "
                  "with the drives and cores above", .min = 1, .max = K3_MAX_RANKS},
+        {.name = "split", .type = K3_OPT_ENUM, .dst = &dealt, .choices = split_choices,
+         .help = "--ranks: owner: each box holds its share (pack --ranks), expert e on box e "
+                 "mod R; dealt: each holds every expert, a layer's choices dealt out evenly"},
         {.name = "net-gbps", .type = K3_OPT_FLOAT, .dst = &net_gbps, .arg = "Gb/s",
          .help = "link between boxes, gigabits per second (--ranks)", .min = 0.001, .max = 100000},
         {.name = "net-us", .type = K3_OPT_FLOAT, .dst = &net_us, .arg = "us",
@@ -396,7 +408,8 @@ int cmd_plan(int argc, char **argv)
         k3_budget_print(stdout, &b, &in);
         double one_box = project(&c, &in, &b, &box);
         if (ranks > 1)
-            project_ranks(&c, &in, &b, &box, ranks, &(struct net){net_gbps, net_us}, one_box);
+            project_ranks(&c, &in, &b, &box, ranks, dealt, &(struct net){net_gbps, net_us},
+                          one_box);
     } else {
         fprintf(stderr, "k3-uring plan: %s\n", err.msg);
     }

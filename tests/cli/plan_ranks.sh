@@ -4,7 +4,7 @@
 # the split (9.5569 of 16 over 2 ranks, 7.3151 over 3: computed independently with
 # Python's exact binomials); the bytes between boxes are 92 MoE layers x 16 outputs x
 # latent 3584 x 4 B, each to the R - 1 others; the I/O floor falls with R; --net-us and
-# --net-gbps move the exchange; bad values are one line, exit 2.
+# --net-gbps move the exchange; --split dealt deals 16 as 8 and 8; bad values are one line, exit 2.
 source "$(dirname "$0")/lib.sh"
 d="$K3_TEST_TMP/plan-ranks"
 rm -rf "$d" && mkdir -p "$d"
@@ -33,6 +33,14 @@ for line in "read per token" "I/O floor" "compute" "exchange" "pipelined" "synch
   [[ $(grep -c "^  $line " "$d/r2.txt") -eq 2 || "$line" == exchange ]] ||
     fail "\"$line\" is not in both projections"
 done
+
+# Every box holding every expert: a layer's 16 are dealt 8 and 8, 6 6 4 over three.
+plan --ranks 2 --split dealt >"$d/dealt2.txt" && plan --ranks 3 --split dealt >"$d/dealt3.txt" ||
+  fail "--split dealt exited non-zero"
+[[ $(field "$d/dealt2.txt" "experts per layer") == 8.00 && $(field "$d/dealt3.txt" "experts per layer") == 6.00 ]] &&
+  grep -q "the trunk and every expert on each" "$d/dealt2.txt" ||
+  fail "dealt: $(field "$d/dealt2.txt" "experts per layer") and $(field "$d/dealt3.txt" "experts per layer") on the busiest box, want 8.00 and 6.00"
+expect_error 2 "--split" plan --ranks 2 --split random
 
 # The exchange: 92 layers x (latency + the busiest link's bytes at the link's rate).
 plan --ranks 2 --net-us 1000 >"$d/slow.txt" || fail "--net-us 1000 exited $?"
