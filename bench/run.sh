@@ -68,6 +68,7 @@ stage kernels "make cc" "MXFP4 and bf16 GB/s per core: the planner's calibration
 stage decode "fio bc python3 gnuplot" "decode on 1..N drives against fio and the planner" stage_decode
 stage serve "python3" "serve: 1..16 streaming clients sharing each layer's expert reads" "$root/bench/serve.sh"
 stage drive-model "python3 bc" "the drive model checked; pipelined against --sync under it (its pack in /dev/shm)" "$root/bench/drive-model.sh"
+stage ranks "mpirun bc" "two mpirun ranks, each on its own emulated box, against one box, I/O-bound" "$root/bench/ranks.sh"
 
 # The environment a stage script gets: the knobs as this run resolved them.
 stage_env() {
@@ -83,7 +84,7 @@ problems=()
 problem() { problems+=("$*"); }
 
 # tool -> the Debian package that has it, for the line that says what to install.
-declare -A package_of=([fio]=fio [gnuplot]=gnuplot-nox [bc]=bc [python3]=python3 [make]=make
+declare -A package_of=([fio]=fio [gnuplot]=gnuplot-nox [bc]=bc [python3]=python3 [make]=make [mpirun]=openmpi-bin
   [cc]=build-essential [findmnt]=util-linux [lsblk]=util-linux [lscpu]=util-linux [df]=coreutils)
 check_tools() {
   local tools="lscpu df findmnt lsblk" name t missing=() pkgs=()
