@@ -307,11 +307,11 @@ int cmd_run(int argc, char **argv)
     if (rc || check_run_opts(&o, &err)) {
         free(o.ids);
         model_args_print_error(&o.model, &err);
-        return model_args_finish(&o.model, 2);
+        return model_args_exit(&o.model, 2);
     }
-    rc = model_args_finish(&o.model, generate(&o, &err));
+    rc = generate(&o, &err);
     free(o.ids);
     if (rc)
         model_args_print_error(&o.model, &err);
-    return rc ? 1 : interrupted ? 130 : 0;
+    return model_args_exit(&o.model, rc ? 1 : interrupted ? 130 : 0);
 }

@@ -173,13 +173,13 @@ int cmd_serve(int argc, char **argv)
         return 0;
     if (rc || check_options(&o, &err)) {
         model_args_print_error(&o.model, &err);
-        return model_args_finish(&o.model, 2);
+        return model_args_exit(&o.model, 2);
     }
     signal(SIGINT, on_stop);
     signal(SIGTERM, on_stop);
     signal(SIGPIPE, SIG_IGN);
-    rc = model_args_finish(&o.model, serve(&o, &err));
+    rc = serve(&o, &err);
     if (rc)
         model_args_print_error(&o.model, &err);
-    return rc ? 1 : 0;
+    return model_args_exit(&o.model, rc ? 1 : 0);
 }

@@ -144,11 +144,11 @@ void model_args_print_error(const struct model_args *a, const struct k3_err *err
     }
 }
 
-int model_args_finish(struct model_args *a, int rc)
+int model_args_exit(struct model_args *a, int status)
 {
-    k3_cluster_finish(a->rt.cluster, rc != 0);
+    k3_cluster_finish(a->rt.cluster, status != 0);
     a->rt.cluster = NULL;
-    return rc;
+    return a->leader ? status : 0;
 }
 
 void model_args_print_opened(const struct k3_runtime *rt, bool verbose)

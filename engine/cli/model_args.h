@@ -46,8 +46,11 @@ int model_args_check(struct model_args *a, struct k3_err *err);
 bool model_args_leader(const struct model_args *a);
 /* "k3-uring: " and err's line on stderr, from the leader only. */
 void model_args_print_error(const struct model_args *a, const struct k3_err *err);
-/* The command's end with its result rc (returned): leaves the ranks. */
-int model_args_finish(struct model_args *a, int rc);
+/* The command's end with its exit status, after its error is printed: leaves the ranks.
+ * Returns the status the process exits with: the leader's own; 0 on the other ranks, so
+ * that mpirun does not end the leader before it has said what failed (it exits with the
+ * status, and mpirun with it). */
+int model_args_exit(struct model_args *a, int status);
 /* The runtime's notes on stderr, and with verbose the read backend, budget, placement. */
 void model_args_print_opened(const struct k3_runtime *rt, bool verbose);
 

@@ -102,13 +102,13 @@ static void print_ranks(const struct runner *r, int generated,
                         const struct k3_runtime_snapshot *prompt_end,
                         const struct k3_runtime_snapshot *end)
 {
-    struct k3_share share = r->rt.o.share;
+    struct k3_share share = r->rt.fwd.hooks.peers.share;
     if (k3_share_whole(share))
         return;
     int steps = generated > 1 ? generated - 1 : 1;
-    fprintf(stderr, "k3-uring: %d ranks; per token: %.1f KB of expert outputs sent between "
-                    "ranks (all ranks), rank 0 waited %.4f s in exchanges\n",
-            share.ranks, (double)(end->ranks.bytes_sent - prompt_end->ranks.bytes_sent) / 1e3 / steps,
+    fprintf(stderr, "k3-uring: %d ranks, experts %s; per token: %.1f KB of expert outputs sent "
+                    "between ranks (all ranks), rank 0 waited %.4f s in exchanges\n",
+            share.ranks, share.dealt ? "dealt out evenly" : "by owner (e mod ranks)", (double)(end->ranks.bytes_sent - prompt_end->ranks.bytes_sent) / 1e3 / steps,
             (end->ranks.wait_seconds - prompt_end->ranks.wait_seconds) / steps);
 }
 

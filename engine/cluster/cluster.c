@@ -97,13 +97,13 @@ struct k3_share k3_cluster_share(const struct k3_cluster *c)
 
 bool k3_cluster_leader(const struct k3_cluster *c) { return !c || c->rank == 0; }
 
-int k3_cluster_agree(struct k3_cluster *c, bool failed, bool holds_all, struct k3_err *err)
+int k3_cluster_agree(struct k3_cluster *c, bool failed, bool can_deal, struct k3_err *err)
 {
     if (!c)
         return failed ? -1 : 0;
     assert(c->state == CL_SETUP);
-    /* [0]: the lowest failed rank (ranks: none); [1]: 1 if every rank holds every expert */
-    int mine[2] = {failed ? c->rank : c->ranks, holds_all}, all[2];
+    /* [0]: the lowest failed rank (ranks: none); [1]: 1 if every rank can deal */
+    int mine[2] = {failed ? c->rank : c->ranks, can_deal}, all[2];
     MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     int first = all[0];
     if (first == c->ranks) {

@@ -51,12 +51,11 @@ static void count_sent(struct k3_cluster *c)
 static int pack_rows(struct k3_cluster *c, const struct k3_expert_groups *g, const float *y,
                      float *out)
 {
-    struct k3_share share = c->f->hooks.peers.share;
     size_t row = sizeof(float) * (size_t)c->f->m->cfg.latent;
     int n = 0;
     for (int i = 0; i < g->n; i++) {
         int e = g->expert[i];
-        bool mine = k3_share_assignee(share, i, e) == c->rank;
+        bool mine = g->rank_of[i] == c->rank;
         for (int u = g->user_off[e]; mine && u < g->user_off[e + 1]; u++)
             memcpy((char *)out + row * (size_t)n++, (const char *)y + row * (size_t)g->users[u], row);
     }
@@ -66,14 +65,13 @@ static int pack_rows(struct k3_cluster *c, const struct k3_expert_groups *g, con
 /* Rank r's rows into y, in the order pack_rows wrote them; -1 if it sent another count. */
 static int unpack_rows(struct k3_cluster *c, int r, const struct k3_expert_groups *g, float *y)
 {
-    struct k3_share share = c->f->hooks.peers.share;
     const struct xchg_header *h = message_in(c, r);
     const char *rows = (const char *)(h + 1);
     size_t row = sizeof(float) * (size_t)c->f->m->cfg.latent;
     int n = 0;
     for (int i = 0; i < g->n; i++) {
         int e = g->expert[i];
-        bool theirs = k3_share_assignee(share, i, e) == r;
+        bool theirs = g->rank_of[i] == r;
         for (int u = g->user_off[e]; theirs && u < g->user_off[e + 1]; u++, n++)
             if (n < h->rows)
                 memcpy((char *)y + row * (size_t)g->users[u], rows + row * (size_t)n, row);

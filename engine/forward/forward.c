@@ -183,6 +183,7 @@ static int run_rows(struct k3_forward *f, const struct k3_step *st, struct k3_er
     if (place_rows(f, st, err) || k3_stage_embed(f, st->tokens, st->n, s->res.p, err))
         return -1;
     res_start(&s->res);
+    s->pred_layer = -1; /* no prediction of this step's yet */
     for (int l = 0; l < c->n_layers; l++) {
         int rc = k3_stage_enter(f, K3_STAGE_LAYER, l, err) || layer(f, st, l, err);
         k3_stage_leave(f);

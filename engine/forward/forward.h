@@ -77,12 +77,14 @@ enum k3_predict_from {
 typedef void (*k3_layer_hook)(void *ctx, int pos, int layer, const float *x, int H);
 
 /* The experts a step's rows chose, each once and ascending, with the (row · k + slot)
- * pairs that use it: users[user_off[e] .. user_off[e + 1]) for expert e. */
+ * pairs that use it: users[user_off[e] .. user_off[e + 1]) for expert e; and the process
+ * (rank) that reads and computes each (0 when one process computes all). */
 struct k3_expert_groups {
     int n;                /* chosen experts */
     int *expert;          /* [min(E, C * k)] ascending */
     int *user_off;        /* [E + 1] */
     int *users;           /* [C * k] */
+    int *rank_of;         /* [min(E, C * k)] */
 };
 
 /* When other processes compute the experts outside share (engine/cluster): step() tells

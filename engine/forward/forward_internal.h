@@ -75,6 +75,8 @@ struct k3_forward_scratch {
     float *pred_w;   /* [C][E] */
     int *pred_list;  /* [E] the union to prefetch */
     bool *pred_mark; /* [E] */
+    int pred_layer;  /* the layer pred_rank is for, or -1 */
+    int *pred_rank;  /* [E] dealt experts (share.h): the rank each predicted one went to, or -1 */
     /* output */
     int *out_rows;   /* [C] rows whose output is computed */
     void *mxfp4;     /* the expert kernels' scratch: [threads] slots of [C][max(H_l, moe_inter)] */

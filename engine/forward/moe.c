@@ -125,12 +125,40 @@ static int routed_experts(struct k3_forward *f, int l, const int *experts, int n
     return 0;
 }
 
-/* The chosen experts this process computes (share.h), ascending, into owned; their count. */
-static int owned_experts(const struct k3_expert_groups *g, struct k3_share share, int *owned)
+/* Which rank reads and computes each chosen expert of layer l (share.h): its owner, or,
+ * dealt, the rank a prediction already gave it (its record may be landing there) and the
+ * others each to the least loaded rank, so the counts end within one of each other
+ * whenever the predicted ones leave room.  Every rank computes the same hidden states,
+ * hence the same prediction and the same assignment, with no message. */
+static void assign_ranks(struct k3_forward_scratch *s, struct k3_share share, int l)
+{
+    struct k3_expert_groups *g = &s->groups;
+    int load[K3_MAX_RANKS] = {0};
+    bool predicted = share.dealt && s->pred_layer == l;
+    for (int i = 0; i < g->n; i++) {
+        int e = g->expert[i];
+        g->rank_of[i] = k3_share_whole(share) ? 0 : !share.dealt ? e % share.ranks
+                        : predicted ? s->pred_rank[e] : -1;
+        if (g->rank_of[i] >= 0)
+            load[g->rank_of[i]]++;
+    }
+    for (int i = 0; i < g->n; i++) {
+        if (g->rank_of[i] >= 0)
+            continue;
+        int least = 0;
+        for (int r = 1; r < share.ranks; r++)
+            least = load[r] < load[least] ? r : least;
+        g->rank_of[i] = least;
+        load[least]++;
+    }
+}
+
+/* The chosen experts this process computes, ascending, into owned; their count. */
+static int owned_experts(const struct k3_expert_groups *g, int rank, int *owned)
 {
     int n = 0;
     for (int i = 0; i < g->n; i++)
-        if (k3_share_assignee(share, i, g->expert[i]) == share.rank)
+        if (g->rank_of[i] == rank)
             owned[n++] = g->expert[i];
     return n;
 }
@@ -184,8 +212,9 @@ int k3_moe_rows(struct k3_forward *f, int l, int T, struct k3_err *err)
 
     /* The reads go out first; the next layer's prediction, the latent projection and the
      * shared experts compute while they land. */
+    assign_ranks(s, f->hooks.peers.share, l);
     const int *chosen = s->owned;
-    int n_chosen = owned_experts(&s->groups, f->hooks.peers.share, s->owned);
+    int n_chosen = owned_experts(&s->groups, f->hooks.peers.share.rank, s->owned);
     int n_first = n_chosen < store->capacity ? n_chosen : store->capacity;
     if (store->ops->begin(store, l, chosen, n_first, err) ||
         k3_stage_predict(f, l, K3_AT_FFN_INPUT, T, err))

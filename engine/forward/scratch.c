@@ -71,6 +71,7 @@ static void layout_ffn(struct k3_forward_scratch *s, struct bump *b, const struc
     s->groups.user_off = take(b, (E + 1) * sizeof(int));
     s->groups.users = take(b, C * K * sizeof(int));
     s->owned = take(b, E * sizeof(int));
+    s->groups.rank_of = take(b, E * sizeof(int));
     s->team = take(b, (size_t)s->n_teams * sizeof *s->team);
     for (int i = 0; i < s->n_teams; i++) {
         struct team_scratch sizing, *ts = b->base ? &s->team[i] : &sizing;
@@ -99,6 +100,7 @@ static void layout_scratch(struct k3_forward_scratch *s, struct bump *b, const s
     s->pred_w = take(b, C * E * f);
     s->pred_list = take(b, E * sizeof(int));
     s->pred_mark = take(b, E * sizeof(bool));
+    s->pred_rank = take(b, E * sizeof(int));
     s->out_rows = take(b, C * sizeof(int));
     s->mxfp4 = take(b, k3_mxfp4_scratch_bytes(K3_CHUNK, expert_inputs(c), s->threads));
 }

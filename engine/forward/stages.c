@@ -72,11 +72,20 @@ static const float *predict_source(const struct k3_forward *f, enum k3_predict_p
     return NULL;
 }
 
-/* The union of every row's top-k predicted experts this process would be given
- * (share.h), best ranks first: owned ones, or, dealt, those whose position in the
- * ascending union is this rank's (the layer's real choices will differ a little). */
+/* Dealt experts (share.h): the predicted union (pred_mark) dealt out by position, each
+ * expert's rank kept for layer's assignment (moe.c), which keeps a predicted expert on the
+ * rank that prefetched it. */
+static void deal_predicted(struct k3_forward_scratch *s, struct k3_share share, int E, int layer)
+{
+    for (int e = 0, i = 0; e < E; e++)
+        s->pred_rank[e] = s->pred_mark[e] ? i++ % share.ranks : -1;
+    s->pred_layer = layer;
+}
+
+/* The union of every row's top-k predicted experts for layer that this process would be
+ * given, best ranks first. */
 static int predicted_union(struct k3_forward_scratch *s, struct k3_share share, int E, int k,
-                           int T)
+                           int T, int layer)
 {
     int n = 0;
     memset(s->pred_mark, 0, sizeof(bool) * (size_t)E);
@@ -88,13 +97,14 @@ static int predicted_union(struct k3_forward_scratch *s, struct k3_share share, 
                 s->pred_list[n++] = e;
             }
         }
-    for (int e = 0, i = 0; e < E; e++)
-        if (s->pred_mark[e])
-            s->pred_mark[e] = k3_share_assignee(share, i++, e) == share.rank;
+    if (share.dealt)
+        deal_predicted(s, share, E, layer);
     int kept = 0;
-    for (int j = 0; j < n; j++)
-        if (s->pred_mark[s->pred_list[j]])
-            s->pred_list[kept++] = s->pred_list[j];
+    for (int j = 0; j < n; j++) {
+        int e = s->pred_list[j];
+        if (share.dealt ? s->pred_rank[e] == share.rank : k3_share_owns(share, e))
+            s->pred_list[kept++] = e;
+    }
     return kept;
 }
 
@@ -123,5 +133,6 @@ int k3_stage_predict(struct k3_forward *f, int l, enum k3_predict_point at, int 
     for (int t = 0; t < T; t++)
         k3_route_k(c, s->pred_logit + (size_t)t * E, w->moe.router_bias, k,
                    s->pred_idx + (size_t)t * E, s->pred_w + (size_t)t * E, s->rkey);
-    return store->ops->prefetch(store, next, s->pred_list, predicted_union(s, f->hooks.peers.share, E, k, T), err);
+    int n = predicted_union(s, f->hooks.peers.share, E, k, T, next);
+    return store->ops->prefetch(store, next, s->pred_list, n, err);
 }

@@ -2,10 +2,11 @@
  * boxes: expert e of every layer belongs to rank e mod R.  Interleaving (not blocks of
  * E/R) keeps each rank's count within one of E/R and spreads neighbouring experts, so a
  * token's choices load the ranks evenly on average.  When every rank's storage holds
- * every expert (a whole pack on each box, or one checkpoint folder), a layer's chosen
- * experts are dealt out by position instead, so each rank reads within one of n/R of
- * them in every layer, not only on average (the busiest of 2 ranks reads 9.56 of a
- * token's 16 by owner, 8 dealt).  The trunk is not shared out: every rank holds all of
+ * every expert (a whole pack on each box, or one checkpoint folder) and every rank keeps
+ * the trunk's layers resident (so that all make the same next-layer predictions, which
+ * the deal follows), a layer's chosen experts are dealt out evenly instead (engine/forward/moe.c), so each rank reads about
+ * n/R of them in every layer, not only on average (the busiest of 2 ranks reads 9.56 of
+ * a token's 16 by owner, 8 dealt).  The trunk is not shared out: every rank holds all of
  * it.
  * Owns the rule and the "%r" in a per-rank path.  Does not own: MPI (engine/cluster),
  * where a share's records are stored (engine/pack). */
@@ -22,7 +23,8 @@
 /* ranks 0 or 1: the whole model (one process). */
 struct k3_share {
     int rank, ranks;
-    bool dealt; /* every rank holds every expert: chosen experts are dealt by position */
+    bool dealt; /* every rank holds every expert: a layer's choices are dealt out evenly
+                 * (engine/forward/moe.c), not by owner */
 };
 
 static inline bool k3_share_whole(struct k3_share s) { return s.ranks <= 1; }
@@ -35,12 +37,6 @@ static inline bool k3_share_owns(struct k3_share s, int expert)
 static inline int k3_share_owner(struct k3_share s, int expert)
 {
     return k3_share_whole(s) ? 0 : expert % s.ranks;
-}
-
-/* The rank that reads and computes e, the i-th of a layer's chosen experts (ascending). */
-static inline int k3_share_assignee(struct k3_share s, int i, int e)
-{
-    return k3_share_whole(s) ? 0 : s.dealt ? i % s.ranks : e % s.ranks;
 }
 
 /* Experts of one layer of E that the rank owns. */

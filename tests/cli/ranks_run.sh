@@ -3,7 +3,8 @@
 # rank reading its share of the same shards), from a whole pack and from a pack per rank
 # holding its share (pack --ranks), gives logits and ids
 # byte-identical to one process, prompt steps of many rows and decode steps alike; each
-# rank reads only its share of the experts; the trace holds every rank's tracks.
+# rank reads only its share of the experts, dealt out evenly when every rank holds every
+# expert and the trunk, by owner otherwise; the trace holds every rank's tracks.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/ranks_lib.sh"
 m=$(tiny_model)
@@ -46,8 +47,11 @@ if [[ -z "$one" || -z "$two" ]] || ! awk -v a="$one" -v b="$two" 'BEGIN { exit !
 else
   echo "ok: MB read per token: one process $one, rank 0 of 2 $two"
 fi
-grep -q "2 ranks; per token: [0-9.]* KB of expert outputs sent between ranks" "$d/two.stats" ||
-  fail "no line of what crossed between the ranks: $(cat "$d/two.stats")"
+grep -q "2 ranks, experts dealt out evenly; per token: [0-9.]* KB of expert outputs sent between ranks" "$d/two.stats" ||
+  fail "whole packs, the trunk resident: no line of experts dealt and what crossed: $(cat "$d/two.stats")"
+ranks 2 "$K3" run --drives "$d/a,$d/b" --ids 5,6,7 -n 4 -t 1 --ram floor 2>&1 >/dev/null |
+  grep -q "2 ranks, experts by owner (e mod ranks)" && echo "ok: the trunk streamed: experts by owner" ||
+  fail "the trunk streamed (predictions may differ between ranks): experts not by owner"
 
 # One trace file with a process per rank, each with its exchanges and routed experts.
 ranks 2 "$K3" run -m "$m" --ids 5,6,7 -n 3 -t 1 -q --trace "$d/trace.json" >/dev/null ||
