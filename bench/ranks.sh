@@ -6,10 +6,9 @@
 # and rank 1's share (pack --ranks 2 --rank 1), each in its own folder on the same
 # drives.  Alternating rounds, --no-cache (every record read every token), the trunk
 # resident, prediction on:
-#   one    1 rank, THREADS threads, box 0
-#   dealt  2 ranks, THREADS/2 threads each (this machine's cores are shared by the two
-#          "boxes"; I/O-bound, so compute is not what is measured), both on whole packs:
-#          each layer's chosen experts dealt out by position (8 and 8 of 16)
+#   one    1 rank on box 0
+#   dealt  2 ranks, both on whole packs: each layer's chosen experts dealt out evenly
+#          (engine/forward/moe.c: a predicted expert stays on the rank that prefetched it)
 #   owner  the same, box 1 on its share: expert e read by rank e mod 2 (the busiest rank
 #          reads 9.56 of 16 a layer on average)
 # Prints s/token of each, two/one (goal <= 0.55), the expert outputs sent between ranks
@@ -19,7 +18,9 @@
 #   CHECKPOINT  default: k3-bench's widths with 64 experts a layer (bench/configs/
 #               k3-bench-64.json, 321 MB of experts a token), synthesized into
 #               $bench_emulate_root/../k3-bench-64 when missing (about 2.9 GB)
-#   DRIVES 4 per box, MBPS 20 per drive, ROUNDS 3, TOKENS 8; THREADS (env) 2
+#   DRIVES 4 per box, MBPS 20 per drive, ROUNDS 3, TOKENS 8; BOX_THREADS (env) 1: each
+#   "box" computes with that many threads (one box 1, two boxes 1 each: this machine's 2
+#   cores are both boxes' cores, so each box gets the same compute)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 prog=ranks.sh
@@ -30,12 +31,12 @@ drives=${2:-4}
 mbps=${3:-20}
 rounds=${4:-3}
 tokens=${5:-8}
-threads=${THREADS:-2}
+threads=${BOX_THREADS:-1}
 check_uint DRIVES "$drives"
 check_uint MBPS "$mbps"
 check_uint ROUNDS "$rounds"
 check_uint TOKENS "$tokens"
-check_uint THREADS "$threads"
+check_uint BOX_THREADS "$threads"
 command -v mpirun >/dev/null || die "needs mpirun (make deps installs Open MPI)"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
 if [[ ! -f $ckpt/config.json ]]; then
@@ -67,9 +68,8 @@ run_one() { # → stderr lines in $1, ids in $1.ids
 }
 run_two() { # OUT BOX1
   drop_caches
-  local t=$(( threads / 2 > 0 ? threads / 2 : 1 ))
   "$root/bench/emulate.sh" exec --name $name -- mpirun --oversubscribe \
-    -np 1 "$k3" --drives "$box0" "${args[@]}" -t "$t" : -np 1 "$k3" --drives "$2" "${args[@]}" -t "$t" \
+    -np 1 "$k3" --drives "$box0" "${args[@]}" -t "$threads" : -np 1 "$k3" --drives "$2" "${args[@]}" -t "$threads" \
     2>"$1" >"$1.ids"
 }
 kb_between() { sed -n 's/.*per token: \([0-9.]*\) KB of expert outputs sent between ranks.*/\1/p' "$1"; }
@@ -100,7 +100,7 @@ plan=(plan --config k3 --drives 8 --drive-gbps 7 --cores 128 --numa-nodes 2 --ra
       --calibration "$root/bench/results/calibration.json")
 proj=$(for b in 1 2 4; do "$k3" "${plan[@]}" --ranks "$b" 2>&1 | sed -n 's/^ *pipelined *\([0-9.]*\) s\/token.*/\1/p' | tail -1; done | paste -sd, -)
 say "full K3, 8 x 7 GB/s drives a box, pipelined s/token on 1, 2, 4 boxes (k3-uring ${plan[*]} --ranks B): $proj"
-printf '{"checkpoint":"%s","drives_per_box":%d,"mbps":%d,"tokens":%d,"threads":%d,"rounds":[%s],"k3_projection_1_2_4":[%s],"load":"%s"}\n' \
+printf '{"checkpoint":"%s","drives_per_box":%d,"mbps":%d,"tokens":%d,"threads_per_box":%d,"rounds":[%s],"k3_projection_1_2_4":[%s],"load":"%s"}\n' \
   "$ckpt" "$drives" "$mbps" "$tokens" "$threads" "$(IFS=,; echo "${rows[*]}")" "$proj" \
   "$(cut -d' ' -f1-3 /proc/loadavg)" >"$out"
 rm -rf "$tmp"
