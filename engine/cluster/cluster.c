@@ -72,7 +72,7 @@ void k3_cluster_finish(struct k3_cluster *c, bool ended)
 {
     if (!c)
         return;
-    for (int i = 0; i < c->n_known && c->mirrors; i++)
+    for (int i = 0; i < c->n_mirrors; i++)
         k3_seq_free(&c->mirrors[i]);
     free(c->mirrors);
     free(c->known);

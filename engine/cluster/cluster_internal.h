@@ -30,8 +30,8 @@ struct xchg_header {
     int32_t rows;              /* output rows that follow */
 };
 
-/* States: SETUP until every rank agreed it started, then RUNNING until the leader
- * stops (STOPPED); any rank may end up BROKEN (a wait ran out: the ranks are aborted). */
+/* States: SETUP until every rank agreed it started, then RUNNING until the leader stops
+ * (STOPPED).  A wait that runs out ends every rank from any state (cluster_abort). */
 enum cluster_state { CL_SETUP, CL_RUNNING, CL_STOPPED };
 
 struct k3_cluster {
@@ -51,10 +51,11 @@ struct k3_cluster {
     size_t max_msg;
     char *out, *in;                /* [max_msg], [ranks][max_msg] */
     MPI_Request *reqs;             /* [2 * ranks] */
-    /* mirror: the leader's sequences as it saw them; a follower's own copies */
+    /* mirror: the leader's sequences, by the index it sends; a follower's copies of them */
     const struct k3_seq **known;
-    struct k3_seq *mirrors;
     int n_known, cap_known;
+    struct k3_seq *mirrors;
+    int n_mirrors, cap_mirrors;
     struct k3_seq *row_seq[K3_CHUNK];
     struct step_msg msg;
     struct k3_cluster_stats stats;

@@ -68,37 +68,42 @@ void k3_cluster_stop(struct k3_cluster *c)
     c->state = CL_STOPPED;
 }
 
-/* The follower's copy of the leader's sequence i, made on first sight; a sequence
+/* Room for one more copy. */
+static int grow_mirrors(struct k3_cluster *c, struct k3_err *err)
+{
+    if (c->n_mirrors < c->cap_mirrors)
+        return 0;
+    int cap = c->cap_mirrors ? 2 * c->cap_mirrors : 16;
+    struct k3_seq *m = realloc(c->mirrors, sizeof *m * (size_t)cap);
+    if (!m)
+        return k3_errf(err, "out of memory");
+    c->mirrors = m;
+    c->cap_mirrors = cap;
+    return 0;
+}
+
+/* *q: the follower's copy of the leader's sequence i, made on first sight; a sequence
  * starting at position 0 starts from zeroed state (the leader reset it, or it is new). */
-static struct k3_seq *mirror(struct k3_cluster *c, int i, int pos, int max_ctx,
-                             struct k3_err *err)
+static int mirror(struct k3_cluster *c, int i, int pos, int max_ctx, struct k3_seq **q,
+                  struct k3_err *err)
 {
     const struct k3_config *cfg = &c->f->m->cfg;
-    if (i < 0 || i > c->n_known)
-        return k3_errf(err, "the leader's step names sequence %d of %d", i, c->n_known), NULL;
-    if (i == c->n_known) {
-        if (c->n_known == c->cap_known) {
-            int cap = c->cap_known ? 2 * c->cap_known : 16;
-            struct k3_seq *m = realloc(c->mirrors, sizeof *m * (size_t)cap);
-            if (!m)
-                return k3_errf(err, "out of memory"), NULL;
-            c->mirrors = m;
-            c->cap_known = cap;
-        }
-        if (k3_seq_init(&c->mirrors[i], cfg, max_ctx, err))
-            return NULL;
-        c->n_known++;
+    if (i < 0 || i > c->n_mirrors)
+        return k3_errf(err, "the leader's step names sequence %d of %d", i, c->n_mirrors);
+    if (i == c->n_mirrors) {
+        if (grow_mirrors(c, err) || k3_seq_init(&c->mirrors[i], cfg, max_ctx, err))
+            return -1;
+        c->n_mirrors++;
     }
-    struct k3_seq *q = &c->mirrors[i];
-    if (q->max_ctx != max_ctx)
-        return k3_errf(err, "sequence %d holds %d positions, the leader's %d", i, q->max_ctx,
-                       max_ctx), NULL;
+    *q = &c->mirrors[i];
+    if ((*q)->max_ctx != max_ctx)
+        return k3_errf(err, "sequence %d holds %d positions, the leader's %d", i, (*q)->max_ctx,
+                       max_ctx);
     if (pos == 0)
-        k3_seq_reset(q, cfg);
-    else if (q->pos != pos)
-        return k3_errf(err, "sequence %d is at position %d, the leader's at %d", i, q->pos, pos),
-               NULL;
-    return q;
+        k3_seq_reset(*q, cfg);
+    else if ((*q)->pos != pos)
+        return k3_errf(err, "sequence %d is at position %d, the leader's at %d", i, (*q)->pos, pos);
+    return 0;
 }
 
 int k3_cluster_next_step(struct k3_cluster *c, struct k3_step *st)
@@ -116,9 +121,10 @@ int k3_cluster_next_step(struct k3_cluster *c, struct k3_step *st)
     if (c->msg.kind != MSG_STEP || c->msg.n < 1 || c->msg.n > K3_CHUNK)
         k3_errf(&err, "a step of kind %d and %d rows", c->msg.kind, c->msg.n);
     for (int t = 0; !err.msg[0] && t < c->msg.n; t++) {
-        bool continues = t && c->msg.seq[t] == c->msg.seq[t - 1];
-        c->row_seq[t] = continues ? c->row_seq[t - 1]
-                                  : mirror(c, c->msg.seq[t], c->msg.pos[t], c->msg.max_ctx[t], &err);
+        if (t && c->msg.seq[t] == c->msg.seq[t - 1])
+            c->row_seq[t] = c->row_seq[t - 1];
+        else
+            mirror(c, c->msg.seq[t], c->msg.pos[t], c->msg.max_ctx[t], &c->row_seq[t], &err);
     }
     if (err.msg[0]) { /* a follower that cannot follow would make other tokens: end */
         char line[sizeof err.msg + 64];
