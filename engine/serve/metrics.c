@@ -73,6 +73,12 @@ char *k3_metrics_text(const struct k3_sched_stats *st, const uint64_t *layer_exp
     metric(f, "stall_seconds_total", "counter", "Seconds compute waited for data.",
            st->io.stall_seconds);
     metric(f, "read_retries_total", "counter", "Failed reads tried again.", (double)st->io.retries);
+    metric(f, "rank_exchange_bytes_total", "counter",
+           "Bytes of expert outputs sent between mpirun's ranks, all ranks (0: one process).",
+           (double)st->ranks.bytes_sent);
+    metric(f, "rank_exchange_wait_seconds_total", "counter",
+           "Seconds rank 0 waited in exchanges for the other ranks' experts.",
+           st->ranks.wait_seconds);
     if (fclose(f)) {
         free(text);
         return NULL;

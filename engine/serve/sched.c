@@ -327,6 +327,7 @@ static int step(struct k3_sched *s, struct k3_err *err)
     s->stats.decode_rows = fs->decode_rows;
     s->stats.decode_experts = experts;
     s->stats.io = snap.io;
+    s->stats.ranks = snap.ranks;
     pthread_mutex_unlock(&s->lock);
     return 0;
 }

@@ -40,6 +40,7 @@ struct k3_sched_stats {
     uint64_t decode_read_bytes;          /* read in decode steps */
     double decode_stall_seconds;         /* decode steps' compute waiting for data */
     struct k3_stream_stats io;           /* the read path's counters after the last step */
+    struct k3_cluster_stats ranks;       /* mpirun's ranks' exchanges, likewise */
 };
 
 struct k3_sched;

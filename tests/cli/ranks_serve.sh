@@ -41,7 +41,10 @@ check() { # NAME NP ARGS...
   LAUNCH=(mpirun --oversubscribe -np "$np")
   start_server "$name" --parallel 4 -t 1 "$@"
   answers "$d/$name"
-  local leader i rc
+  local leader i rc sent
+  sent=$(metric k3_rank_exchange_bytes_total)
+  awk -v b="${sent:-0}" 'BEGIN { exit !(b > 0) }' && echo "ok: $name: $sent bytes exchanged (/metrics)" ||
+    fail "$name: /metrics counts no bytes exchanged between ranks: \"$sent\""
   leader=$(leader_pid "$PID")
   [[ -n "$leader" ]] && kill -TERM "$leader"
   for ((i = 0; i < 600; i++)); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
