@@ -98,10 +98,12 @@ done
 # machine's measured kernel rates per core (bench/results/calibration.json).
 plan=(plan --config k3 --drives 8 --drive-gbps 7 --cores 128 --numa-nodes 2 --ram 256G --ctx 4096
       --calibration "$root/bench/results/calibration.json")
-proj=$(for b in 1 2 4; do "$k3" "${plan[@]}" --ranks "$b" 2>&1 | sed -n 's/^ *pipelined *\([0-9.]*\) s\/token.*/\1/p' | tail -1; done | paste -sd, -)
-say "full K3, 8 x 7 GB/s drives a box, pipelined s/token on 1, 2, 4 boxes (k3-uring ${plan[*]} --ranks B): $proj"
-printf '{"checkpoint":"%s","drives_per_box":%d,"mbps":%d,"tokens":%d,"threads_per_box":%d,"rounds":[%s],"k3_projection_1_2_4":[%s],"load":"%s"}\n' \
-  "$ckpt" "$drives" "$mbps" "$tokens" "$threads" "$(IFS=,; echo "${rows[*]}")" "$proj" \
+pipelined() { "$k3" "${plan[@]}" "$@" 2>&1 | sed -n 's/^ *pipelined *\([0-9.]*\) s\/token.*/\1/p' | tail -1; }
+proj=$(for b in 1 2 4; do pipelined --ranks "$b"; done | paste -sd, -)
+proj_dealt=$(for b in 2 4; do pipelined --ranks "$b" --split dealt; done | paste -sd, -)
+say "full K3, 8 x 7 GB/s drives a box, pipelined s/token (k3-uring ${plan[*]} --ranks B [--split dealt]): 1, 2, 4 boxes by owner $proj; 2, 4 dealt $proj_dealt"
+printf '{"checkpoint":"%s","drives_per_box":%d,"mbps":%d,"tokens":%d,"threads_per_box":%d,"rounds":[%s],"k3_projection_1_2_4":[%s],"k3_projection_dealt_2_4":[%s],"load":"%s"}\n' \
+  "$ckpt" "$drives" "$mbps" "$tokens" "$threads" "$(IFS=,; echo "${rows[*]}")" "$proj" "$proj_dealt" \
   "$(cut -d' ' -f1-3 /proc/loadavg)" >"$out"
 rm -rf "$tmp"
 say "wrote $out"
