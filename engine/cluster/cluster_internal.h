@@ -20,14 +20,15 @@ struct step_msg {
     int32_t max_ctx[K3_CHUNK];
 };
 
-/* A rank's part of one MoE layer's exchange: a header, then its experts' output rows in
- * ascending expert order, each expert's users in order (or, failed, the failing rank's
- * line). */
+/* A rank's part of one MoE layer's exchange: a header, the experts it computed
+ * (ascending int32 ids: the receivers check them against whom they assigned each), then
+ * their output rows, each expert's users in order; or, failed, the failing rank's line. */
 struct xchg_header {
     int32_t failed_rank;       /* -1, or the rank whose error failed the step */
     int32_t layer;
     uint32_t step;
-    int32_t rows;              /* output rows that follow */
+    int32_t experts;           /* expert ids that follow */
+    int32_t rows;              /* output rows after them */
 };
 
 /* States: SETUP until every rank agreed it started, then RUNNING until the leader stops

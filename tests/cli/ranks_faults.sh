@@ -1,8 +1,8 @@
 #!/bin/bash
 # Faults over mpirun's ranks never hang and never give a wrong token: a rank that stalls
 # (rank 1, or the leader) ends every rank after --rank-timeout with one line naming it; a
-# rank that dies ends the run (mpirun names it); a rank that cannot start ends every rank
-# before any output; a step that fails on one rank fails on all with that rank's line, and
+# rank that dies ends the run (mpirun names it); ranks that disagree on who computes which
+# expert end; a rank that cannot start ends every rank before any output; a step that fails on one rank fails on all with that rank's line, and
 # a server answers the next request (and stops cleanly) after it.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
@@ -43,6 +43,12 @@ if ((rc == 0)) || ! grep -q "Process name: \[\[[0-9]*,1\],2\]" "$d/exit2.err" ||
 else
   echo "ok: exit2: exit $rc; mpirun names rank 2"
 fi
+
+# Ranks that would split a layer's experts differently (rank 1 predicts nothing, so deals
+# otherwise) end at the first exchange that shows it, never summing the wrong rows.
+mpirun --oversubscribe -np 1 "$K3" run -m "$m" "${common[@]}" : \
+  -np 1 "$K3" run -m "$m" "${common[@]}" --predict off >"$d/differ.ids" 2>"$d/differ.err"
+rc=$? ended differ "rank 0: rank 1 computed other experts of layer 1 than this rank gave it"
 
 # Rank 1's drives (%r) are missing: nothing runs, and the leader says why.
 ranks 2 "$K3" run --drives "$d/r%r-a,$d/r%r-b" "${common[@]}" >"$d/start.ids" 2>"$d/start.err"
