@@ -11,6 +11,8 @@
 #          (engine/forward/moe.c: a predicted expert stays on the rank that prefetched it)
 #   owner  the same, box 1 on its share: expert e read by rank e mod 2 (the busiest rank
 #          reads 9.56 of 16 a layer on average)
+# then one traced dealt run: the share of each rank's exchange time its drives kept
+# reading (bench/ranks_overlap.py).
 # Prints s/token of each, two/one (goal <= 0.55), the expert outputs sent between ranks
 # per token, that all give the same ids, and the planner's projection for full K3 on 1,
 # 2 and 4 boxes of 8 Gen4 drives.
@@ -66,11 +68,13 @@ run_one() { # → stderr lines in $1, ids in $1.ids
   "$root/bench/emulate.sh" exec --name $name -- "$k3" --drives "$box0" "${args[@]}" -t "$threads" \
     2>"$1" >"$1.ids"
 }
-run_two() { # OUT BOX1
+run_two() { # OUT BOX1 [ARGS...]
+  local out=$1 box=$2
+  shift 2
   drop_caches
   "$root/bench/emulate.sh" exec --name $name -- mpirun --oversubscribe \
-    -np 1 "$k3" --drives "$box0" "${args[@]}" -t "$threads" : -np 1 "$k3" --drives "$2" "${args[@]}" -t "$threads" \
-    2>"$1" >"$1.ids"
+    -np 1 "$k3" --drives "$box0" "${args[@]}" -t "$threads" "$@" : \
+    -np 1 "$k3" --drives "$box" "${args[@]}" -t "$threads" "$@" 2>"$out" >"$out.ids"
 }
 kb_between() { sed -n 's/.*per token: \([0-9.]*\) KB of expert outputs sent between ranks.*/\1/p' "$1"; }
 
@@ -99,11 +103,16 @@ done
 plan=(plan --config k3 --drives 8 --drive-gbps 7 --cores 128 --numa-nodes 2 --ram 256G --ctx 4096
       --calibration "$root/bench/results/calibration.json")
 pipelined() { "$k3" "${plan[@]}" "$@" 2>&1 | sed -n 's/^ *pipelined *\([0-9.]*\) s\/token.*/\1/p' | tail -1; }
+# Do the drives keep reading while the ranks exchange?  One traced dealt run.
+run_two "$tmp/traced" "$box1" --trace "$tmp/trace.json"
+overlap=$(python3 "$root/bench/ranks_overlap.py" "$tmp/trace.json")
+say "dealt, traced: $(echo "$overlap" | paste -sd';' -)"
 proj=$(for b in 1 2 4; do pipelined --ranks "$b"; done | paste -sd, -)
 proj_dealt=$(for b in 2 4; do pipelined --ranks "$b" --split dealt; done | paste -sd, -)
 say "full K3, 8 x 7 GB/s drives a box, pipelined s/token (k3-uring ${plan[*]} --ranks B [--split dealt]): 1, 2, 4 boxes by owner $proj; 2, 4 dealt $proj_dealt"
-printf '{"checkpoint":"%s","drives_per_box":%d,"mbps":%d,"tokens":%d,"threads_per_box":%d,"rounds":[%s],"k3_projection_1_2_4":[%s],"k3_projection_dealt_2_4":[%s],"load":"%s"}\n' \
+printf '{"checkpoint":"%s","drives_per_box":%d,"mbps":%d,"tokens":%d,"threads_per_box":%d,"rounds":[%s],"k3_projection_1_2_4":[%s],"k3_projection_dealt_2_4":[%s],"exchange_overlap":"%s","load":"%s"}\n' \
   "$ckpt" "$drives" "$mbps" "$tokens" "$threads" "$(IFS=,; echo "${rows[*]}")" "$proj" "$proj_dealt" \
+  "$(echo "$overlap" | paste -sd';' -)" \
   "$(cut -d' ' -f1-3 /proc/loadavg)" >"$out"
 rm -rf "$tmp"
 say "wrote $out"
