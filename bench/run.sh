@@ -172,7 +172,14 @@ check_drives() {
 }
 
 # Every stage but kernels reads the checkpoint.
-uses_checkpoint() { local s; for s in $stages; do [[ $s == kernels ]] || return 0; done; return 1; }
+# Whether a stage reads CKPT (kernels and ranks bring their own data).
+uses_checkpoint() {
+  local s
+  for s in $stages; do
+    case $s in kernels | ranks) ;; *) return 0 ;; esac
+  done
+  return 1
+}
 
 # box_size BYTES N: each emulated drive's size for a checkpoint of BYTES over N drives
 # (its share and 3 GiB for ext4's own blocks and the pack's alignment).
@@ -184,6 +191,10 @@ box_size() { echo "$(($1 / $2 / 1000000000 + 3))G"; }
 # ext4 takes 3% of its drives' size (measured: 2.3% of one 22G drive, 2.9% of 8 of 5G).
 space_lines() {
   local bytes packed n i size
+  if [[ " $stages " == *" ranks "* ]]; then # bench/ranks.sh: measured, 3.1 GB + 3 packs
+    printf 'ranks\t%s\t%s\t%s\n' "$(mount_of "$bench_emulate_root")" 9000000000 \
+      "the ranks stage's k3-bench-64 and its three packs on 8 loop filesystems"
+  fi
   uses_checkpoint || return 0
   if [[ -d $ckpt ]]; then
     bytes=$(du -sb "$ckpt" | cut -f1)
