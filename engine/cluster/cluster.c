@@ -110,6 +110,7 @@ int k3_cluster_agree(struct k3_cluster *c, bool failed, bool can_deal, struct k3
         assert(c->f);
         c->f->hooks.peers.share.dealt = all[1];
         c->state = CL_RUNNING;
+        cluster_watch_term(); /* after the command's own handlers, which it passes on to */
         return 0;
     }
     /* Everyone learns the first failed rank's line, so the leader can say it. */
@@ -144,16 +145,16 @@ double cluster_now(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* The ranks whose requests are still pending, once each: "1, 3". */
-static void pending_ranks(int n, MPI_Request *reqs, const int *peer_of, char *out, size_t cap)
+/* The ranks whose requests are still pending, once each: "1, 3", and marked in named. */
+static void pending_ranks(int n, MPI_Request *reqs, const int *peer_of, bool *named, char *out,
+                          size_t cap)
 {
-    bool named[K3_MAX_RANKS] = {false};
     size_t at = 0;
     out[0] = 0;
     for (int i = 0; i < n; i++) {
-        int done = 1;
+        int done = 1; /* asked without completing it: MPI_Testall keeps its status */
         if (reqs[i] != MPI_REQUEST_NULL)
-            MPI_Test(&reqs[i], &done, MPI_STATUS_IGNORE);
+            MPI_Request_get_status(reqs[i], &done, MPI_STATUS_IGNORE);
         if (done || named[peer_of[i]] || at >= cap)
             continue;
         named[peer_of[i]] = true;
@@ -161,10 +162,24 @@ static void pending_ranks(int n, MPI_Request *reqs, const int *peer_of, char *ou
     }
 }
 
+/* Who says why, if mpirun ends the ranks during this wait: the leader; or, when it is the
+ * leader that is silent, the lowest follower still answering (a lower one that answered
+ * this rank will say it). */
+static bool speaks(const struct k3_cluster *c, const bool *pending)
+{
+    if (c->rank == 0)
+        return true;
+    for (int r = 1; r < c->rank; r++)
+        if (!pending[r])
+            return false;
+    return pending[0];
+}
+
 /* Spins briefly (an exchange usually completes within microseconds of the last rank's
- * send), then naps so that a rank waiting long leaves the cores to the others.  The
- * deadline grows with the rank, so that when the leader stalls the lowest follower says
- * so and ends the others before they say it too. */
+ * send), then naps so that a rank waiting long leaves the cores to the others, keeping
+ * up to date whom it waits for (what it says if mpirun ends it: ended.c).  The deadline
+ * grows with the rank, so that when the leader stalls the lowest follower says so and
+ * ends the others before they say it too. */
 void cluster_wait(struct k3_cluster *c, int n, MPI_Request *reqs, const int *peer_of,
                   double timeout, const char *what, MPI_Status *statuses)
 {
@@ -178,14 +193,18 @@ void cluster_wait(struct k3_cluster *c, int n, MPI_Request *reqs, const int *pee
         if (polls < 2000)
             continue;
         double waited = cluster_now() - start;
-        if (timeout > 0 && waited > deadline) {
+        if (timeout > 0) {
             char who[256], line[512];
-            pending_ranks(n, reqs, peer_of, who, sizeof who);
+            bool pending[K3_MAX_RANKS] = {false};
+            pending_ranks(n, reqs, peer_of, pending, who, sizeof who);
+            cluster_waiting(c, speaks(c, pending) ? who : NULL, what);
             snprintf(line, sizeof line, "rank %d: no word from rank %s in %.0f s, waiting for %s; "
                      "ending every rank", c->rank, who, waited, what);
-            cluster_abort(c, line);
+            if (waited > deadline)
+                cluster_abort(c, line);
         }
         struct timespec nap = {0, waited < 0.01 ? 20000 : 500000};
         nanosleep(&nap, NULL);
     }
+    cluster_waiting(c, NULL, what);
 }

@@ -1,7 +1,7 @@
 /* Inside engine/cluster: the cluster's state and the helpers its files share.
  * Files: cluster.c MPI's life, agreeing, waiting with a deadline; mirror.c the leader's
  * steps told to the followers; exchange.c expert outputs after each MoE layer; gather.c
- * the followers' traces into the leader's. */
+ * the followers' traces into the leader's; ended.c what a rank says when mpirun ends it. */
 #ifndef K3_CLUSTER_INTERNAL_H
 #define K3_CLUSTER_INTERNAL_H
 
@@ -71,6 +71,10 @@ void cluster_wait(struct k3_cluster *c, int n, MPI_Request *reqs, const int *pee
 /* The leader's peer hook: the step's rows to every follower (mirror.c). */
 int cluster_tell_step(void *ctx, const struct k3_step *st, struct k3_err *err);
 double cluster_now(void); /* seconds, monotonic */
+/* ended.c: SIGTERM from mpirun (another rank died) said as who this rank waits for and
+ * what (cluster_waiting; who NULL: nothing to say), once installed by cluster_watch_term. */
+void cluster_watch_term(void);
+void cluster_waiting(const struct k3_cluster *c, const char *who, const char *what);
 /* Ends every rank after saying line (the fatal callback). */
 _Noreturn void cluster_abort(struct k3_cluster *c, const char *line);
 
