@@ -1,7 +1,7 @@
 /* A rank ended from outside: when one rank dies, mpirun sends the others SIGTERM (then
  * SIGKILL).  A rank waiting inside a step then says for whom and for what, which is what
- * the dead rank was doing, in one line (the rank that speaks: cluster.c's speaks()).  Outside such a wait SIGTERM goes to whatever handled it
- * before (serve's clean stop, or the default). */
+ * the dead rank was doing, in one line (which rank speaks: cluster.c's speaks()).  Any
+ * other SIGTERM goes to whatever handled it before (serve's clean stop, or the default). */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,9 +13,12 @@ static char said[512];
 static volatile sig_atomic_t said_len;
 static struct sigaction before;
 
-static void on_term(int sig)
+/* Only mpirun's SIGTERM (from our parent, the launcher) means a rank died; a user's
+ * SIGTERM to the leader is serve's clean stop, even mid-wait. */
+static void on_term(int sig, siginfo_t *info, void *context)
 {
-    if (said_len) {
+    (void)context;
+    if (said_len && info && info->si_pid == getppid()) {
         ssize_t ignored = write(STDERR_FILENO, said, (size_t)said_len);
         (void)ignored;
         _exit(1);
@@ -32,7 +35,7 @@ static void on_term(int sig)
 
 void cluster_watch_term(void)
 {
-    struct sigaction sa = {.sa_handler = on_term};
+    struct sigaction sa = {.sa_sigaction = on_term, .sa_flags = SA_SIGINFO};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, &before);
 }
