@@ -124,9 +124,10 @@ static int join_ranks(struct model_args *a, struct k3_err *err)
         return -1;
     o->share = k3_cluster_share(o->cluster);
     a->leader = k3_cluster_leader(o->cluster);
-    if (o->drives && k3_share_path(o->drives, o->share.rank, a->drives_path, sizeof a->drives_path, err))
+    int rank = o->share.rank;
+    if (o->drives && k3_share_path(o->drives, rank, a->drives_path, sizeof a->drives_path, err))
         return k3_err_prefix(err, "--drives");
-    if (o->model_dir && k3_share_path(o->model_dir, o->share.rank, a->model_path, sizeof a->model_path, err))
+    if (o->model_dir && k3_share_path(o->model_dir, rank, a->model_path, sizeof a->model_path, err))
         return k3_err_prefix(err, "-m");
     o->drives = o->drives ? a->drives_path : NULL;
     o->model_dir = o->model_dir ? a->model_path : NULL;
