@@ -57,9 +57,9 @@ struct k3_share k3_cluster_share(const struct k3_cluster *c);
 bool k3_cluster_leader(const struct k3_cluster *c); /* rank 0, or no cluster */
 
 /* Every rank says whether it started (failed: its err holds why) and whether it can deal
- * experts out (it holds every expert and its predictions are every rank's).  Returns 0
- * when all started, the attached forward pass's experts dealt if all can (share.h);
- * otherwise -1 on every rank, with err naming the lowest failed rank and its line. */
+ * experts out (it holds every expert).  Returns 0 when all started, the attached forward
+ * pass's experts dealt if all can (share.h); otherwise -1 on every rank, with err naming
+ * the lowest failed rank and its line. */
 int k3_cluster_agree(struct k3_cluster *c, bool failed, bool can_deal, struct k3_err *err);
 
 /* The forward pass's peer hooks (forward.h) over this cluster, for f's model. */

@@ -55,10 +55,12 @@ struct k3_step {
 };
 
 /* Where the trunk comes from when it is not all resident (stream/stream.h): segment()
- * makes a segment's matrices available and bound before it is used; embed() writes the
- * f32 embedding rows of T tokens. */
+ * makes a segment's matrices available and bound before it is used; ahead() binds a later
+ * segment's too, while the current one is in use (1: it cannot yet; nothing bound);
+ * embed() writes the f32 embedding rows of T tokens. */
 struct k3_trunk_source {
     int (*segment)(void *ctx, int seg, struct k3_err *err);
+    int (*ahead)(void *ctx, int seg, struct k3_err *err);
     int (*embed)(void *ctx, const int32_t *tokens, int T, float *out, struct k3_err *err);
     void *ctx;
 };

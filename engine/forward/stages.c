@@ -121,6 +121,12 @@ int k3_stage_predict(struct k3_forward *f, int l, enum k3_predict_point at, int 
     if (!h || !s->decode || next >= c->n_layers || !k3_layer_is_moe(c, next) ||
         !store->ops->prefetch)
         return 0;
+    /* The next layer's router may be in a segment still streaming in: route with its
+     * bytes, not whatever its slot held before. */
+    const struct k3_trunk_source *trunk = f->hooks.trunk;
+    int ready = trunk ? trunk->ahead(trunk->ctx, k3_seg_layer(next), err) : 0;
+    if (ready)
+        return ready < 0 ? -1 : 0;
     const struct k3_layer_weights *w = &f->m->w.layers[next];
     if (renorm) {
         for (int t = 0; t < T; t++)

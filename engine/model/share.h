@@ -2,9 +2,8 @@
  * boxes: expert e of every layer belongs to rank e mod R.  Interleaving (not blocks of
  * E/R) keeps each rank's count within one of E/R and spreads neighbouring experts, so a
  * token's choices load the ranks evenly on average.  When every rank's storage holds
- * every expert (a whole pack on each box, or one checkpoint folder) and every rank keeps
- * the trunk's layers resident (so that all make the same next-layer predictions, which
- * the deal follows), a layer's chosen experts are dealt out evenly instead (engine/forward/moe.c), so each rank reads about
+ * every expert (a whole pack on each box, or one checkpoint folder), a layer's chosen
+ * experts are dealt out evenly instead (engine/forward/moe.c), so each rank reads about
  * n/R of them in every layer, not only on average (the busiest of 2 ranks reads 9.56 of
  * a token's 16 by owner, 8 dealt).  The trunk is not shared out: every rank holds all of
  * it.

@@ -128,24 +128,14 @@ int k3_runtime_close(struct k3_runtime *rt, struct k3_err *err)
     return rc;
 }
 
-/* Experts may be dealt out (share.h) when this rank holds every expert and keeps every
- * layer resident: its next-layer predictions, which the deal follows, then use routers
- * that are there, and are every rank's. */
-static bool can_deal(const struct k3_runtime *rt)
-{
-    const struct k3_packed *p = rt->m.packed;
-    if (!rt->stream || !p || !k3_share_whole(p->share))
-        return false;
-    const struct k3_budget *b = k3_stream_budget(rt->stream, NULL);
-    for (int l = 0; l < rt->m.cfg.n_layers; l++)
-        if (!b->resident[k3_seg_layer(l)])
-            return false;
-    return true;
-}
-
+/* Experts may be dealt out (share.h) when every rank holds every expert.  (The deal
+ * follows each rank's own next-layer predictions, which agree: every rank routes the same
+ * hidden state with the same router bytes, streamed or not; stages.c.) */
 int k3_runtime_agree(struct k3_runtime *rt, bool failed, struct k3_err *err)
 {
-    return k3_cluster_agree(rt->o.cluster, failed, !failed && can_deal(rt), err);
+    const struct k3_packed *p = rt->m.packed;
+    bool holds_all = !failed && p && k3_share_whole(p->share);
+    return k3_cluster_agree(rt->o.cluster, failed, holds_all, err);
 }
 
 /* A failed step is the leader's to report (every rank failed it); the follower cleans up

@@ -305,7 +305,8 @@ int k3_stream_open(struct k3_stream **out, struct k3_model *m, const struct k3_s
     }
     s->store.ops = &stream_store_ops;
     s->store.capacity = batch_capacity(s);
-    s->trunk = (struct k3_trunk_source){.segment = trunk_segment, .embed = trunk_embed, .ctx = s};
+    s->trunk = (struct k3_trunk_source){
+        .segment = trunk_segment, .ahead = trunk_ahead, .embed = trunk_embed, .ctx = s};
     *out = s;
     return 0;
 }

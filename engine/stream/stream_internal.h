@@ -176,6 +176,7 @@ int wait_ready(struct k3_stream *s, struct buffer *b, struct k3_err *err);
 
 /* trunk.c */
 int trunk_segment(void *ctx, int seg, struct k3_err *err);
+int trunk_ahead(void *ctx, int seg, struct k3_err *err);
 int trunk_embed(void *ctx, const int32_t *tokens, int T, float *out, struct k3_err *err);
 
 /* cache.c */

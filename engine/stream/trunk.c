@@ -74,6 +74,29 @@ int trunk_segment(void *ctx, int seg, struct k3_err *err)
     return read_ahead(s, seg, slot, err);
 }
 
+/* Segment seg's matrices bound before its layer starts, for a look at them (the next
+ * layer's router, to predict its experts), the segment in use kept: resident, or landed
+ * in the slot reading ahead (waited for).  1 when it could only come into the slot in
+ * use (no read ahead: --sync), and nothing is bound. */
+int trunk_ahead(void *ctx, int seg, struct k3_err *err)
+{
+    struct k3_stream *s = ctx;
+    if (s->resident[seg].base)
+        return 0;
+    int slot = s->slots[0].object == seg ? 0 : s->slots[1].object == seg ? 1 : -1;
+    if (slot < 0) { /* the layer in use is resident: read into the slot it left */
+        slot = s->bound_slot >= 0 ? s->bound_slot : 0;
+        if (s->slots[slot].pins)
+            return 1;
+        if (drain(s, &s->slots[slot], err) || read_object(s, &s->slots[slot], (uint64_t)seg, err))
+            return -1;
+    }
+    if (wait_ready(s, &s->slots[slot], err))
+        return -1;
+    k3_model_bind_segment(s->m, seg, s->slots[slot].base);
+    return 0;
+}
+
 /* Reads the pieces holding embedding row `at` (byte offset in the segment) into the
  * embedding buffer; returns where the row starts, or NULL. */
 static const uint8_t *read_row(struct k3_stream *s, uint64_t at, uint64_t row,

@@ -4,7 +4,7 @@
 # holding its share (pack --ranks), gives logits and ids
 # byte-identical to one process, prompt steps of many rows and decode steps alike; each
 # rank reads only its share of the experts, dealt out evenly when every rank holds every
-# expert and the trunk, by owner otherwise; the trace holds every rank's tracks.
+# expert, by owner otherwise; the trace holds every rank's tracks.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/ranks_lib.sh"
 m=$(tiny_model)
@@ -49,9 +49,9 @@ else
 fi
 grep -q "2 ranks, experts dealt out evenly; per token: [0-9.]* KB of expert outputs sent between ranks" "$d/two.stats" ||
   fail "whole packs, the trunk resident: no line of experts dealt and what crossed: $(cat "$d/two.stats")"
-ranks 2 "$K3" run --drives "$d/a,$d/b" --ids 5,6,7 -n 4 -t 1 --ram floor 2>&1 >/dev/null |
-  grep -q "2 ranks, experts by owner (e mod ranks)" && echo "ok: the trunk streamed: experts by owner" ||
-  fail "the trunk streamed (predictions may differ between ranks): experts not by owner"
+ranks 3 "$K3" run --drives "$d/s%r-a,$d/s%r-b" --ids 5,6,7 -n 4 -t 1 2>&1 >/dev/null |
+  grep -q "3 ranks, experts by owner (e mod ranks)" && echo "ok: packs of shares: experts by owner" ||
+  fail "packs of shares: experts not by owner"
 
 # One trace file with a process per rank, each with its exchanges and routed experts.
 ranks 2 "$K3" run -m "$m" --ids 5,6,7 -n 3 -t 1 -q --trace "$d/trace.json" >/dev/null ||
