@@ -5,8 +5,8 @@
  *   pieces.c     piece I/O: submitting an object's pieces, completions, retries at the
  *                same place, replicas, lost drives, failure reports, fault injection
  *   verify.c     checksums of landed pieces, in parallel; waiting for a buffer to be ready
- *   trunk.c      the trunk source: double-buffered stream slots, binding segments,
- *                embedding rows on demand
+ *   trunk.c      the trunk source: double-buffered stream slots, binding segments
+ *                (the next one ahead, for prediction), embedding rows on demand
  *   cache.c      the expert store: record slots as an LRU cache, prefetch, promote,
  *                abandon, team balancing
  *   buffer.c     the buffers' states, their legal transitions and invariants
