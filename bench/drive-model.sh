@@ -41,6 +41,9 @@
 #   TOKENS          checks 2 and 3: tokens a run generates   (8)
 #   ROUNDS          checks 2 and 3: rounds; medians kept     (3)
 #   PROMPT          prompt ids                               (5,17,300,1200)
+#   THREADS         compute threads of every run, 0 = a core each (0); fewer make a
+#                   token's compute longer, so that read time ~ compute time comes at a
+#                   slower model, one a disk can outrun (the pack off tmpfs: WORK)
 #   OMP_WAIT_POLICY                                          (passive: the box is shared)
 # Writes bench/results/drive-model-DATE.json, every run's statistics beside it (.log),
 # and a summary on stderr.
@@ -62,6 +65,7 @@ drives=${N_DRIVES:-4}
 tokens=${TOKENS:-8}
 rounds=${ROUNDS:-3}
 prompt=${PROMPT:-5,17,300,1200}
+threads=${THREADS:-0}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 py=/usr/bin/python3
 [[ -x $py ]] || py=python3
@@ -71,6 +75,7 @@ command -v bc >/dev/null || die "needs bc"
 for v in K3=$k3 WORK=$work "CHECKS=$checks" IOBENCH_MBPS=$iobench_mbps \
          "IOBENCH_DRIVES=$iobench_drives" IOBENCH_TOKENS=$iobench_tokens RATE_MBPS=$rate_mbps \
          LATENCY_US=$latency_us N_DRIVES=$drives TOKENS=$tokens ROUNDS=$rounds PROMPT=$prompt \
+         THREADS=$threads \
          OMP_WAIT_POLICY=$OMP_WAIT_POLICY; do
   say "$v"
 done
@@ -109,7 +114,7 @@ iobench() {
 }
 # run ARGS...: "S_PER_TOKEN STALL_S_PER_TOKEN MB_PER_TOKEN" of a decode.
 run() {
-  "$k3" --drives "$list" --ids "$prompt" -n "$tokens" --ignore-eos --print-ids --no-cache "$@" \
+  "$k3" --drives "$list" --ids "$prompt" -n "$tokens" --ignore-eos --print-ids --no-cache -t "$threads" "$@" \
     2>"$work/err" >/dev/null || die "run $*: $(tail -1 "$work/err")"
   cat "$work/err" >>"$log"
   warn_late "$work/err" "run $*"
