@@ -92,7 +92,7 @@ trap 'rm -rf "$work"' EXIT
 model() { echo "--drive-model ${1}MB/s,${latency_us}us"; }
 ratio() { printf '%.4f' "$(echo "($1) / ($2)" | bc -l)"; }
 calc() { printf '%.6f' "$(echo "$1" | bc -l)"; }
-med() { printf '%s\n' "$@" | median; }
+med() { printf '%.4f' "$(printf '%s\n' "$@" | median)"; }
 json_list() { local IFS=,; echo "[$*]"; }
 # warn_late FILE WHAT: repeats a run's note that the storage was slower than the model.
 warn_late() { if grep -q "slower than the drive model" "$1"; then warn "$2: $(grep -m1 'slower than' "$1")"; fi; }
