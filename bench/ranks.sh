@@ -52,11 +52,14 @@ say "checkpoint $ckpt; 2 boxes of $drives drives at $mbps MB/s; $rounds rounds o
 
 size=$(( $(du -sb "$ckpt" | cut -f1) / drives / 1000000000 + 2 ))G
 all=$("$root/bench/emulate.sh" up --drives $((2 * drives)) --size "$size" --mbps "$mbps" --name $name | tail -1)
-trap "'$root/bench/emulate.sh' down --name $name >/dev/null 2>&1 || true" EXIT
+tmp=$(mktemp -d)
+trap "rm -rf '$tmp'; '$root/bench/emulate.sh' down --name $name >/dev/null 2>&1 || true" EXIT
 IFS=, read -ra list <<<"$all"
-folders() { local IFS=,; local -a f=("${@/%//$sub}"); echo "${f[*]}"; } # DRIVE... → DRIVE/$sub,..
-sub=whole box0=$(folders "${list[@]:0:drives}") box1=$(folders "${list[@]:drives}")
-sub=share box1_share=$(folders "${list[@]:drives}")
+# folders SUB DRIVE...: "DRIVE/SUB,..": a pack's folders on those drives
+folders() { local sub=$1 IFS=,; shift; local -a f=("${@/%//$sub}"); echo "${f[*]}"; }
+box0=$(folders whole "${list[@]:0:drives}")
+box1=$(folders whole "${list[@]:drives}")
+box1_share=$(folders share "${list[@]:drives}")
 mkdir -p ${box0//,/ } ${box1//,/ } ${box1_share//,/ }
 "$k3" pack --checkpoint "$ckpt" --drives "$box0" -q
 "$k3" pack --checkpoint "$ckpt" --drives "$box1" -q
@@ -78,7 +81,6 @@ run_two() { # OUT BOX1 [ARGS...]
 }
 kb_between() { sed -n 's/.*per token: \([0-9.]*\) KB of expert outputs sent between ranks.*/\1/p' "$1"; }
 
-tmp=$(mktemp -d)
 rows=()
 for r in $(seq 1 "$rounds"); do
   run_one "$tmp/one"
@@ -114,5 +116,4 @@ printf '{"checkpoint":"%s","drives_per_box":%d,"mbps":%d,"tokens":%d,"threads_pe
   "$ckpt" "$drives" "$mbps" "$tokens" "$threads" "$(IFS=,; echo "${rows[*]}")" "$proj" "$proj_dealt" \
   "$(echo "$overlap" | paste -sd';' -)" \
   "$(cut -d' ' -f1-3 /proc/loadavg)" >"$out"
-rm -rf "$tmp"
 say "wrote $out"
