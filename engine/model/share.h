@@ -33,11 +33,6 @@ static inline bool k3_share_owns(struct k3_share s, int expert)
     return k3_share_whole(s) || expert % s.ranks == s.rank;
 }
 
-static inline int k3_share_owner(struct k3_share s, int expert)
-{
-    return k3_share_whole(s) ? 0 : expert % s.ranks;
-}
-
 /* Experts of one layer of E that the rank owns. */
 static inline int k3_share_experts(struct k3_share s, int E)
 {

@@ -39,6 +39,15 @@ static bool holds(const struct k3_pack_section *s, uint64_t count, size_t size)
     return s->bytes % size == 0 && s->bytes / size == count;
 }
 
+/* The share K3_SEC_SHARE names (sec NULL: the whole model), as it stands. */
+static struct k3_pack_share share_section(const uint8_t *m, const struct k3_pack_section *sec)
+{
+    struct k3_pack_share ps = {.rank = 0, .ranks = 1};
+    if (sec)
+        memcpy(&ps, m + sec->offset, sizeof ps);
+    return ps;
+}
+
 /* The share a manifest's K3_SEC_SHARE names (whole without one); -1 when it is not one
  * struct naming a rank of 2..K3_MAX_RANKS. */
 static int manifest_share(const uint8_t *m, const struct k3_pack_header *h, struct k3_share *share,
@@ -46,14 +55,11 @@ static int manifest_share(const uint8_t *m, const struct k3_pack_header *h, stru
 {
     const struct k3_pack_section *sec = section(h, K3_SEC_SHARE);
     *share = (struct k3_share){.rank = 0, .ranks = 1};
-    if (!sec)
-        return 0;
-    struct k3_pack_share ps;
-    if (sec->bytes != sizeof ps)
+    if (sec && sec->bytes != sizeof(struct k3_pack_share))
         return k3_errf(err, "%s: share section is %llu bytes, want %zu", file,
-                       (unsigned long long)sec->bytes, sizeof ps);
-    memcpy(&ps, m + sec->offset, sizeof ps);
-    if (ps.ranks < 2 || ps.ranks > K3_MAX_RANKS || ps.rank >= ps.ranks)
+                       (unsigned long long)sec->bytes, sizeof(struct k3_pack_share));
+    struct k3_pack_share ps = share_section(m, sec);
+    if (sec && (ps.ranks < 2 || ps.ranks > K3_MAX_RANKS || ps.rank >= ps.ranks))
         return k3_errf(err, "%s: share section names rank %u of %u (want rank < ranks, 2 <= "
                        "ranks <= %d)", file, ps.rank, ps.ranks, K3_MAX_RANKS);
     *share = (struct k3_share){.rank = (int)ps.rank, .ranks = (int)ps.ranks};
@@ -324,12 +330,8 @@ static void map_sections(struct k3_packed *p)
     p->config_len = section(h, K3_SEC_CONFIG)->bytes;
     const struct k3_pack_section *rep = section(h, K3_SEC_REPLICAS);
     p->replicas = rep ? (const void *)(m + rep->offset) : NULL;
-    const struct k3_pack_section *sh = section(h, K3_SEC_SHARE);
-    if (sh) { /* checked: one struct naming a rank of 2..K3_MAX_RANKS */
-        struct k3_pack_share ps;
-        memcpy(&ps, m + sh->offset, sizeof ps);
-        p->share = (struct k3_share){.rank = (int)ps.rank, .ranks = (int)ps.ranks};
-    }
+    struct k3_pack_share ps = share_section(m, section(h, K3_SEC_SHARE)); /* checked */
+    p->share = (struct k3_share){.rank = (int)ps.rank, .ranks = (int)ps.ranks};
     const struct k3_pack_section *tk = section(h, K3_SEC_TIKTOKEN), *tc = section(h, K3_SEC_TOKCONFIG);
     if (tk && tc) {
         p->tiktoken = (const char *)m + tk->offset;
