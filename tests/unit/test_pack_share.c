@@ -20,7 +20,7 @@
 
 #define LAYER 1 /* k3-tiny's first MoE layer */
 
-static const struct k3_share RANK1 = {1, 2};
+static const struct k3_share RANK1 = {.rank = 1, .ranks = 2};
 
 /* Packs the tiny model's share onto n fresh folders named after tag. */
 static void pack(const char *tag, struct k3_share share, int n, char dirs[][4200],
@@ -177,16 +177,16 @@ int main(void)
     holds_its_share(share, whole);
     char manifest[4300];
     snprintf(manifest, sizeof manifest, "%s/%s", share[0], K3_PACK_MANIFEST_FILE);
-    refused(share, 2, (struct k3_share){0, 2}, "as rank 0 of 2", manifest,
+    refused(share, 2, (struct k3_share){.rank = 0, .ranks = 2}, "as rank 0 of 2", manifest,
             "holds rank 1 of 2's experts; this process is rank 0 of 2");
-    refused(share, 2, (struct k3_share){1, 3}, "as rank 1 of 3", "holds rank 1 of 2's experts",
+    refused(share, 2, (struct k3_share){.rank = 1, .ranks = 3}, "as rank 1 of 3", "holds rank 1 of 2's experts",
             "this process is rank 1 of 3");
     refused(share, 2, (struct k3_share){0}, "by one process", "holds rank 1 of 2's experts",
             "mpirun -np 2");
     for (int r = 0; r < 3; r++) {
         struct k3_packed *p;
         struct k3_err e;
-        CHECK(k3_packed_open(&p, whole, 1, (struct k3_share){r, 3}, &e) == 0,
+        CHECK(k3_packed_open(&p, whole, 1, (struct k3_share){.rank = r, .ranks = 3}, &e) == 0,
               "a whole pack refused as rank %d of 3: %s", r, e.msg);
         k3_packed_close(p);
     }
