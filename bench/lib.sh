@@ -93,6 +93,28 @@ fio_read_bw() {
        END { if (!found) exit 1 }' "$1"
 }
 
+# read_rate K3 MODEL: "GB/s<TAB>how it was measured" for the storage MODEL is read from.
+# A checkpoint folder: dd with O_DIRECT in 17,547,264-byte blocks (one K3 record) over
+# DD_RECORDS (96) blocks of its last shard (the experts').  A pack (drive folders): the
+# engine's own read path, `iobench --ram floor --no-cache` (trunk segments and 16 random
+# records per MoE layer, O_DIRECT, the page cache dropped first).
+read_rate() {
+  local k3=$1 model=$2 line rate shards
+  if [[ -f $model/config.json ]]; then
+    shards=("$model"/model-*.safetensors)
+    line=$(dd if="${shards[-1]}" of=/dev/null bs=17547264 count="${DD_RECORDS:-96}" iflag=direct 2>&1 | tail -1)
+    rate=$(awk '$NF == "GB/s" { print $(NF - 1) } $NF == "MB/s" { print $(NF - 1) / 1000 }' <<<"$line")
+    [[ -n $rate ]] || die "dd printed no GB/s rate: $line"
+    printf '%s\tdd if=%s bs=17547264 count=%s iflag=direct: %s\n' "$rate" "${shards[-1]}" "${DD_RECORDS:-96}" "$line"
+  else
+    drop_caches
+    line=$("$k3" iobench --drives "$model" --ram floor --no-cache -n "${IOBENCH_TOKENS:-3}" 2>&1 >/dev/null | tail -1)
+    rate=$(sed -n 's/.*, \([0-9.]*\) GB\/s; verify.*/\1/p' <<<"$line")
+    [[ -n $rate ]] || die "iobench printed no rate: $line"
+    printf '%s\tk3-uring iobench --drives %s --ram floor --no-cache: %s\n' "$rate" "$model" "$line"
+  fi
+}
+
 # ---- disks and free space ------------------------------------------------------------
 
 # existing_dir PATH: PATH, or its nearest ancestor that exists (where it would be made).

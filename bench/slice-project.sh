@@ -71,19 +71,9 @@ else
 fi
 if [[ -n ${DISK_GBPS:-} ]]; then
   disk_gbps=$DISK_GBPS disk_src="given (DISK_GBPS)"
-elif [[ -f $model/config.json ]]; then
-  shards=("$model"/model-*.safetensors)
-  shard=${shards[-1]}
-  line=$(dd if="$shard" of=/dev/null bs=17547264 count="${DD_RECORDS:-96}" iflag=direct 2>&1 | tail -1)
-  disk_gbps=$(sed -n 's/.* s, \([0-9.]*\) GB\/s$/\1/p' <<<"$line")
-  [[ -n $disk_gbps ]] || die "dd printed no GB/s rate: $line"
-  disk_src="dd if=$shard bs=17547264 count=${DD_RECORDS:-96} iflag=direct: $line"
 else
-  drop_caches
-  line=$("$k3" iobench --drives "$model" --ram floor --no-cache -n "${IOBENCH_TOKENS:-3}" 2>&1 >/dev/null | tail -1)
-  disk_gbps=$(sed -n 's/.*, \([0-9.]*\) GB\/s; verify.*/\1/p' <<<"$line")
-  [[ -n $disk_gbps ]] || die "iobench printed no rate: $line"
-  disk_src="k3-uring iobench --drives $model --ram floor --no-cache: $line"
+  IFS=$'\t' read -r disk_gbps disk_src < <(read_rate "$k3" "$model")
+  [[ -n $disk_gbps ]] || die "no read rate for $model"
 fi
 say "this disk: $disk_gbps GB/s ($disk_src)"
 
