@@ -20,7 +20,7 @@
 # the emulated box, the packs made in DRIVES and bench/results/tmp are removed; a failed
 # run keeps its logs in ${TMPDIR:-/tmp}/k3-bench-<date>-failed.log.
 # Knobs (environment; defaults in bench/lib.sh): CKPT, DRIVES, ALLOW_SAME_DEVICE,
-#   DRIVE_COUNTS, MBPS, ROUNDS, TOKENS, CALIBRATION, STAGES, PREFLIGHT_ONLY, K3;
+#   DRIVE_COUNTS, MBPS, ROUNDS, TOKENS, CALIBRATION, STAGES, SLICE, PREFLIGHT_ONLY, K3;
 #   bench/README.md says what each does.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -69,6 +69,7 @@ stage decode "fio bc python3 gnuplot" "decode on 1..N drives against fio and the
 stage serve "python3" "serve: 1..16 streaming clients sharing each layer's expert reads" "$root/bench/serve.sh"
 stage drive-model "python3 bc" "the drive model checked; pipelined against --sync under it (its pack in /dev/shm)" "$root/bench/drive-model.sh"
 stage ranks "mpirun bc" "two mpirun ranks, each on its own emulated box, against one box, I/O-bound" "$root/bench/ranks.sh"
+stage slice "python3 bc fio" "k3-slice (K3's widths): full K3 projected from its layers; its s/token against the planner" "$root/bench/slice-plan.sh"
 
 # The environment a stage script gets: the knobs as this run resolved them.
 stage_env() {
@@ -171,12 +172,11 @@ check_drives() {
   done
 }
 
-# Every stage but kernels reads the checkpoint.
-# Whether a stage reads CKPT (kernels and ranks bring their own data).
+# Whether a stage reads CKPT (kernels, ranks and slice bring their own data).
 uses_checkpoint() {
   local s
   for s in $stages; do
-    case $s in kernels | ranks) ;; *) return 0 ;; esac
+    case $s in kernels | ranks | slice) ;; *) return 0 ;; esac
   done
   return 1
 }
@@ -194,6 +194,10 @@ space_lines() {
   if [[ " $stages " == *" ranks "* ]]; then # bench/ranks.sh: measured, 3.1 GB + 3 packs
     printf 'ranks\t%s\t%s\t%s\n' "$(mount_of "$bench_emulate_root")" 9000000000 \
       "the ranks stage's k3-bench-64 and its three packs on 8 loop filesystems"
+  fi
+  if [[ " $stages " == *" slice "* && ! -d $slice_ckpt ]]; then # bench/slice-plan.sh
+    printf 'slice\t%s\t%s\t%s\n' "$(mount_of "$slice_ckpt")" "$bench_k3slice_bytes" \
+      "k3-slice to synthesize at $slice_ckpt"
   fi
   uses_checkpoint || return 0
   if [[ -d $ckpt ]]; then
@@ -270,7 +274,7 @@ check_leftovers() {
 }
 
 preflight() {
-  say "every knob: CKPT=$ckpt DRIVES=${drives_given:-(none: emulated)} ALLOW_SAME_DEVICE=$allow_same DRIVE_COUNTS=\"${counts:-(by mode)}\" MBPS=$mbps ROUNDS=$rounds TOKENS=$tokens CALIBRATION=${calibration:-(none)} STAGES=\"$stages\" K3=$k3"
+  say "every knob: CKPT=$ckpt DRIVES=${drives_given:-(none: emulated)} ALLOW_SAME_DEVICE=$allow_same DRIVE_COUNTS=\"${counts:-(by mode)}\" MBPS=$mbps ROUNDS=$rounds TOKENS=$tokens CALIBRATION=${calibration:-(none)} STAGES=\"$stages\" SLICE=$slice_ckpt K3=$k3"
   check_tools
   check_knobs
   choose_mode

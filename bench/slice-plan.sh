@@ -5,20 +5,24 @@
 # k3-slice has every width of the released K3 (17.5 MB records, a 2.35 GB output head), so
 # a token's reads and compute per layer are K3's.  The planner projects a decode step as
 # max(reads over the drives, compute at per-core rates); its rates here are the ones
-# bench/slice-project.sh measured on this slice (CALIBRATION), so this checks the planner's
-# composition, not its rates.  Two budgets:
+# bench/slice-project.sh measured on this slice with reads free (SLICE_CALIBRATION).  Two
+# budgets:
 #   1. this disk at its real speed: the trunk resident, --no-cache (every routed record
-#      read every token), the disk's rate measured around each run (it drifts between
-#      modes); the projection at the rate before, after and their mean.
+#      read every token), the disk's rate measured around each run (lib.sh read_rate: fio;
+#      it drifts between modes); the projection at the rate before, after and their mean.
+#      This checks the planner's read side and its overlap, and shows what it leaves out:
+#      the read path's CPU (checksums: the verify seconds a token, printed), which two
+#      cores pay on their compute.
 #   2. reads free, the limit fast drives approach: a budget that caches every record
 #      (CACHED_RAM), a prompt long enough that its prefill reads every expert of every
 #      layer, then decode steps that read nothing; against the planner at that budget and
 #      at 8 x 7 GB/s with the trunk resident (reads 15 ms a token there, under compute).
-#      8 x 7 GB/s itself cannot be measured here: the drive model only slows storage
-#      down, and the fastest storage this box has (RAM through the checksummed read
-#      path) delivers 0.4-2 GB/s.  What the cached steps leave out at that speed is the
-#      read path's own CPU, chiefly checksums: part 1's verify seconds a token are printed
-#      beside them.
+#      The rates came from such a run, so this checks the planner's composition (the
+#      weight bytes of each piece, the budget's cache) and the runs' repeatability, not
+#      the rates.  8 x 7 GB/s itself cannot be measured here: the drive model only slows
+#      storage down, and the fastest storage this box has (RAM through the checksummed
+#      read path) delivers 0.4-2 GB/s; at 8 x 7 GB/s a token would add the read path's
+#      CPU (part 1's verify seconds) to these steps, spread over the box's cores.
 #
 # usage: bench/slice-plan.sh [MODEL]   MODEL: k3-slice's checkpoint folder (synthesized
 #        there when missing: 13.8 GB, a few minutes) or its pack's drive folders (D0,D1,..);
@@ -32,14 +36,14 @@
 #   WARM_TOKENS   part 2's prompt length: each prefill position routes 16 of a layer's
 #                 64 experts, so 48 leave one unread with odds 1e-6 a layer   (48)
 #   CACHED_RAM    part 2's budget: the trunk, buffers and every record (14G)
-#   CALIBRATION   a bench/slice-project.sh JSON (default: run it now, on MODEL)
+#   SLICE_CALIBRATION  a bench/slice-project.sh JSON (default: run it now, on MODEL)
 #   OMP_WAIT_POLICY                                            (passive: the box is shared)
 # Writes bench/results/slice-plan-DATE.json and a summary on stderr.
 set -euo pipefail
 prog=slice-plan.sh
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/bench/lib.sh"
-model=${1:-$(dirname "$bench_emulate_root")/k3-slice}
+model=${1:-$slice_ckpt}
 k3=$(realpath "${K3:-$root/k3-uring}")
 threads=${THREADS:-2}
 tokens=${TOKENS:-8}
@@ -47,7 +51,7 @@ rounds=${ROUNDS:-2}
 prompt=${PROMPT:-163584,17,300,1200}
 warm_tokens=${WARM_TOKENS:-48}
 cached_ram=${CACHED_RAM:-14G}
-calibration=${CALIBRATION:-}
+calibration=${SLICE_CALIBRATION:-}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 check_uint THREADS "$threads"
 check_uint TOKENS "$tokens"
@@ -56,11 +60,18 @@ check_uint ROUNDS "$rounds"
 check_uint WARM_TOKENS "$warm_tokens"
 [[ -x $k3 ]] || die "$k3: not built (make)"
 command -v python3 >/dev/null || die "needs python3"
+command -v bc >/dev/null || die "needs bc"
 for v in MODEL=$model K3=$k3 THREADS=$threads TOKENS=$tokens ROUNDS=$rounds PROMPT=$prompt \
-         WARM_TOKENS=$warm_tokens CACHED_RAM=$cached_ram "CALIBRATION=${calibration:-(run slice-project.sh)}" \
+         WARM_TOKENS=$warm_tokens CACHED_RAM=$cached_ram "SLICE_CALIBRATION=${calibration:-(run slice-project.sh)}" \
          OMP_WAIT_POLICY=$OMP_WAIT_POLICY; do
   say "$v"
 done
+
+# Part 2 holds the whole slice in RAM: say so now, not after the disk rounds.
+need=$(to_bytes "$cached_ram") || die "CACHED_RAM: want a size like 14G, got '$cached_ram'"
+avail=$(awk '/^MemAvailable:/ { print $2 * 1024 }' /proc/meminfo)
+((avail > need + 500000000)) ||
+  die "CACHED_RAM=$cached_ram needs $(gb "$need") GB of RAM and 0.5 more; $(gb "$avail") GB are available"
 
 first=${model%%,*}
 if [[ $model != *,* && ! -d $model ]]; then
@@ -87,7 +98,7 @@ if [[ -z $calibration ]]; then
   K3=$k3 THREADS=$threads OUT=$calibration "$root/bench/slice-project.sh" "$model" >"$tmp/project.txt" ||
     die "bench/slice-project.sh failed"
 fi
-[[ -f $calibration ]] || die "CALIBRATION: $calibration: no such file"
+[[ -f $calibration ]] || die "SLICE_CALIBRATION: $calibration: no such file"
 say "load: $(uptime | sed 's/.*load average: //')"
 
 calc() { printf '%.6f' "$(echo "$1" | bc -l)"; }
@@ -116,7 +127,7 @@ rows=()
 for r in $(seq 1 "$rounds"); do
   IFS=$'\t' read -r before _ < <(read_rate "$k3" "$model")
   run --ids "$prompt" -n "$tokens" --ram trunk --no-cache
-  read -r _ mb stall _ < <(decode_stats <"$tmp/err")
+  read -r _ stall mb _ < <(decode_stats <"$tmp/err")
   [[ -n ${mb:-} ]] || die "the run printed no closing statistics: $(tail -1 "$tmp/err")"
   s=$(steps_mean s)
   verify=$(steps_mean verify)

@@ -5,8 +5,14 @@
 # MLA + MoE), so one decode step of it times each kind of K3 layer at K3's widths.  This
 # script
 #   1. runs k3-slice with the whole trunk resident (a checkpoint folder: -m; a pack:
-#      --drives D --ram trunk), THREADS threads, --stats and --trace (skipped when TRACE and
-#      STATS name an earlier run's trace and stderr);
+#      --drives D), THREADS threads, --stats and --trace (skipped when TRACE and STATS name
+#      an earlier run's trace and stderr).  By default with reads free: a budget that
+#      caches every record (CACHED_RAM) and a prompt of WARM_TOKENS positions whose prefill
+#      reads every expert, so the decode steps read nothing and their pieces are compute
+#      alone.  Measured while reading (CACHED_RAM=0: the trunk resident, 843 MB of records
+#      a token), a 2-core box's pieces also carry the read path's CPU (completions,
+#      checksums, a checkpoint's span copies; 0.2 s a token here), which a box of many
+#      cores does not pay on its compute: 1.4x the reads-free compute, measured;
 #   2. measures this disk's read rate (skipped when DISK_GBPS is given): on a pack,
 #      `k3-uring iobench --ram floor --no-cache` (O_DIRECT reads of trunk segments and 16
 #      random records per MoE layer); on a checkpoint, dd with O_DIRECT in record-sized
@@ -29,7 +35,9 @@
 #        drive folders (D0,D1,..); default /work/data/k3-slice
 # Knobs (environment, with defaults):
 #   K3=./k3-uring  THREADS=2  TOKENS=6 (generated; TOKENS-1 decode steps are measured)
-#   PROMPT=163584,17,300,1200  KERNELS=auto (K3_KERNELS of the run: avx2 times the AVX2
+#   CACHED_RAM=14G (0: measure while reading)  WARM_TOKENS=48 (each prefill position
+#   routes 16 of a layer's 64 experts: 48 leave one unread with odds 1e-6 a layer)
+#   PROMPT=163584,17,300,1200 (CACHED_RAM=0)  KERNELS=auto (K3_KERNELS of the run: avx2 times the AVX2
 #   kernels an EPYC 7763 would run)
 #   TRACE= STATS= LOAD= (an earlier run's --trace file, stderr and load average: no new run)
 #   DISK_GBPS= (no disk measurement)  IOBENCH_TOKENS=3  DD_RECORDS=96
@@ -60,7 +68,18 @@ if [[ -n ${TRACE:-} && -n ${STATS:-} ]]; then
   load_run=${LOAD:-"not recorded (an earlier run; LOAD= to give it)"}
 else
   [[ -d ${model%%,*} ]] || die "no k3-slice at $model (k3-uring synth --config k3-slice --seed 1 --out DIR)"
-  if [[ -f $model/config.json ]]; then src=(-m "$model"); else src=(--drives "$model" --ram trunk); fi
+  if [[ -f $model/config.json ]]; then src=(-m "$model"); else src=(--drives "$model"); fi
+  cached_ram=${CACHED_RAM:-14G}
+  if [[ $cached_ram == 0 ]]; then
+    src+=(--ram trunk)
+  else
+    need=$(to_bytes "$cached_ram") || die "CACHED_RAM: want a size like 14G (or 0), got '$cached_ram'"
+    avail=$(awk '/^MemAvailable:/ { print $2 * 1024 }' /proc/meminfo)
+    ((avail > need + 500000000)) || die "CACHED_RAM=$cached_ram needs $(gb "$need") GB of RAM and 0.5 more; \
+$(gb "$avail") GB are available (CACHED_RAM=0 measures while reading)"
+    src+=(--ram "$cached_ram" --predict off)
+    prompt=$(seq -s, 1000 $((1000 + ${WARM_TOKENS:-48} - 1)))
+  fi
   trace=$tmp/trace.json stats=$tmp/stats.txt
   cmd="K3_KERNELS=${KERNELS:-auto} $k3 run ${src[*]} -t $threads --ids $prompt -n $tokens --ignore-eos --print-ids --stats --trace $trace"
   say "measuring: $cmd (load $load_run)"
@@ -68,6 +87,9 @@ else
     -n "$tokens" --ignore-eos --print-ids --stats --trace "$trace" >/dev/null 2>"$stats" ||
     { cat "$stats" >&2; die "the k3-slice run failed"; }
   load_run="$load_run .. $(uptime | sed 's/.*load average: //')"
+  read_records=$(awk '/ token [0-9]+: / { for (i = 1; i <= NF; i++) if ($i == "records") n += $(i - 1) } END { print n + 0 }' "$stats")
+  [[ $cached_ram == 0 ]] || ((read_records == 0)) ||
+    die "the decode steps read $read_records records: raise CACHED_RAM ($cached_ram) or WARM_TOKENS"
 fi
 if [[ -n ${DISK_GBPS:-} ]]; then
   disk_gbps=$DISK_GBPS disk_src="given (DISK_GBPS)"
