@@ -138,6 +138,15 @@ existing_dir() {
 mount_of() { df --output=target "$(existing_dir "$1")" | tail -1; }
 # free_bytes PATH: bytes available to this user on PATH's filesystem.
 free_bytes() { df -B1 --output=avail "$(existing_dir "$1")" | tail -1 | tr -d ' '; }
+# need_ram WHAT SIZE: dies unless SIZE (e.g. 14G) and half a GB more are available
+# (MemAvailable) for the run WHAT names.
+need_ram() {
+  local need avail
+  need=$(to_bytes "$2") || die "$1: want a size like 14G, got '$2'"
+  avail=$(awk '/^MemAvailable:/ { printf "%.0f\n", $2 * 1024 }' /proc/meminfo)
+  ((avail > need + 500000000)) ||
+    die "$1 needs $(gb "$need") GB of RAM and 0.5 more; $(gb "$avail") GB are available"
+}
 # gb BYTES: BYTES in GB (10^9), one decimal.
 gb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1e9 }'; }
 

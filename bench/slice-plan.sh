@@ -68,10 +68,7 @@ for v in MODEL=$model K3=$k3 THREADS=$threads TOKENS=$tokens ROUNDS=$rounds PROM
 done
 
 # Part 2 holds the whole slice in RAM: say so now, not after the disk rounds.
-need=$(to_bytes "$cached_ram") || die "CACHED_RAM: want a size like 14G, got '$cached_ram'"
-avail=$(awk '/^MemAvailable:/ { print $2 * 1024 }' /proc/meminfo)
-((avail > need + 500000000)) ||
-  die "CACHED_RAM=$cached_ram needs $(gb "$need") GB of RAM and 0.5 more; $(gb "$avail") GB are available"
+need_ram "CACHED_RAM=$cached_ram" "$cached_ram"
 
 first=${model%%,*}
 if [[ $model != *,* && ! -d $model ]]; then

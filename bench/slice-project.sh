@@ -73,10 +73,7 @@ else
   if [[ $cached_ram == 0 ]]; then
     src+=(--ram trunk)
   else
-    need=$(to_bytes "$cached_ram") || die "CACHED_RAM: want a size like 14G (or 0), got '$cached_ram'"
-    avail=$(awk '/^MemAvailable:/ { print $2 * 1024 }' /proc/meminfo)
-    ((avail > need + 500000000)) || die "CACHED_RAM=$cached_ram needs $(gb "$need") GB of RAM and 0.5 more; \
-$(gb "$avail") GB are available (CACHED_RAM=0 measures while reading)"
+    need_ram "CACHED_RAM=$cached_ram (0: measure while reading)" "$cached_ram"
     src+=(--ram "$cached_ram" --predict off)
     prompt=$(seq -s, 1000 $((1000 + ${WARM_TOKENS:-48} - 1)))
   fi

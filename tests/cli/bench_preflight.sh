@@ -46,6 +46,12 @@ expect 1 "same device" PATH="$stubs:$PATH" DRIVES="$scratch/a,$scratch/b"
 expect 1 "DRIVE_COUNTS: 3 drives" PATH="$stubs:$PATH" DRIVES="$scratch/a,$scratch/b" ALLOW_SAME_DEVICE=1 DRIVE_COUNTS=3
 expect 0 "preflight passed" PATH="$stubs:$PATH" DRIVES="$scratch/a,$scratch/b" ALLOW_SAME_DEVICE=1
 grep -q "drive counts: 1 2" "$scratch/err" || fail "two DRIVES should default to DRIVE_COUNTS=\"1 2\": $(cat "$scratch/err")"
+# The slice stage counts the k3-slice it would synthesize (passing or not: that depends
+# on this disk's free space).
+env "${knobs[@]}" PATH="$stubs:$PATH" STAGES=slice SLICE="$scratch/slice" "$run" >/dev/null 2>"$scratch/err"
+grep -qF "k3-slice to synthesize at $scratch/slice 13.8 GB" "$scratch/err" ||
+  fail "STAGES=slice: the space line does not count k3-slice: $(cat "$scratch/err")"
+[[ ! -e $scratch/slice ]] || fail "the preflight made $scratch/slice"
 # Nothing written: no results/tmp, nothing in the drives.
 left=$(find "$scratch/a" "$scratch/b" -mindepth 1)
 [[ -z $left ]] || fail "the preflight left files in DRIVES: $left"
