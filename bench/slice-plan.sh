@@ -74,7 +74,9 @@ first=${model%%,*}
 if [[ $model != *,* && ! -d $model ]]; then
   [[ -z ${1:-} ]] || die "$model: no such folder"
   say "synthesizing k3-slice at $model"
-  "$k3" synth --config k3-slice --seed 1 --out "$model" -q
+  # beside it first, so a run stopped halfway leaves no checkpoint that looks whole
+  "$k3" synth --config k3-slice --seed 1 --out "$model.synth-$$" -q || { rm -rf "$model.synth-$$"; die "synth failed"; }
+  mv "$model.synth-$$" "$model"
 fi
 if [[ -f $model/config.json ]]; then
   src=(-m "$model") config=$model/config.json n_drives=1
