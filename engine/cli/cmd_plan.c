@@ -202,6 +202,34 @@ static struct step step_of(const struct k3_config *c, const struct k3_budget_inp
     return st;
 }
 
+/* Trunk weight bytes a decode step computes while its layer's reads are in flight: each
+ * MoE layer's latent projection and shared experts, which forward/moe.c runs between the
+ * router and the routed experts.  The rest of the trunk (layer 0, attention, routers,
+ * the latent up projection, the output head) runs with no read of that layer
+ * outstanding: the drives idle through it unless a prediction has them reading ahead. */
+static double overlapping_trunk_bytes(const struct k3_config *c)
+{
+    struct k3_tensor_spec *specs;
+    int n;
+    uint64_t vectors, *bytes;
+    if (k3_trunk_specs(c, &specs, &n))
+        return 0;
+    double sum = 0;
+    if ((bytes = spec_bytes(specs, n, &vectors)))
+        for (int i = 0; i < n; i++)
+            switch (specs[i].slot) {
+            case K3_SLOT_SHARED_GATE: case K3_SLOT_SHARED_UP: case K3_SLOT_SHARED_DOWN:
+            case K3_SLOT_LATENT_DOWN:
+                sum += (double)bytes[i];
+                break;
+            default:
+                break;
+            }
+    free(bytes);
+    free(specs);
+    return sum;
+}
+
 /* s/token of one decode step on the box, as the pipelined engine would run it; returns
  * the pipelined s/token. */
 static double project(const struct k3_config *c, const struct k3_budget_input *in,
@@ -214,6 +242,11 @@ static double project(const struct k3_config *c, const struct k3_budget_input *i
     double t_c = compute_seconds(expert_bytes, box->mxfp4_core, box) +
                  compute_seconds(trunk_compute, box->bf16_core, box);
     double t = t_io > t_c ? t_io : t_c;
+    /* Without prediction the drives idle through the compute before each layer's routing
+     * is known: the step takes that, then the larger of the rest and the reads. */
+    double before_routing = compute_seconds(trunk_compute - overlapping_trunk_bytes(c),
+                                            box->bf16_core, box);
+    double rest = t_c - before_routing, t_np = before_routing + (t_io > rest ? t_io : rest);
     printf("projection for %d drives x %.2f GB/s, %d cores on %d NUMA nodes (%.0f GB/s memory "
            "each), %.2f / %.2f GB/s per core (MXFP4 / bf16):\n",
            box->drives, box->drive_gbps, box->cores, box->nodes, box->mem_gbps, box->mxfp4_core,
@@ -224,6 +257,8 @@ static double project(const struct k3_config *c, const struct k3_budget_input *i
     printf("  compute               %8.3f s/token  (%.2f GB MXFP4, %.2f GB bf16)\n", t_c,
            expert_bytes / 1e9, trunk_compute / 1e9);
     printf("  pipelined             %8.3f s/token  (the larger: reads and compute overlap)\n", t);
+    printf("  without prediction    %8.3f s/token  (%.3f s of compute before each layer's "
+           "routing is known, the drives idle; then the larger)\n", t_np, before_routing);
     printf("  synchronous           %8.3f s/token  (reads, then compute)\n", t_io + t_c);
     return t;
 }

@@ -2,7 +2,8 @@
 # `k3-uring plan` on the full K3 config, without weights: with no --ram the budget is the
 # floor; the floor grows with the context; every line of the plan and the projection is
 # there; --ram trunk makes every trunk segment resident and --ram below the floor is
-# refused naming it; --calibration sets the per-core rates; bad input is one line on
+# refused naming it; the projection without prediction lies between perfect overlap and
+# synchronous; --calibration sets the per-core rates; bad input is one line on
 # stderr and exit 2 (a usage error) or 1 (a config that does not load).
 source "$(dirname "$0")/lib.sh"
 d="$K3_TEST_TMP/plan"
@@ -22,7 +23,7 @@ grep -q "^budget .* at 4096 context" "$d/4k.txt" || fail "the plan does not say 
 grep -q "^k3 over 8 drives, 2 threads:" "$d/4k.txt" || fail "first line: $(head -1 "$d/4k.txt")"
 for field in "session state" "runtime + scratch" "small tensors" "expert buffers" \
              "trunk resident" "trunk stream slots" "expert cache" "read per token" "I/O floor" \
-             "compute" "pipelined" "synchronous"; do
+             "compute" "pipelined" "without prediction" "synchronous"; do
   [[ $(grep -c "^  $field " "$d/4k.txt") -eq 1 ]] || fail "\"$field\" is not one line of the plan"
 done
 grep -q "projection for 8 drives x 7.00 GB/s, 2 cores on 1 NUMA nodes" "$d/4k.txt" ||
@@ -41,6 +42,26 @@ plan --ram 64G >"$d/64g.txt" || fail "plan --ram 64G exited $?"
 [[ $(budget "$d/64g.txt") -eq $((64 << 30)) ]] || fail "--ram 64G planned $(budget "$d/64g.txt") B"
 [[ $(floor "$d/64g.txt") -eq $f ]] || fail "the floor moved with the budget"
 expect_error 1 "below the floor" plan --ram 1G
+
+# Without prediction the drives idle through the compute before each layer's routing is
+# known (U): the step is U + max(compute - U, reads), between pipelined (perfect overlap)
+# and synchronous; reads far slower than compute: the floor + U; far faster: the compute.
+value() { sed -n "s|^  $2  *\([0-9.]*\) s/token.*|\1|p" "$1"; }
+before_routing() { sed -n 's|^  without prediction .*(\([0-9.]*\) s of compute before .*|\1|p' "$1"; }
+for gbps in 0.01 7 1000; do
+  plan --ram trunk --drive-gbps $gbps >"$d/np.txt" || fail "plan --drive-gbps $gbps exited $?"
+  p=$(value "$d/np.txt" pipelined) np=$(value "$d/np.txt" "without prediction")
+  sy=$(value "$d/np.txt" synchronous) io=$(value "$d/np.txt" "I/O floor") c=$(value "$d/np.txt" compute)
+  u=$(before_routing "$d/np.txt")
+  [[ -n $p && -n $np && -n $sy && -n $u ]] || fail "--drive-gbps $gbps: a projection line is missing: $(cat "$d/np.txt")"
+  awk -v p="$p" -v np="$np" -v sy="$sy" -v u="$u" -v c="$c" 'BEGIN { exit !(p <= np && np <= sy && u > 0 && u < c) }' ||
+    fail "--drive-gbps $gbps: pipelined $p, without prediction $np, synchronous $sy, U $u of compute $c"
+  case $gbps in
+    0.01) awk -v np="$np" -v io="$io" -v u="$u" 'BEGIN { d = np - io - u; exit !(d < 0.002 && d > -0.002) }' ||
+            fail "reads-bound: without prediction $np is not the floor $io + U $u" ;;
+    1000) [[ $np == "$c" ]] || fail "compute-bound: without prediction $np is not the compute $c" ;;
+  esac
+done
 
 # The calibration file replaces the built-in per-core rates.
 printf '{"mxfp4_gbps_per_core": 5, "bf16_gbps_per_core": 10}\n' >"$d/cal.json"
