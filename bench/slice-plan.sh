@@ -10,6 +10,8 @@
 #   1. this disk at its real speed: the trunk resident, --no-cache (every routed record
 #      read every token), the disk's rate measured around each run (lib.sh read_rate: fio;
 #      it drifts between modes); the projection at the rate before, after and their mean.
+#      The run predicts (the default), so it should land between the planner's perfect
+#      overlap (compared) and its figure without prediction (printed beside it).
 #      This checks the planner's read side and its overlap, and shows what it leaves out:
 #      the read path's CPU (checksums: the verify seconds a token, printed), which two
 #      cores pay on their compute.
@@ -101,10 +103,15 @@ fi
 say "load: $(uptime | sed 's/.*load average: //')"
 
 calc() { printf '%.6f' "$(echo "$1" | bc -l)"; }
-# plan ARGS...: the planner's pipelined s/token for k3-slice on this box's THREADS cores.
+# plan ARGS...: the planner's pipelined s/token (perfect overlap) for k3-slice on this
+# box's THREADS cores; plan_np ARGS...: its s/token without prediction.
 plan() {
   "$k3" plan --config "$config" --cores "$threads" --calibration "$calibration" "$@" |
     sed -n 's/^  pipelined *\([0-9.]*\) s\/token.*/\1/p'
+}
+plan_np() {
+  "$k3" plan --config "$config" --cores "$threads" --calibration "$calibration" "$@" |
+    sed -n 's/^  without prediction *\([0-9.]*\) s\/token.*/\1/p'
 }
 # run ARGS...: a decode of k3-slice; its stderr (with --stats) in $tmp/err.
 run() {
@@ -122,7 +129,7 @@ steps_mean() {
 
 # disk_round R: part 1 once; appends to disk_rows and disk_ratio.
 disk_round() {
-  local before after s stall mb verify mean p_b p_a p_m
+  local before after s stall mb verify mean p_b p_a p_m p_np
   IFS=$'\t' read -r before _ < <(read_rate "$k3" "$model")
   run --ids "$prompt" -n "$tokens" --ram trunk --no-cache
   read -r _ stall mb _ < <(decode_stats <"$tmp/err")
@@ -134,9 +141,10 @@ disk_round() {
   p_b=$(plan --ram trunk --ctx "$ctx" --drives "$n_drives" --drive-gbps "$(calc "$before / $n_drives")")
   p_a=$(plan --ram trunk --ctx "$ctx" --drives "$n_drives" --drive-gbps "$(calc "$after / $n_drives")")
   p_m=$(plan --ram trunk --ctx "$ctx" --drives "$n_drives" --drive-gbps "$(calc "$mean / $n_drives")")
+  p_np=$(plan_np --ram trunk --ctx "$ctx" --drives "$n_drives" --drive-gbps "$(calc "$mean / $n_drives")")
   disk_ratio+=("$(calc "$s / $p_m")")
-  say "disk, round $1: $s s/token ($mb MB read a token, stall $stall, verify $verify s a token); the disk read $before then $after GB/s; planned $p_b / $p_a s/token at those rates, $p_m at their mean: measured ${disk_ratio[-1]}x"
-  disk_rows+=("{\"s_per_token\":$s,\"mb_per_token\":$mb,\"stall_s\":$stall,\"verify_s\":$verify,\"disk_gbps_before\":$before,\"disk_gbps_after\":$after,\"planned_before\":$p_b,\"planned_after\":$p_a,\"planned_mean\":$p_m,\"measured_over_planned\":${disk_ratio[-1]}}")
+  say "disk, round $1: $s s/token ($mb MB read a token, stall $stall, verify $verify s a token); the disk read $before then $after GB/s; planned $p_b / $p_a s/token at those rates, $p_m at their mean (without prediction $p_np): measured ${disk_ratio[-1]}x"
+  disk_rows+=("{\"s_per_token\":$s,\"mb_per_token\":$mb,\"stall_s\":$stall,\"verify_s\":$verify,\"disk_gbps_before\":$before,\"disk_gbps_after\":$after,\"planned_before\":$p_b,\"planned_after\":$p_a,\"planned_mean\":$p_m,\"planned_mean_without_prediction\":$p_np,\"measured_over_planned\":${disk_ratio[-1]}}")
 }
 # free_round R: part 2 once; appends to free_s.
 free_round() {
