@@ -75,12 +75,33 @@ static uint64_t *spec_bytes(const struct k3_tensor_spec *specs, int n, uint64_t 
     return bytes;
 }
 
+/* Trunk weight bytes a decode step computes while its layer's reads are in flight: each
+ * MoE layer's latent down projection and shared experts, which forward/moe.c runs between
+ * the router and the routed experts.  The rest of the trunk (layer 0, attention, routers,
+ * the latent up projection, the output head) runs with no read of that layer
+ * outstanding: the drives idle through it unless a prediction has them reading ahead. */
+static double overlapping_trunk_bytes(const struct k3_tensor_spec *specs, int n,
+                                      const uint64_t *bytes)
+{
+    double sum = 0;
+    for (int i = 0; i < n; i++)
+        switch (specs[i].slot) {
+        case K3_SLOT_SHARED_GATE: case K3_SLOT_SHARED_UP: case K3_SLOT_SHARED_DOWN:
+        case K3_SLOT_LATENT_DOWN:
+            sum += (double)bytes[i];
+            break;
+        default:
+            break;
+        }
+    return sum;
+}
+
 /* What a default pack of cfg (`config` names it) over n_drives would hold, as the budget
  * sees it: the same quantities the runtime gives it for that pack (stream.c), and the
- * default run's records in flight. */
+ * default run's records in flight; and in *overlapping, overlapping_trunk_bytes. */
 static int budget_input(const struct k3_config *c, const char *config, int n_drives, int ctx,
                         int seqs, int threads, int teams, struct k3_budget_input *in,
-                        uint64_t **segments, struct k3_err *err)
+                        uint64_t **segments, double *overlapping, struct k3_err *err)
 {
     struct k3_tensor_spec *specs;
     int n;
@@ -103,6 +124,7 @@ static int budget_input(const struct k3_config *c, const char *config, int n_dri
     if (!rc) {
         struct k3_pack_sections sec;
         checkpoint_sections(config, specs, n, &sec);
+        *overlapping = overlapping_trunk_bytes(specs, n, bytes);
         *in = (struct k3_budget_input){
             .cfg = c,
             .ctx = ctx,
@@ -202,38 +224,10 @@ static struct step step_of(const struct k3_config *c, const struct k3_budget_inp
     return st;
 }
 
-/* Trunk weight bytes a decode step computes while its layer's reads are in flight: each
- * MoE layer's latent projection and shared experts, which forward/moe.c runs between the
- * router and the routed experts.  The rest of the trunk (layer 0, attention, routers,
- * the latent up projection, the output head) runs with no read of that layer
- * outstanding: the drives idle through it unless a prediction has them reading ahead. */
-static double overlapping_trunk_bytes(const struct k3_config *c)
-{
-    struct k3_tensor_spec *specs;
-    int n;
-    uint64_t vectors, *bytes;
-    if (k3_trunk_specs(c, &specs, &n))
-        return 0;
-    double sum = 0;
-    if ((bytes = spec_bytes(specs, n, &vectors)))
-        for (int i = 0; i < n; i++)
-            switch (specs[i].slot) {
-            case K3_SLOT_SHARED_GATE: case K3_SLOT_SHARED_UP: case K3_SLOT_SHARED_DOWN:
-            case K3_SLOT_LATENT_DOWN:
-                sum += (double)bytes[i];
-                break;
-            default:
-                break;
-            }
-    free(bytes);
-    free(specs);
-    return sum;
-}
-
 /* s/token of one decode step on the box, as the pipelined engine would run it; returns
  * the pipelined s/token. */
 static double project(const struct k3_config *c, const struct k3_budget_input *in,
-                      const struct k3_budget *b, const struct box *box)
+                      const struct k3_budget *b, double overlapping, const struct box *box)
 {
     struct step st = step_of(c, in, b, c->top_k, c->n_experts);
     double expert_bytes = st.expert_bytes, trunk_compute = st.trunk_compute, read = st.read,
@@ -244,8 +238,7 @@ static double project(const struct k3_config *c, const struct k3_budget_input *i
     double t = t_io > t_c ? t_io : t_c;
     /* Without prediction the drives idle through the compute before each layer's routing
      * is known: the step takes that, then the larger of the rest and the reads. */
-    double before_routing = compute_seconds(trunk_compute - overlapping_trunk_bytes(c),
-                                            box->bf16_core, box);
+    double before_routing = compute_seconds(trunk_compute - overlapping, box->bf16_core, box);
     double rest = t_c - before_routing, t_np = before_routing + (t_io > rest ? t_io : rest);
     printf("projection for %d drives x %.2f GB/s, %d cores on %d NUMA nodes (%.0f GB/s memory "
            "each), %.2f / %.2f GB/s per core (MXFP4 / bf16):\n",
@@ -426,8 +419,9 @@ int cmd_plan(int argc, char **argv)
     }
     struct k3_budget_input in;
     uint64_t *segments = NULL;
+    double overlapping = 0;
     rc = budget_input(&c, config, drives, ctx, seqs, threads ? threads : box.cores, nodes, &in,
-                      &segments, &err);
+                      &segments, &overlapping, &err);
     struct k3_budget b;
     if (!rc) {
         k3_budget_plan(&in, UINT64_MAX, &b, NULL); /* the floor, whatever the budget */
@@ -441,7 +435,7 @@ int cmd_plan(int argc, char **argv)
     if (!rc) {
         printf("%s over %d drives, %d threads:\n", config, drives, in.threads);
         k3_budget_print(stdout, &b, &in);
-        double one_box = project(&c, &in, &b, &box);
+        double one_box = project(&c, &in, &b, overlapping, &box);
         if (ranks > 1)
             project_ranks(&c, &in, &b, &box, ranks, dealt, &(struct net){net_gbps, net_us},
                           one_box);
