@@ -44,7 +44,10 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=se
 if [[ ! -f $ckpt/config.json ]]; then
   [[ -z ${1:-} ]] || die "$ckpt: no checkpoint (no config.json)"
   say "synthesizing $ckpt from bench/configs/k3-bench-64.json"
-  "$k3" synth --config "$root/bench/configs/k3-bench-64.json" --seed 1 --out "$ckpt" -q
+  # beside it first, so a run stopped halfway leaves no checkpoint that looks whole
+  "$k3" synth --config "$root/bench/configs/k3-bench-64.json" --seed 1 --out "$ckpt.synth-$$" -q ||
+    { rm -rf "$ckpt.synth-$$"; die "synth failed"; }
+  mv "$ckpt.synth-$$" "$ckpt"
 fi
 name=ranks
 out="$root/bench/results/ranks-$(date -u +%Y%m%d-%H%M%S).json"
@@ -53,6 +56,7 @@ say "checkpoint $ckpt; 2 boxes of $drives drives at $mbps MB/s; $rounds rounds o
 size=$(( $(du -sb "$ckpt" | cut -f1) / drives / 1000000000 + 2 ))G
 all=$("$root/bench/emulate.sh" up --drives $((2 * drives)) --size "$size" --mbps "$mbps" --name $name | tail -1)
 tmp=$(mktemp -d)
+# shellcheck disable=SC2064  # the paths as they are now
 trap "rm -rf '$tmp'; '$root/bench/emulate.sh' down --name $name >/dev/null 2>&1 || true" EXIT
 IFS=, read -ra list <<<"$all"
 # folders SUB DRIVE...: "DRIVE/SUB,..": a pack's folders on those drives
@@ -60,11 +64,13 @@ folders() { local sub=$1 IFS=,; shift; local -a f=("${@/%//$sub}"); echo "${f[*]
 box0=$(folders whole "${list[@]:0:drives}")
 box1=$(folders whole "${list[@]:drives}")
 box1_share=$(folders share "${list[@]:drives}")
-mkdir -p ${box0//,/ } ${box1//,/ } ${box1_share//,/ }
+IFS=, read -ra pack_dirs <<<"$box0,$box1,$box1_share"
+mkdir -p "${pack_dirs[@]}"
 "$k3" pack --checkpoint "$ckpt" --drives "$box0" -q
 "$k3" pack --checkpoint "$ckpt" --drives "$box1" -q
 "$k3" pack --checkpoint "$ckpt" --drives "$box1_share" --ranks 2 --rank 1 -q
 
+# shellcheck disable=SC2054  # one id list
 args=(--ids 5,17,300,1200 -n "$tokens" --ignore-eos --print-ids --no-cache)
 run_one() { # → stderr lines in $1, ids in $1.ids
   drop_caches

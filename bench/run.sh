@@ -459,3 +459,4 @@ for name in $stages; do
     (stage_env "$name" && eval "${stage_cmd[$name]}") || die "stage $name failed"
   fi
 done
+say "done: $stages (results in $res)"
