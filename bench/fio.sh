@@ -20,7 +20,7 @@ source "$here/lib.sh"
 def_bs=1M
 def_iodepth=64
 def_runtime=6
-def_file=k3-uring.data
+def_file="k3-uring.data"
 def_rw=randread
 
 usage() {

@@ -14,11 +14,12 @@ drives=${3:-3}
 rounds=${4:-2}
 k3=${K3:-./k3-uring}
 root=$(cd "$(dirname "$0")/.." && pwd)
+prog=pack.sh
+source "$root/bench/lib.sh"
 out="$root/bench/results/pack-$(date -u +%Y%m%d-%H%M%S).json"
 bytes=$(du -sb "$ckpt" | cut -f1)
 echo "pack.sh: checkpoint $ckpt ($((bytes / 1000000)) MB), $drives drives in $work, $rounds rounds"
 
-drop_caches() { sync; [[ $(id -u) -eq 0 ]] && echo 3 >/proc/sys/vm/drop_caches || true; }
 # Runs a command under /usr/bin/time; prints "seconds max_rss_kb".
 timed() {
   /usr/bin/time -f "%e %M" -o "$work/time.txt" "$@" >/dev/null 2>"$work/stderr.txt" ||
@@ -35,7 +36,7 @@ for r in $(seq 1 "$rounds"); do
   read -r ps prss < <(timed "$k3" pack --checkpoint "$ckpt" --drives "$list" -q)
   rm -rf "$work/drives"
   drop_caches
-  read -r cs crss < <(timed sh -c "cp -r '$ckpt' '$work/copy' && sync")
+  read -r cs _ < <(timed sh -c "cp -r '$ckpt' '$work/copy' && sync")
   rm -rf "$work/copy"
   echo "round $r: pack $ps s ($(echo "$bytes / $ps / 1000000" | bc) MB/s, peak RSS $((prss / 1024)) MB); cp $cs s ($(echo "$bytes / $cs / 1000000" | bc) MB/s)"
   results+=("{\"round\": $r, \"pack_s\": $ps, \"pack_max_rss_kb\": $prss, \"cp_s\": $cs}")

@@ -35,7 +35,7 @@ drop_caches() { sync; if [[ $(id -u) -eq 0 ]]; then echo 3 >/proc/sys/vm/drop_ca
 
 # Prints "MiB/s p50_ms p99_ms" for one fio run.
 run_fio() {
-  fio --name=x --filename="$file" --rw=randread --bs=${bs_kib}k --iodepth="$1" --direct=1 \
+  fio --name=x --filename="$file" --rw=randread --bs="${bs_kib}k" --iodepth="$1" --direct=1 \
       --ioengine=io_uring --fixedbufs=1 --registerfiles=1 --size=${size_mib}M \
       --runtime="$secs" --time_based --output-format=json |
     jq -r '.jobs[0].read | "\(.bw_bytes / 1048576) \(.clat_ns.percentile["50.000000"] / 1e6) \(.clat_ns.percentile["99.000000"] / 1e6)"'

@@ -11,9 +11,10 @@ rounds=${2:-3}
 tokens=${3:-24}
 k3=${K3:-./k3-uring}
 root=$(cd "$(dirname "$0")/.." && pwd)
+prog=readpath.sh
+source "$root/bench/lib.sh"
 out="$root/bench/results/readpath-$(date -u +%Y%m%d-%H%M%S).csv"
 files=$(echo "$drives" | tr ',' '\n' | sed 's|$|/k3-uring.data|' | paste -sd:)
-drop() { sync; [[ $(id -u) -eq 0 ]] && echo 3 >/proc/sys/vm/drop_caches || true; }
 iobench() { # prints steady-state GB/s and s/token
   "$k3" iobench --drives "$drives" --tokens "$tokens" --ram trunk --no-cache "$@" 2>&1 >/dev/null |
     sed -n 's/.* \([0-9.]*\) s\/token, \([0-9.]*\) GB\/s.*/\2 \1/p'
@@ -26,10 +27,10 @@ fio_gbps() {
 }
 echo "round,fio_GBps,uring_GBps,uring_s_token,pread_GBps,pread_s_token,sync_GBps,sync_s_token" >"$out"
 for r in $(seq 1 "$rounds"); do
-  drop; f=$(fio_gbps)
-  drop; read -r u ut < <(iobench --io uring)
-  drop; read -r p pt < <(iobench --io pread)
-  drop; read -r s st < <(iobench --io uring --sync)
+  drop_caches; f=$(fio_gbps)
+  drop_caches; read -r u ut < <(iobench --io uring)
+  drop_caches; read -r p pt < <(iobench --io pread)
+  drop_caches; read -r s st < <(iobench --io uring --sync)
   echo "$r,$f,$u,$ut,$p,$pt,$s,$st" >>"$out"
   printf 'round %d: fio %.2f GB/s; io_uring %.2f GB/s (%.2f of fio, %.3f s/token); pread pool %.2f GB/s; sync %.2f GB/s (%.3f s/token: io_uring is %.2fx faster)\n' \
     "$r" "$f" "$u" "$(echo "$u / $f" | bc -l)" "$ut" "$p" "$s" "$st" "$(echo "$st / $ut" | bc -l)"
