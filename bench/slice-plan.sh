@@ -28,7 +28,7 @@
 #
 # usage: bench/slice-plan.sh [MODEL]   MODEL: k3-slice's checkpoint folder (synthesized
 #        there when missing: 13.8 GB, a few minutes) or its pack's drive folders (D0,D1,..);
-#        default /work/data/k3-slice
+#        default SLICE, else /work/data/k3-slice
 # knobs (environment), each printed with its value when the script starts:
 #   K3            the binary                                   (./k3-uring)
 #   THREADS       compute threads                              (2)
@@ -38,9 +38,11 @@
 #   WARM_TOKENS   part 2's prompt length: each prefill position routes 16 of a layer's
 #                 64 experts, so 48 leave one unread with odds 1e-6 a layer   (48)
 #   CACHED_RAM    part 2's budget: the trunk, buffers and every record (14G)
-#   SLICE_CALIBRATION  a bench/slice-project.sh JSON (default: run it now, on MODEL)
+#   SLICE_CALIBRATION  a bench/slice-project.sh JSON (default: run it now, on MODEL; its
+#                 table of full K3 on stdout)
+#   OUT           the JSON written                  (bench/results/slice-plan-DATE.json)
 #   OMP_WAIT_POLICY                                            (passive: the box is shared)
-# Writes bench/results/slice-plan-DATE.json and a summary on stderr.
+# Writes OUT and a summary on stderr.
 set -euo pipefail
 prog=slice-plan.sh
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -83,7 +85,7 @@ fi
 if [[ -f $model/config.json ]]; then
   src=(-m "$model") config=$model/config.json n_drives=1
 else
-  [[ -f $first/manifest.json ]] || die "$first: neither a checkpoint (config.json) nor a pack (manifest.json)"
+  [[ -f $first/k3-uring.manifest ]] || die "$first: neither a checkpoint (config.json) nor a pack (k3-uring.manifest)"
   src=(--drives "$model") config=k3-slice
   IFS=, read -ra folders <<<"$model"
   n_drives=${#folders[@]}
@@ -96,7 +98,7 @@ trap 'rm -rf "$tmp"' EXIT
 if [[ -z $calibration ]]; then
   calibration=$root/bench/results/slice-project-$stamp.json
   say "measuring the planner's rates: bench/slice-project.sh $model"
-  K3=$k3 THREADS=$threads OUT=$calibration "$root/bench/slice-project.sh" "$model" >"$tmp/project.txt" ||
+  K3=$k3 THREADS=$threads OUT=$calibration "$root/bench/slice-project.sh" "$model" ||
     die "bench/slice-project.sh failed"
 fi
 [[ -f $calibration ]] || die "SLICE_CALIBRATION: $calibration: no such file"
