@@ -1,7 +1,7 @@
 #!/bin/bash
 # `k3-uring iobench` on a small pack (k3-tiny over two drives): a CSV line per decode
 # step (token, seconds, bytes, GBps, reads, hits) on stdout and one summary line on
-# stderr; with room for an expert cache later steps hit it, with --no-cache none does;
+# stderr, the read path's CPU per GB in it; with room for an expert cache later steps hit it, with --no-cache none does;
 # the same seed reads the same records; bad input is one line on stderr, exit 2 for a
 # usage error and 1 for drives that do not open.
 source "$(dirname "$0")/lib.sh"
@@ -19,12 +19,15 @@ awk -F, 'NR > 1 && (NF != 6 || $1 != NR - 2 || $3 <= 0 || $5 <= 0) { exit 1 }' "
   fail "a step without its index, bytes or reads"
 [[ $(awk -F, 'NR == 4 { print $6 }' "$d/cache.csv") -gt 0 ]] || fail "no cache hits at the third step"
 [[ $(wc -l <"$d/cache.err") -eq 1 ]] && grep -Eq \
-  "^k3-uring iobench: (io_uring|pread), 2 drives, 3 tokens in [0-9.]+ s; steady state [0-9.]+ MB/token" \
+  "^k3-uring iobench: (io_uring|pread), 2 drives, 3 tokens in [0-9.]+ s; steady state [0-9.]+ MB/token.*; CPU [0-9.]+ s per GB read$" \
   "$d/cache.err" || fail "summary: $(cat "$d/cache.err")"
 
-"$K3" iobench --drives "$drives" --tokens 2 --ram 256M --no-cache --seed 7 >"$d/a.csv" 2>/dev/null ||
+"$K3" iobench --drives "$drives" --tokens 2 --ram 256M --no-cache --seed 7 >"$d/a.csv" 2>"$d/a.err" ||
   fail "--no-cache exited $?"
 awk -F, 'NR > 1 && $6 != 0 { exit 1 }' "$d/a.csv" || fail "cache hits with --no-cache: $(cat "$d/a.csv")"
+# Reading costs the process some CPU: the read path's own, per GB.
+sed -n 's/.*; CPU \([0-9.]*\) s per GB read$/\1/p' "$d/a.err" | awk '{ exit !($1 > 0) }' ||
+  fail "no CPU per GB read: $(cat "$d/a.err")"
 "$K3" iobench --drives "$drives" --tokens 2 --ram 256M --no-cache --seed 7 >"$d/b.csv" 2>/dev/null ||
   fail "second --seed 7 run exited $?"
 cmp -s <(cut -d, -f1,3,5,6 "$d/a.csv") <(cut -d, -f1,3,5,6 "$d/b.csv") ||
