@@ -43,6 +43,7 @@
 #   TRACE= STATS= LOAD= (an earlier run's --trace file, stderr and load average: no new run)
 #   DISK_GBPS= (no disk measurement)  IOBENCH_TOKENS=3  DD_RECORDS=96
 #   EPYC_CORES=128 EPYC_NODES=2 EPYC_MEM_GBPS=150 (per node) EPYC_DRIVES=8 EPYC_DRIVE_GBPS=7
+#   READ_CPU_S_PER_GB=0.42 (the read path's CPU, core seconds per GB read: iobench prints it)
 #   STAT=min (each piece's least-disturbed step; mean: as measured under the box's load)
 #   OUT=bench/results/slice-project-DATE.json
 set -euo pipefail
@@ -99,10 +100,11 @@ say "this disk: $disk_gbps GB/s ($disk_src)"
 
 python3 - "$trace" "$stats" "$out" "$threads" "$disk_gbps" "$disk_src" "$cmd" "$load_run" \
   "${EPYC_CORES:-128}" "${EPYC_NODES:-2}" "${EPYC_MEM_GBPS:-150}" "${EPYC_DRIVES:-8}" \
-  "${EPYC_DRIVE_GBPS:-7}" "${KERNELS:-auto}" "${STAT:-min}" <<'EOF'
+  "${EPYC_DRIVE_GBPS:-7}" "${KERNELS:-auto}" "${STAT:-min}" "${READ_CPU_S_PER_GB:-0.42}" <<'EOF'
 import json, re, statistics, sys
 (trace_path, stats_path, out_path, threads, disk_gbps, disk_src, cmd, load, epyc_cores, epyc_nodes,
- epyc_mem, epyc_drives, epyc_drive_gbps, kernels, stat) = sys.argv[1:]
+ epyc_mem, epyc_drives, epyc_drive_gbps, kernels, stat, read_cpu) = sys.argv[1:]
+read_cpu = float(read_cpu)
 threads, disk_gbps = int(threads), float(disk_gbps)
 epyc_cores, epyc_nodes, epyc_mem = int(epyc_cores), int(epyc_nodes), float(epyc_mem)
 epyc_drives, epyc_drive_gbps = int(epyc_drives), float(epyc_drive_gbps)
@@ -241,21 +243,22 @@ def epyc(t, b):   # this box's seconds at `threads` threads -> 2 x 7763: cores, 
 t_epyc = sum(epyc(t, b) for t, b in pieces.values())
 
 rows = []
-def scenario(name, t_c, read_bytes, gbps):
+def scenario(name, t_c, cores, read_bytes, gbps):
     t_io = read_bytes / gbps
+    t_c += read_bytes / 1e9 * read_cpu / cores    # the read path's CPU, over the cores
     rows.append({"scenario": name, "compute_s": t_c, "read_gb": read_bytes / 1e9,
                  "read_gbps": gbps / 1e9, "io_s": t_io, "pipelined_s": max(t_io, t_c),
                  "sync_s": t_io + t_c})
-scenario(f"here, {threads} threads, this disk, trunk streamed (24 GiB RAM)", t_here,
+scenario(f"here, {threads} threads, this disk, trunk streamed (24 GiB RAM)", t_here, threads,
          expert_read + trunk_stream, disk_gbps * 1e9)
-scenario(f"here, {threads} threads, this disk, trunk resident (needs ~115 GB RAM)", t_here,
+scenario(f"here, {threads} threads, this disk, trunk resident (needs ~115 GB RAM)", t_here, threads,
          expert_read, disk_gbps * 1e9)
 scenario(f"here, {threads} threads, {epyc_drives} x {epyc_drive_gbps:g} GB/s, trunk resident",
-         t_here, expert_read, epyc_bw)
-scenario(f"2 x EPYC 7763 ({epyc_cores} cores), this disk, trunk resident", t_epyc, expert_read,
-         disk_gbps * 1e9)
+         t_here, threads, expert_read, epyc_bw)
+scenario(f"2 x EPYC 7763 ({epyc_cores} cores), this disk, trunk resident", t_epyc, epyc_cores,
+         expert_read, disk_gbps * 1e9)
 scenario(f"2 x EPYC 7763 ({epyc_cores} cores), {epyc_drives} x {epyc_drive_gbps:g} GB/s, trunk resident",
-         t_epyc, expert_read, epyc_bw)
+         t_epyc, epyc_cores, expert_read, epyc_bw)
 
 assumptions = [
     f"k3-slice measured: {n_tok} decode steps, {threads} threads, kernels {kernels}, trunk resident, "
@@ -275,6 +278,8 @@ assumptions = [
     "decode at one sequence, T = 1; no expert cache hits (synthetic routing is uniform; real "
     "routing repeats, so reads are an upper bound)",
     "pipelined = max(read, compute): perfect overlap, the lower bound; sync = read + compute",
+    f"compute in each scenario includes the read path's CPU, {read_cpu:g} core s per GB read "
+    "(READ_CPU_S_PER_GB; k3-uring iobench prints it) over the box's cores",
     f"this disk: {disk_src}",
     f"2 x EPYC 7763: each piece's time here x {threads} / {epyc_cores} cores (per-core speed "
     f"of this box's {kernels} kernels; the 7763 has AVX2, no AVX-512, and another clock: run "
@@ -283,6 +288,7 @@ assumptions = [
 ]
 trunk_bytes_k3 = 113487296000 - V * H * 2
 calib = {
+    "read_cpu_s_per_gb": read_cpu,
     "mxfp4_gbps_per_core": RECORD / m["expert_s"] / threads / 1e9,
     "bf16_gbps_per_core": trunk_bytes_k3 / (t_here - t_experts - m["embed_s"]) / threads / 1e9,
 }

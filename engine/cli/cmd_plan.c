@@ -156,6 +156,12 @@ static int budget_input(const struct k3_config *c, const char *config, int n_dri
  * measured layers (every piece of a K3 token at K3's widths, not only the mat-vecs). */
 #define DEFAULT_MXFP4_GBPS_PER_CORE 9.86
 #define DEFAULT_BF16_GBPS_PER_CORE 28.5
+/* The read path's own CPU, one core's seconds per GB read: submissions, completions and
+ * the checksums, which run over the compute threads.  `k3-uring iobench` prints it
+ * (io_uring, a k3-bench-64 pack on this project's 2-vCPU Xeon, quiet: 0.40-0.43, half of
+ * it the checksums; the pread pool 0.73-0.84); a calibration file may give its own as
+ * read_cpu_s_per_gb. */
+#define DEFAULT_READ_CPU_S_PER_GB 0.42
 
 struct box {
     int drives;
@@ -163,6 +169,7 @@ struct box {
     int cores, nodes;
     double mem_gbps;     /* per NUMA node */
     double mxfp4_core, bf16_core;
+    double read_cpu;     /* core seconds per GB read */
 };
 
 static int load_calibration(const char *path, struct box *b, struct k3_err *err)
@@ -176,9 +183,14 @@ static int load_calibration(const char *path, struct box *b, struct k3_err *err)
                  ? 0
                  : k3_errf(err, "--calibration %s: needs positive mxfp4_gbps_per_core and "
                                 "bf16_gbps_per_core", path);
+    json_t *cpu = json_object_get(root, "read_cpu_s_per_gb");
+    if (!rc && cpu && !(json_is_number(cpu) && json_number_value(cpu) >= 0))
+        rc = k3_errf(err, "--calibration %s: read_cpu_s_per_gb must be a number >= 0", path);
     if (!rc) {
         b->mxfp4_core = json_number_value(m);
         b->bf16_core = json_number_value(bf);
+        if (cpu)
+            b->read_cpu = json_number_value(cpu);
     }
     json_decref(root);
     return rc;
@@ -190,6 +202,12 @@ static double compute_seconds(double bytes, double per_core, const struct box *b
     double rate = b->cores * per_core;
     double mem = b->nodes * b->mem_gbps;
     return bytes / ((rate < mem ? rate : mem) * 1e9);
+}
+
+/* Seconds of the read path's CPU for `bytes` read, spread over the cores. */
+static double read_cpu_seconds(double bytes, const struct box *b)
+{
+    return bytes / 1e9 * b->read_cpu / b->cores;
 }
 
 /* Bytes of weights a decode step computes and reads on one box. */
@@ -233,22 +251,23 @@ static double project(const struct k3_config *c, const struct k3_budget_input *i
     double expert_bytes = st.expert_bytes, trunk_compute = st.trunk_compute, read = st.read,
            hit = st.hit, trunk_read = st.trunk_read;
     double t_io = read / (box->drives * box->drive_gbps * 1e9);
+    double t_read_cpu = read_cpu_seconds(read, box);
     double t_c = compute_seconds(expert_bytes, box->mxfp4_core, box) +
-                 compute_seconds(trunk_compute, box->bf16_core, box);
+                 compute_seconds(trunk_compute, box->bf16_core, box) + t_read_cpu;
     double t = t_io > t_c ? t_io : t_c;
     /* Without prediction the drives idle through the compute before each layer's routing
      * is known: the step takes that, then the larger of the rest and the reads. */
     double before_routing = compute_seconds(trunk_compute - overlapping, box->bf16_core, box);
     double rest = t_c - before_routing, t_np = before_routing + (t_io > rest ? t_io : rest);
     printf("projection for %d drives x %.2f GB/s, %d cores on %d NUMA nodes (%.0f GB/s memory "
-           "each), %.2f / %.2f GB/s per core (MXFP4 / bf16):\n",
+           "each), %.2f / %.2f GB/s per core (MXFP4 / bf16), %.2f core s per GB read:\n",
            box->drives, box->drive_gbps, box->cores, box->nodes, box->mem_gbps, box->mxfp4_core,
-           box->bf16_core);
+           box->bf16_core, box->read_cpu);
     printf("  read per token        %8.2f GB  (experts %.2f, trunk streamed %.2f; cache hits %.1f%%)\n",
            read / 1e9, expert_bytes * (1 - hit) / 1e9, trunk_read / 1e9, 100 * hit);
     printf("  I/O floor             %8.3f s/token\n", t_io);
-    printf("  compute               %8.3f s/token  (%.2f GB MXFP4, %.2f GB bf16)\n", t_c,
-           expert_bytes / 1e9, trunk_compute / 1e9);
+    printf("  compute               %8.3f s/token  (%.2f GB MXFP4, %.2f GB bf16, %.3f s the read "
+           "path's CPU)\n", t_c, expert_bytes / 1e9, trunk_compute / 1e9, t_read_cpu);
     printf("  pipelined             %8.3f s/token  (the larger: reads and compute overlap)\n", t);
     printf("  without prediction    %8.3f s/token  (%.3f s of compute before each layer's "
            "routing is known, the drives idle; then the larger)\n", t_np, before_routing);
@@ -311,8 +330,9 @@ static void project_ranks(const struct k3_config *c, const struct k3_budget_inpu
                          : k3_share_experts((struct k3_share){.rank = 0, .ranks = R}, c->n_experts);
     struct step st = step_of(c, in, b, busiest, owned);
     double t_io = st.read / (box->drives * box->drive_gbps * 1e9);
+    double t_read_cpu = read_cpu_seconds(st.read, box);
     double t_c = compute_seconds(st.expert_bytes, box->mxfp4_core, box) +
-                 compute_seconds(st.trunk_compute, box->bf16_core, box);
+                 compute_seconds(st.trunk_compute, box->bf16_core, box) + t_read_cpu;
     /* Each rank sends each of its experts' outputs (latent f32) to every other rank: k
      * outputs per layer, each R - 1 times.  The busiest box's link carries the larger of
      * what it sends (its outputs, R - 1 times) and at most k outputs in. */
@@ -338,8 +358,8 @@ static void project_ranks(const struct k3_config *c, const struct k3_budget_inpu
            "B, each to the %d other boxes; %.2f MB sent per box)\n", total / 1e6, moe, c->top_k,
            output, R - 1, total / R / 1e6);
     printf("  I/O floor             %8.3f s/token\n", t_io);
-    printf("  compute               %8.3f s/token  (%.2f GB MXFP4, %.2f GB bf16)\n", t_c,
-           st.expert_bytes / 1e9, st.trunk_compute / 1e9);
+    printf("  compute               %8.3f s/token  (%.2f GB MXFP4, %.2f GB bf16, %.3f s the read "
+           "path's CPU)\n", t_c, st.expert_bytes / 1e9, st.trunk_compute / 1e9, t_read_cpu);
     printf("  exchange              %8.3f s/token  (%.0f x (%.1f us + %.0f KB on the busiest "
            "box's link))\n", t_net, moe, net->us, link / 1e3);
     printf("  pipelined             %8.3f s/token  (the larger: reads overlap compute and the "
@@ -379,7 +399,8 @@ int cmd_plan(int argc, char **argv)
          .help = "memory bandwidth per NUMA node", .min = 1, .max = 10000},
         {.name = "calibration", .type = K3_OPT_STRING, .dst = &calibration, .arg = "FILE",
          .help = "per-core compute rates (JSON): bench/kernels.sh's kernels, or "
-                 "bench/slice-project.sh's k3-slice layers at K3's widths",
+                 "bench/slice-project.sh's k3-slice layers at K3's widths; and optionally "
+                 "read_cpu_s_per_gb (k3-uring iobench prints it)",
          .def = "built in"},
         {.name = "threads", .short_name = 't', .type = K3_OPT_INT, .dst = &threads, .arg = "N",
          .help = "compute threads; 0 = one per core", .min = 0, .max = 4096},
@@ -410,7 +431,8 @@ int cmd_plan(int argc, char **argv)
     struct box box = {.drives = drives, .drive_gbps = drive_gbps,
                       .cores = cores ? cores : omp_get_num_procs(), .nodes = nodes,
                       .mem_gbps = mem_gbps, .mxfp4_core = DEFAULT_MXFP4_GBPS_PER_CORE,
-                      .bf16_core = DEFAULT_BF16_GBPS_PER_CORE};
+                      .bf16_core = DEFAULT_BF16_GBPS_PER_CORE,
+                      .read_cpu = DEFAULT_READ_CPU_S_PER_GB};
     struct k3_config c;
     if ((calibration && load_calibration(calibration, &box, &err)) ||
         k3_config_named(&c, config, &err)) {

@@ -3,8 +3,9 @@
 # floor; the floor grows with the context; every line of the plan and the projection is
 # there; --ram trunk makes every trunk segment resident and --ram below the floor is
 # refused naming it; the projection without prediction lies between perfect overlap and
-# synchronous; --calibration sets the per-core rates; bad input is one line on
-# stderr and exit 2 (a usage error) or 1 (a config that does not load).
+# synchronous; --calibration sets the per-core rates and the read path's CPU per GB; bad
+# input is one line on stderr and exit 2 (a usage error) or 1 (a config that does not
+# load).
 source "$(dirname "$0")/lib.sh"
 d="$K3_TEST_TMP/plan"
 rm -rf "$d" && mkdir -p "$d"
@@ -69,6 +70,19 @@ plan --calibration "$d/cal.json" | grep -q "5.00 / 10.00 GB/s per core (MXFP4 / 
   fail "--calibration rates not in the projection"
 printf '{"mxfp4_gbps_per_core": 5}\n' >"$d/half.json"
 expect_error 1 "--calibration $d/half.json: needs positive" plan --calibration "$d/half.json"
+# The read path's CPU: read_cpu_s_per_gb core seconds per GB read, over the 2 cores, on
+# top of the weights' compute (the built-in when the file does not give it).
+grep -q ", 0.42 core s per GB read:" "$d/4k.txt" || fail "the built-in read CPU is not in the projection"
+for cpu in 0 1; do
+  printf '{"mxfp4_gbps_per_core": 5, "bf16_gbps_per_core": 10, "read_cpu_s_per_gb": %s}\n' $cpu >"$d/cpu$cpu.json"
+  plan --calibration "$d/cpu$cpu.json" >"$d/cpu$cpu.txt" || fail "read_cpu_s_per_gb $cpu: plan exited $?"
+done
+gb=$(sed -n 's/^  read per token *\([0-9.]*\) GB.*/\1/p' "$d/cpu1.txt")
+awk -v a="$(value "$d/cpu0.txt" compute)" -v b="$(value "$d/cpu1.txt" compute)" -v gb="$gb" \
+  'BEGIN { d = b - a - gb / 2; exit !(gb > 1 && d < 0.003 && d > -0.003) }' ||
+  fail "1 core s per GB read over 2 cores: compute $(value "$d/cpu0.txt" compute) -> $(value "$d/cpu1.txt" compute) for $gb GB a token"
+printf '{"mxfp4_gbps_per_core": 5, "bf16_gbps_per_core": 10, "read_cpu_s_per_gb": -1}\n' >"$d/neg.json"
+expect_error 1 "--calibration $d/neg.json: read_cpu_s_per_gb must be a number >= 0" plan --calibration "$d/neg.json"
 
 # Usage errors: exit 2, one line naming the flag and the value.
 expect_error 2 "--ctx: 0 is outside" plan --ctx 0
