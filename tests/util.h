@@ -1,5 +1,5 @@
 /* Helpers shared by the unit tests: the synthetic k3-tiny checkpoint (made once per test
- * run in $K3_TEST_TMP), the committed fixtures, small file I/O. */
+ * run in $K3_TEST_TMP), the committed fixtures, small file I/O, the address space held. */
 #ifndef K3_TESTS_UTIL_H
 #define K3_TESTS_UTIL_H
 
@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "engine/base/files.h"
 #include "engine/model/config.h"
@@ -47,6 +48,19 @@ static inline void *read_file(const char *path, size_t *len)
 {
     char *data;
     return k3_read_small_file(path, &data, len, NULL) ? NULL : data;
+}
+
+/* The address space in use now, bytes (/proc/self/statm's first field, in pages), or -1:
+ * what a test caps RLIMIT_AS just above, so that an allocation fails for real. */
+static inline long test_address_space(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long pages = -1;
+    if (f && fscanf(f, "%ld", &pages) != 1)
+        pages = -1;
+    if (f)
+        fclose(f);
+    return pages < 0 ? -1 : pages * sysconf(_SC_PAGESIZE);
 }
 
 #endif

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "tests/unit/test_kernels.h"
+#include "tests/util.h"
 
 static const int q8_lengths[] = {32, 64, 96, 1056, 3072, 3584, 7168};
 
@@ -187,18 +188,6 @@ static void test_env_route(void)
     free(p1), free(s1), free(p3), free(s3), free(X), free(a), free(b), free(u);
 }
 
-/* Current address space in bytes (/proc/self/statm's first field, in pages), or -1. */
-static long address_space(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    long pages = -1;
-    if (f && fscanf(f, "%ld", &pages) != 1)
-        pages = -1;
-    if (f)
-        fclose(f);
-    return pages < 0 ? -1 : pages * sysconf(_SC_PAGESIZE);
-}
-
 /* With the address space capped just above what the process holds, so that megabytes of
  * int8 activations cannot be had, an expert's fused w1 + w3 + SiTU and its w2 still give
  * the int8 bytes: the kernels take their activations from the scratch bound before (they
@@ -230,7 +219,7 @@ static void test_no_memory_needed(void)
     omp_set_num_threads(2);
     k3_matmul_mxfp4_situ(p1, s1, p3, s3, ROWS, 64, X, 64, got, ROWS, 1, 4.0f, 25.0f); /* threads up */
     struct rlimit old, cap;
-    long held = address_space();
+    long held = test_address_space();
     REQUIRE(held > 0 && getrlimit(RLIMIT_AS, &old) == 0, "address space %ld", held);
     cap = (struct rlimit){(rlim_t)held + (2 << 20), old.rlim_max};
     REQUIRE(setrlimit(RLIMIT_AS, &cap) == 0, "setrlimit");

@@ -10,6 +10,7 @@
 
 #include "engine/pack/packed.h"
 #include "tests/check.h"
+#include "tests/util.h"
 
 #define MANY_DRIVES (1 << 22) /* their tables take over a GiB */
 
@@ -20,18 +21,6 @@ const char *__asan_default_options(void)
     return "allocator_may_return_null=1:max_allocation_size_mb=256";
 }
 #endif
-
-/* Address space in use now, bytes. */
-static uint64_t address_space(void)
-{
-    unsigned long pages = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (!f || fscanf(f, "%lu", &pages) != 1)
-        pages = 0;
-    if (f)
-        fclose(f);
-    return (uint64_t)pages * (uint64_t)sysconf(_SC_PAGESIZE);
-}
 
 int main(void)
 {
@@ -47,7 +36,9 @@ int main(void)
 #ifndef __SANITIZE_ADDRESS__
     struct rlimit was;
     REQUIRE(getrlimit(RLIMIT_AS, &was) == 0, "getrlimit");
-    struct rlimit cap = {address_space() + (256u << 20), was.rlim_max};
+    long held = test_address_space();
+    REQUIRE(held > 0, "address space %ld", held);
+    struct rlimit cap = {(rlim_t)held + (256u << 20), was.rlim_max};
     if (setrlimit(RLIMIT_AS, &cap))
         SKIP("cannot cap the address space here");
 #endif
