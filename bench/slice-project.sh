@@ -14,10 +14,10 @@
 #      checksums, a checkpoint's span copies), which a box of many cores does not pay on
 #      its compute: the planner's k3-slice compute from such a run was 0.68 s a token,
 #      1.4x the 0.48 its decode steps took with reads free (slice-project-20261201-201220);
-#   2. measures this disk's read rate (skipped when DISK_GBPS is given): on a pack,
-#      `k3-uring iobench --ram floor --no-cache` (O_DIRECT reads of trunk segments and 16
-#      random records per MoE layer); on a checkpoint, dd with O_DIRECT in record-sized
-#      blocks over the experts' last shard;
+#   2. measures this disk's read rate (skipped when DISK_GBPS is given; lib.sh read_rate):
+#      on a pack, `k3-uring iobench --ram floor --no-cache` (O_DIRECT reads of trunk
+#      segments and 16 random records per MoE layer); on a checkpoint, fio (O_DIRECT, 1 MiB
+#      reads 16 deep) over the experts' last shard;
 #   3. takes from the trace, per decode token: the embedding, each layer's attention (KDA,
 #      MLA), the dense MLP, the MoE's shared experts + latent projection, its routed
 #      experts (team spans, per expert), the rest of the MoE span (router, prediction, up
@@ -38,10 +38,10 @@
 #   K3=./k3-uring  THREADS=2  TOKENS=6 (generated; TOKENS-1 decode steps are measured)
 #   CACHED_RAM=14G (0: measure while reading)  WARM_TOKENS=48 (each prefill position
 #   routes 16 of a layer's 64 experts: 48 leave one unread with odds 1e-6 a layer)
-#   PROMPT=163584,17,300,1200 (CACHED_RAM=0)  KERNELS=auto (K3_KERNELS of the run: avx2 times the AVX2
-#   kernels an EPYC 7763 would run)
+#   PROMPT=163584,17,300,1200 (CACHED_RAM=0)  KERNELS=auto (K3_KERNELS of the run: avx2
+#   times the AVX2 kernels an EPYC 7763 would run)
 #   TRACE= STATS= LOAD= (an earlier run's --trace file, stderr and load average: no new run)
-#   DISK_GBPS= (no disk measurement)  IOBENCH_TOKENS=3  DD_RECORDS=96
+#   DISK_GBPS= (no disk measurement)  IOBENCH_TOKENS=3
 #   EPYC_CORES=128 EPYC_NODES=2 EPYC_MEM_GBPS=150 (per node) EPYC_DRIVES=8 EPYC_DRIVE_GBPS=7
 #   READ_CPU_S_PER_GB=0.42 (the read path's CPU, core seconds per GB read: iobench prints it)
 #   STAT=min (each piece's least-disturbed step; mean: as measured under the box's load)
