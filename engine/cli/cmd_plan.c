@@ -242,12 +242,33 @@ static struct step step_of(const struct k3_config *c, const struct k3_budget_inp
     return st;
 }
 
+/* What is planned: the config, its budget and what the budget was planned from, and the
+ * trunk bytes computed while a layer's reads are in flight (overlapping_trunk_bytes). */
+struct planned {
+    const struct k3_config *c;
+    const struct k3_budget_input *in;
+    const struct k3_budget *b;
+    double overlapping;
+};
+
+/* s/token of a step without prediction: the drives idle through the compute before each
+ * layer's routing is known (*before) and through the exchange between boxes (t_net, 0 on
+ * one box), then the step takes the larger of the rest of its compute and its reads. */
+static double without_prediction(const struct planned *p, const struct step *st,
+                                 const struct box *box, double t_c, double t_io, double t_net,
+                                 double *before)
+{
+    *before = compute_seconds(st->trunk_compute - p->overlapping, box->bf16_core, box);
+    double rest = t_c - *before;
+    return *before + t_net + (t_io > rest ? t_io : rest);
+}
+
 /* s/token of one decode step on the box, as the pipelined engine would run it; returns
  * the pipelined s/token. */
-static double project(const struct k3_config *c, const struct k3_budget_input *in,
-                      const struct k3_budget *b, double overlapping, const struct box *box)
+static double project(const struct planned *p, const struct box *box)
 {
-    struct step st = step_of(c, in, b, c->top_k, c->n_experts);
+    const struct k3_config *c = p->c;
+    struct step st = step_of(c, p->in, p->b, c->top_k, c->n_experts);
     double expert_bytes = st.expert_bytes, trunk_compute = st.trunk_compute, read = st.read,
            hit = st.hit, trunk_read = st.trunk_read;
     double t_io = read / (box->drives * box->drive_gbps * 1e9);
@@ -255,10 +276,7 @@ static double project(const struct k3_config *c, const struct k3_budget_input *i
     double t_c = compute_seconds(expert_bytes, box->mxfp4_core, box) +
                  compute_seconds(trunk_compute, box->bf16_core, box) + t_read_cpu;
     double t = t_io > t_c ? t_io : t_c;
-    /* Without prediction the drives idle through the compute before each layer's routing
-     * is known: the step takes that, then the larger of the rest and the reads. */
-    double before_routing = compute_seconds(trunk_compute - overlapping, box->bf16_core, box);
-    double rest = t_c - before_routing, t_np = before_routing + (t_io > rest ? t_io : rest);
+    double before_routing, t_np = without_prediction(p, &st, box, t_c, t_io, 0, &before_routing);
     printf("projection for %d drives x %.2f GB/s, %d cores on %d NUMA nodes (%.0f GB/s memory "
            "each), %.2f / %.2f GB/s per core (MXFP4 / bf16), %.2f core s per GB read:\n",
            box->drives, box->drive_gbps, box->cores, box->nodes, box->mem_gbps, box->mxfp4_core,
@@ -320,15 +338,15 @@ struct net {
 /* R boxes like `box`, each holding the trunk and its share of the experts (or, dealt,
  * every expert: a layer's choices dealt out by position, share.h), exchanging the routed
  * experts' outputs after every MoE layer (every rank sums all k in routing order). */
-static void project_ranks(const struct k3_config *c, const struct k3_budget_input *in,
-                          const struct k3_budget *b, const struct box *box, int R, bool dealt,
+static void project_ranks(const struct planned *p, const struct box *box, int R, bool dealt,
                           const struct net *net, double one_box)
 {
+    const struct k3_config *c = p->c;
     double moe = k3_moe_layer_count(c), k = c->top_k;
     double busiest = dealt ? (c->top_k + R - 1) / R : busiest_experts(c->n_experts, c->top_k, R);
     double owned = dealt ? c->n_experts /* the largest share */
                          : k3_share_experts((struct k3_share){.rank = 0, .ranks = R}, c->n_experts);
-    struct step st = step_of(c, in, b, busiest, owned);
+    struct step st = step_of(c, p->in, p->b, busiest, owned);
     double t_io = st.read / (box->drives * box->drive_gbps * 1e9);
     double t_read_cpu = read_cpu_seconds(st.read, box);
     double t_c = compute_seconds(st.expert_bytes, box->mxfp4_core, box) +
@@ -340,6 +358,7 @@ static void project_ranks(const struct k3_config *c, const struct k3_budget_inpu
     double link = (busiest * (R - 1) > k ? busiest * (R - 1) : k) * output;
     double t_net = moe * (net->us * 1e-6 + link * 8 / (net->gbps * 1e9));
     double t = t_io > t_c + t_net ? t_io : t_c + t_net;
+    double before_routing, t_np = without_prediction(p, &st, box, t_c, t_io, t_net, &before_routing);
     if (dealt)
         printf("projection for %d such boxes (mpirun -np %d: the trunk and every expert on each, "
                "a layer's choices dealt out by position), linked at %.0f Gb/s with %.1f us per "
@@ -364,6 +383,9 @@ static void project_ranks(const struct k3_config *c, const struct k3_budget_inpu
            "box's link))\n", t_net, moe, net->us, link / 1e3);
     printf("  pipelined             %8.3f s/token  (the larger: reads overlap compute and the "
            "exchange; %.2f x one box's)\n", t, t / one_box);
+    printf("  without prediction    %8.3f s/token  (%.3f s of compute before each layer's "
+           "routing is known and the exchange, the drives idle; then the larger)\n", t_np,
+           before_routing);
     printf("  synchronous           %8.3f s/token  (reads, then compute, then the exchange)\n",
            t_io + t_c + t_net);
 }
@@ -457,10 +479,10 @@ int cmd_plan(int argc, char **argv)
     if (!rc) {
         printf("%s over %d drives, %d threads:\n", config, drives, in.threads);
         k3_budget_print(stdout, &b, &in);
-        double one_box = project(&c, &in, &b, overlapping, &box);
+        struct planned p = {.c = &c, .in = &in, .b = &b, .overlapping = overlapping};
+        double one_box = project(&p, &box);
         if (ranks > 1)
-            project_ranks(&c, &in, &b, &box, ranks, dealt, &(struct net){net_gbps, net_us},
-                          one_box);
+            project_ranks(&p, &box, ranks, dealt, &(struct net){net_gbps, net_us}, one_box);
     } else {
         fprintf(stderr, "k3-uring plan: %s\n", err.msg);
     }

@@ -4,7 +4,8 @@
 # the split (9.5569 of 16 over 2 ranks, 7.3151 over 3: computed independently with
 # Python's exact binomials); the bytes between boxes are 92 MoE layers x 16 outputs x
 # latent 3584 x 4 B, each to the R - 1 others; the I/O floor falls with R; --net-us and
-# --net-gbps move the exchange; --split dealt deals 16 as 8 and 8; bad values are one line, exit 2.
+# --net-gbps move the exchange; without prediction lies between pipelined and synchronous;
+# --split dealt deals 16 as 8 and 8; bad values are one line, exit 2.
 source "$(dirname "$0")/lib.sh"
 d="$K3_TEST_TMP/plan-ranks"
 rm -rf "$d" && mkdir -p "$d"
@@ -29,10 +30,16 @@ cat "$d/r2.txt"
 one=$(field "$d/one.txt" "I/O floor") f2=$(field "$d/r2.txt" "I/O floor") f4=$(field "$d/r4.txt" "I/O floor")
 awk -v a="$one" -v b="$f2" -v c="$f4" 'BEGIN { exit !(a > b && b > c) }' ||
   fail "the I/O floor does not fall with boxes: $one, $f2, $f4 s/token"
-for line in "read per token" "I/O floor" "compute" "exchange" "pipelined" "synchronous"; do
+for line in "read per token" "I/O floor" "compute" "exchange" "pipelined" "without prediction" "synchronous"; do
   [[ $(grep -c "^  $line " "$d/r2.txt") -eq 2 || "$line" == exchange ]] ||
     fail "\"$line\" is not in both projections"
 done
+
+# Without prediction the drives also idle through the exchange: between pipelined and
+# synchronous on two boxes too.
+awk -v p="$(field "$d/r2.txt" pipelined)" -v np="$(field "$d/r2.txt" "without prediction")" \
+  -v sy="$(field "$d/r2.txt" synchronous)" 'BEGIN { exit !(p > 0 && p <= np && np <= sy) }' ||
+  fail "2 ranks: pipelined $(field "$d/r2.txt" pipelined), without prediction $(field "$d/r2.txt" "without prediction"), synchronous $(field "$d/r2.txt" synchronous)"
 
 # Every box holding every expert: a layer's 16 are dealt 8 and 8, 6 6 4 over three.
 plan --ranks 2 --split dealt >"$d/dealt2.txt" && plan --ranks 3 --split dealt >"$d/dealt3.txt" ||
