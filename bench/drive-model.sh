@@ -110,7 +110,7 @@ iobench() {
     2>"$work/err" >/dev/null || die "iobench $*: $(tail -1 "$work/err")"
   cat "$work/err" >>"$log"
   warn_late "$work/err" "iobench $*"
-  sed -n 's/.*s\/token, \([0-9.]*\) GB\/s;.*/\1/p' "$work/err"
+  iobench_steady <"$work/err" | cut -d' ' -f2
 }
 # run ARGS...: "S_PER_TOKEN STALL_S_PER_TOKEN MB_PER_TOKEN" of a decode.
 run() {

@@ -12,6 +12,8 @@ rounds=${4:-3}
 tokens=${5:-8}
 k3=$(realpath "${K3:-./k3-uring}")
 root=$(cd "$(dirname "$0")/.." && pwd)
+prog=layout.sh
+source "$root/bench/lib.sh"
 name=layout
 out="$root/bench/results/layout-$(date -u +%Y%m%d-%H%M%S).csv"
 echo "layout.sh: $ckpt on $drives drives at $mbps MB/s, $rounds rounds of $tokens tokens" >&2
@@ -24,9 +26,9 @@ echo "$striped,$whole" | tr ',' '\n' | xargs mkdir -p
 "$k3" pack --checkpoint "$ckpt" --drives "$striped" -q 2>/dev/null
 "$k3" pack --checkpoint "$ckpt" --drives "$whole" --chunk record -q 2>/dev/null
 iob() {
-  sync; echo 3 >/proc/sys/vm/drop_caches
+  drop_caches
   "$root/bench/emulate.sh" exec --name $name -- "$k3" iobench --drives "$1" --tokens "$tokens" \
-    --ram trunk --no-cache 2>&1 >/dev/null | sed -n 's/.* \([0-9.]*\) s\/token, \([0-9.]*\) GB\/s.*/\1 \2/p'
+    --ram trunk --no-cache 2>&1 >/dev/null | iobench_steady
 }
 echo "round,fio_GBps,striped_s_token,striped_GBps,whole_s_token,whole_GBps" >"$out"
 for r in $(seq 1 "$rounds"); do

@@ -88,6 +88,12 @@ median() {
     if (NR % 2) print v[(NR + 1) / 2]; else printf "%.17g\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
+# iobench_steady: `k3-uring iobench`'s summary line (its stderr on stdin) as
+# "S_PER_TOKEN GBPS" of its steady state; nothing if there is none.
+iobench_steady() {
+  sed -n 's/^k3-uring iobench: .* \([0-9.]*\) s\/token, \([0-9.]*\) GB\/s; .*/\1 \2/p'
+}
+
 # fio_read_bw JSONFILE: the aggregate read bandwidth in bytes/s of a fio run made with
 # --group_reporting --output-format=json (jobs[0].read.bw_bytes). fio pretty-prints its
 # JSON one key a line, so awk finds it without python or jq (neither is a dependency).
@@ -119,7 +125,7 @@ read_rate() {
   else
     drop_caches
     line=$("$k3" iobench --drives "$model" --ram floor --no-cache -n "${IOBENCH_TOKENS:-3}" 2>&1 >/dev/null | tail -1)
-    rate=$(sed -n 's/.*, \([0-9.]*\) GB\/s; verify.*/\1/p' <<<"$line")
+    read -r _ rate < <(iobench_steady <<<"$line") || true
     [[ -n $rate ]] || die "iobench printed no rate: $line"
     printf '%s\tk3-uring iobench --drives %s --ram floor --no-cache: %s\n' "$rate" "$model" "$line"
   fi

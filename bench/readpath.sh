@@ -15,22 +15,21 @@ prog=readpath.sh
 source "$root/bench/lib.sh"
 out="$root/bench/results/readpath-$(date -u +%Y%m%d-%H%M%S).csv"
 files=$(echo "$drives" | tr ',' '\n' | sed 's|$|/k3-uring.data|' | paste -sd:)
-iobench() { # prints steady-state GB/s and s/token
+iobench() { # prints steady-state s/token and GB/s
   "$k3" iobench --drives "$drives" --tokens "$tokens" --ram trunk --no-cache "$@" 2>&1 >/dev/null |
-    sed -n 's/.* \([0-9.]*\) s\/token, \([0-9.]*\) GB\/s.*/\2 \1/p'
+    iobench_steady
 }
 fio_gbps() {
   fio --name=readpath --filename="$files" --rw=randread --bs=1M --iodepth=64 --direct=1 \
     --ioengine=io_uring --fixedbufs=1 --registerfiles=1 --runtime=6 --time_based \
-    --group_reporting --output-format=json |
-    python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["jobs"][0]["read"]["bw_bytes"]/1e9)'
+    --group_reporting --output-format=json | fio_read_bw /dev/stdin | awk '{ print $1 / 1e9 }'
 }
 echo "round,fio_GBps,uring_GBps,uring_s_token,pread_GBps,pread_s_token,sync_GBps,sync_s_token" >"$out"
 for r in $(seq 1 "$rounds"); do
   drop_caches; f=$(fio_gbps)
-  drop_caches; read -r u ut < <(iobench --io uring)
-  drop_caches; read -r p pt < <(iobench --io pread)
-  drop_caches; read -r s st < <(iobench --io uring --sync)
+  drop_caches; read -r ut u < <(iobench --io uring)
+  drop_caches; read -r pt p < <(iobench --io pread)
+  drop_caches; read -r st s < <(iobench --io uring --sync)
   echo "$r,$f,$u,$ut,$p,$pt,$s,$st" >>"$out"
   printf 'round %d: fio %.2f GB/s; io_uring %.2f GB/s (%.2f of fio, %.3f s/token); pread pool %.2f GB/s; sync %.2f GB/s (%.3f s/token: io_uring is %.2fx faster)\n' \
     "$r" "$f" "$u" "$(echo "$u / $f" | bc -l)" "$ut" "$p" "$s" "$st" "$(echo "$st / $ut" | bc -l)"
