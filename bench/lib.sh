@@ -67,6 +67,13 @@ decode_stats() {
   grep ' generated [0-9]* tokens, ' | tail -1 | sed -n 's/.*, \([0-9.]*\) s\/token; \([0-9.]*\) MB read per token.*stall \([0-9.]*\) s\/token, \([0-9.]*\)%.*/\1 \3 \2 \4/p'
 }
 
+# decode_records_read: the records a run's decode steps read, summed (its --stats lines
+# "token N: ..., R records read, ..." on stdin).
+decode_records_read() {
+  awk '/ token [0-9]+: / { for (i = 2; i <= NF; i++) if ($i == "records") n += $(i - 1) }
+       END { print n + 0 }'
+}
+
 # packed_box K3 CHECKPOINT NAME DRIVES MBPS: an emulated box (emulate.sh) of DRIVES drives
 # read-throttled to MBPS, torn down when the script exits, with CHECKPOINT packed on it;
 # sets box_drives to its drive list.

@@ -17,14 +17,14 @@
 #      cores pay on their compute.
 #   2. reads free, the limit fast drives approach: a budget that caches every record
 #      (CACHED_RAM), a prompt long enough that its prefill reads every expert of every
-#      layer, then decode steps that read nothing; against the planner at that budget and
-#      at 8 x 7 GB/s with the trunk resident (reads 15 ms a token there, under compute).
-#      The rates came from such a run, so this checks the planner's composition (the
-#      weight bytes of each piece, the budget's cache) and the runs' repeatability, not
-#      the rates.  8 x 7 GB/s itself cannot be measured here: the drive model only slows
-#      storage down, and the fastest storage this box has (RAM through the checksummed
-#      read path) delivers 0.4-2 GB/s; at 8 x 7 GB/s a token would add the read path's
-#      CPU (part 1's verify seconds) to these steps, spread over the box's cores.
+#      layer, then decode steps that read nothing; against the planner at that budget
+#      (no reads), with its figure for 8 x 7 GB/s and the trunk resident beside it (reads
+#      15 ms a token there, under compute, plus the read path's CPU these steps do not
+#      pay).  The rates came from such a run, so this checks the planner's composition
+#      (the weight bytes of each piece, the budget's cache) and the runs' repeatability,
+#      not the rates.  8 x 7 GB/s itself cannot be measured here: the drive model only
+#      slows storage down, and the fastest storage this box has (RAM through the
+#      checksummed read path) delivers 0.4-2 GB/s.
 #
 # usage: bench/slice-plan.sh [MODEL]   MODEL: k3-slice's checkpoint folder (synthesized
 #        there when missing: 13.8 GB, a few minutes) or its pack's drive folders (D0,D1,..);
@@ -105,15 +105,11 @@ fi
 say "load: $(uptime | sed 's/.*load average: //')"
 
 calc() { printf '%.6f' "$(echo "$1" | bc -l)"; }
-# plan ARGS...: the planner's pipelined s/token (perfect overlap) for k3-slice on this
-# box's THREADS cores; plan_np ARGS...: its s/token without prediction.
+# plan ARGS...: the planner's s/token for k3-slice on this box's THREADS cores,
+# "PIPELINED WITHOUT_PREDICTION" (perfect overlap; the drives idle before routing).
 plan() {
   "$k3" plan --config "$config" --cores "$threads" --calibration "$calibration" "$@" |
-    sed -n 's/^  pipelined *\([0-9.]*\) s\/token.*/\1/p'
-}
-plan_np() {
-  "$k3" plan --config "$config" --cores "$threads" --calibration "$calibration" "$@" |
-    sed -n 's/^  without prediction *\([0-9.]*\) s\/token.*/\1/p'
+    sed -n 's/^  \(pipelined\|without prediction\) *\([0-9.]*\) s\/token.*/\2/p' | paste -sd' '
 }
 # run ARGS...: a decode of k3-slice; its stderr (with --stats) in $tmp/err.
 run() {
@@ -121,11 +117,10 @@ run() {
     die "run ${src[*]} $*: $(tail -1 "$tmp/err")"
 }
 # steps_mean FIELD: the mean over decode steps (--stats lines "token N: ...", N from 1;
-# the first left out: its buffers are cold) of FIELD: s, verify, records.
+# the first left out: its buffers are cold) of FIELD: s or verify.
 steps_mean() {
   awk -v f="$1" '/ token [0-9]+: / && !/ token 1: / {
-      t = $4; v = $(NF - 1); for (i = 1; i <= NF; i++) if ($i == "records") r = $(i - 1)
-      x = f == "s" ? t : f == "verify" ? v : r; sum += x; n++ }
+      sum += f == "s" ? $4 : $(NF - 1); n++ }
     END { if (n) printf "%.6f\n", sum / n }' "$tmp/err"
 }
 
@@ -140,10 +135,9 @@ disk_round() {
   IFS=$'\t' read -r after _ < <(read_rate "$k3" "$model")
   [[ -n $before && -n $after ]] || die "no read rate for $model"
   mean=$(calc "($before + $after) / 2")
-  p_b=$(plan --ram trunk --ctx "$ctx" --drives "$n_drives" --drive-gbps "$(calc "$before / $n_drives")")
-  p_a=$(plan --ram trunk --ctx "$ctx" --drives "$n_drives" --drive-gbps "$(calc "$after / $n_drives")")
-  p_m=$(plan --ram trunk --ctx "$ctx" --drives "$n_drives" --drive-gbps "$(calc "$mean / $n_drives")")
-  p_np=$(plan_np --ram trunk --ctx "$ctx" --drives "$n_drives" --drive-gbps "$(calc "$mean / $n_drives")")
+  read -r p_b _ < <(plan --ram trunk --ctx "$ctx" --drives "$n_drives" --drive-gbps "$(calc "$before / $n_drives")")
+  read -r p_a _ < <(plan --ram trunk --ctx "$ctx" --drives "$n_drives" --drive-gbps "$(calc "$after / $n_drives")")
+  read -r p_m p_np < <(plan --ram trunk --ctx "$ctx" --drives "$n_drives" --drive-gbps "$(calc "$mean / $n_drives")")
   disk_ratio+=("$(calc "$s / $p_m")")
   say "disk, round $1: $s s/token ($mb MB read a token, stall $stall, verify $verify s a token); the disk read $before then $after GB/s; planned $p_b / $p_a s/token at those rates, $p_m at their mean (without prediction $p_np): measured ${disk_ratio[-1]}x"
   disk_rows+=("{\"s_per_token\":$s,\"mb_per_token\":$mb,\"stall_s\":$stall,\"verify_s\":$verify,\"disk_gbps_before\":$before,\"disk_gbps_after\":$after,\"planned_before\":$p_b,\"planned_after\":$p_a,\"planned_mean\":$p_m,\"planned_mean_without_prediction\":$p_np,\"measured_over_planned\":${disk_ratio[-1]}}")
@@ -153,7 +147,7 @@ free_round() {
   local records
   run --ids "$warm" -n "$tokens" --ram "$cached_ram" --predict off
   grep -q ' token 2: ' "$tmp/err" || die "the cached run printed no per-step statistics: $(tail -1 "$tmp/err")"
-  records=$(awk '/ token [0-9]+: / && !/ token 1: / { for (i = 1; i <= NF; i++) if ($i == "records") n += $(i - 1) } END { print n + 0 }' "$tmp/err")
+  records=$(decode_records_read <"$tmp/err")
   ((records == 0)) || die "the cached run's decode steps read $records records: raise CACHED_RAM ($cached_ram) or WARM_TOKENS ($warm_tokens)"
   free_s+=("$(steps_mean s)")
   say "reads free, round $1 ($warm_tokens-position prefill cached every record at --ram $cached_ram; decode steps read none): ${free_s[-1]} s/token"
@@ -168,12 +162,12 @@ for r in $(seq 1 "$rounds"); do
   free_round "$r"
 done
 ctx2=$((warm_tokens + tokens))
-p_cached=$(plan --ram "$cached_ram" --ctx "$ctx2" --drives 8 --drive-gbps 7)
-p_fast=$(plan --ram trunk --ctx "$ctx2" --drives 8 --drive-gbps 7)
+read -r p_cached _ < <(plan --ram "$cached_ram" --ctx "$ctx2" --drives 8 --drive-gbps 7)
+read -r p_fast _ < <(plan --ram trunk --ctx "$ctx2" --drives 8 --drive-gbps 7)
 med_disk=$(printf '%s\n' "${disk_ratio[@]}" | median)
 med_free=$(printf '%s\n' "${free_s[@]}" | median)
 say "this disk, medians of $rounds rounds: measured $(printf %.3f "$med_disk")x the planner at the disk's mean rate around each run (rounds: ${disk_ratio[*]}; goal within 10%)"
-say "reads free: $(printf %.4f "$med_free") s/token (rounds: ${free_s[*]}); planned $p_cached at --ram $cached_ram, $p_fast with the trunk resident on 8 x 7 GB/s: measured $(calc "$med_free / $p_fast")x; 8 x 7 GB/s would add the read path's CPU (the verify seconds above) on this box's cores"
+say "reads free: $(printf %.4f "$med_free") s/token (rounds: ${free_s[*]}); planned $p_cached at --ram $cached_ram (no reads): measured $(calc "$med_free / $p_cached")x; on 8 x 7 GB/s with the trunk resident the planner says $p_fast: reads 15 ms a token, and their CPU, which these steps do not pay"
 
 python3 - "$out" "$model" "$calibration" "$threads" "$tokens" "$prompt" "$warm_tokens" "$cached_ram" \
   "[$(IFS=,; echo "${disk_rows[*]}")]" "[$(IFS=,; echo "${free_s[*]}")]" "$p_cached" "$p_fast" \
@@ -190,7 +184,7 @@ json.dump({"source": "bench/slice-plan.sh: k3-slice measured against the planner
            "reads_free": {"warm_prompt_positions": int(warm), "budget": cached_ram,
                           "s_per_token": free, "planned_at_budget": float(p_cached),
                           "planned_8x7_trunk": float(p_fast),
-                          "median_measured_over_planned": statistics.median(free) / float(p_fast)},
+                          "median_measured_over_planned": statistics.median(free) / float(p_cached)},
            "load": load}, open(out, "w"), indent=1)
 EOF
 say "wrote $out"

@@ -86,7 +86,7 @@ else
     -n "$tokens" --ignore-eos --print-ids --stats --trace "$trace" >/dev/null 2>"$stats" ||
     { cat "$stats" >&2; die "the k3-slice run failed"; }
   load_run="$load_run .. $(uptime | sed 's/.*load average: //')"
-  read_records=$(awk '/ token [0-9]+: / { for (i = 1; i <= NF; i++) if ($i == "records") n += $(i - 1) } END { print n + 0 }' "$stats")
+  read_records=$(decode_records_read <"$stats")
   [[ $cached_ram == 0 ]] || ((read_records == 0)) ||
     die "the decode steps read $read_records records: raise CACHED_RAM ($cached_ram) or WARM_TOKENS"
 fi
