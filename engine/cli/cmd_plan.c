@@ -242,6 +242,19 @@ static struct step step_of(const struct k3_config *c, const struct k3_budget_inp
     return st;
 }
 
+/* Seconds of a step's reads over the box's drives, and of its compute: the weights at the
+ * per-core rates and the read path's CPU for its reads. */
+static double step_io(const struct step *st, const struct box *box)
+{
+    return st->read / (box->drives * box->drive_gbps * 1e9);
+}
+
+static double step_compute(const struct step *st, const struct box *box)
+{
+    return compute_seconds(st->expert_bytes, box->mxfp4_core, box) +
+           compute_seconds(st->trunk_compute, box->bf16_core, box) + read_cpu_seconds(st->read, box);
+}
+
 /* What is planned: the config, its budget and what the budget was planned from, and the
  * trunk bytes computed while a layer's reads are in flight (overlapping_trunk_bytes). */
 struct planned {
@@ -271,11 +284,7 @@ static double project(const struct planned *p, const struct box *box)
     struct step st = step_of(c, p->in, p->b, c->top_k, c->n_experts);
     double expert_bytes = st.expert_bytes, trunk_compute = st.trunk_compute, read = st.read,
            hit = st.hit, trunk_read = st.trunk_read;
-    double t_io = read / (box->drives * box->drive_gbps * 1e9);
-    double t_read_cpu = read_cpu_seconds(read, box);
-    double t_c = compute_seconds(expert_bytes, box->mxfp4_core, box) +
-                 compute_seconds(trunk_compute, box->bf16_core, box) + t_read_cpu;
-    double t = t_io > t_c ? t_io : t_c;
+    double t_io = step_io(&st, box), t_c = step_compute(&st, box), t = t_io > t_c ? t_io : t_c;
     double before_routing, t_np = without_prediction(p, &st, box, t_c, t_io, 0, &before_routing);
     printf("projection for %d drives x %.2f GB/s, %d cores on %d NUMA nodes (%.0f GB/s memory "
            "each), %.2f / %.2f GB/s per core (MXFP4 / bf16), %.2f core s per GB read:\n",
@@ -285,7 +294,7 @@ static double project(const struct planned *p, const struct box *box)
            read / 1e9, expert_bytes * (1 - hit) / 1e9, trunk_read / 1e9, 100 * hit);
     printf("  I/O floor             %8.3f s/token\n", t_io);
     printf("  compute               %8.3f s/token  (%.2f GB MXFP4, %.2f GB bf16, %.3f s the read "
-           "path's CPU)\n", t_c, expert_bytes / 1e9, trunk_compute / 1e9, t_read_cpu);
+           "path's CPU)\n", t_c, expert_bytes / 1e9, trunk_compute / 1e9, read_cpu_seconds(read, box));
     printf("  pipelined             %8.3f s/token  (the larger: reads and compute overlap)\n", t);
     printf("  without prediction    %8.3f s/token  (%.3f s of compute before each layer's "
            "routing is known, the drives idle; then the larger)\n", t_np, before_routing);
@@ -347,10 +356,7 @@ static void project_ranks(const struct planned *p, const struct box *box, int R,
     double owned = dealt ? c->n_experts /* the largest share */
                          : k3_share_experts((struct k3_share){.rank = 0, .ranks = R}, c->n_experts);
     struct step st = step_of(c, p->in, p->b, busiest, owned);
-    double t_io = st.read / (box->drives * box->drive_gbps * 1e9);
-    double t_read_cpu = read_cpu_seconds(st.read, box);
-    double t_c = compute_seconds(st.expert_bytes, box->mxfp4_core, box) +
-                 compute_seconds(st.trunk_compute, box->bf16_core, box) + t_read_cpu;
+    double t_io = step_io(&st, box), t_c = step_compute(&st, box);
     /* Each rank sends each of its experts' outputs (latent f32) to every other rank: k
      * outputs per layer, each R - 1 times.  The busiest box's link carries the larger of
      * what it sends (its outputs, R - 1 times) and at most k outputs in. */
@@ -378,7 +384,8 @@ static void project_ranks(const struct planned *p, const struct box *box, int R,
            output, R - 1, total / R / 1e6);
     printf("  I/O floor             %8.3f s/token\n", t_io);
     printf("  compute               %8.3f s/token  (%.2f GB MXFP4, %.2f GB bf16, %.3f s the read "
-           "path's CPU)\n", t_c, st.expert_bytes / 1e9, st.trunk_compute / 1e9, t_read_cpu);
+           "path's CPU)\n", t_c, st.expert_bytes / 1e9, st.trunk_compute / 1e9,
+           read_cpu_seconds(st.read, box));
     printf("  exchange              %8.3f s/token  (%.0f x (%.1f us + %.0f KB on the busiest "
            "box's link))\n", t_net, moe, net->us, link / 1e3);
     printf("  pipelined             %8.3f s/token  (the larger: reads overlap compute and the "
