@@ -51,7 +51,7 @@ static int one_token(struct k3_stream *s, const struct k3_model *m, struct k3_rn
             return -1;
         for (int i = 0; i < c->top_k; i++) {
             struct k3_landed got;
-            if (store->ops->next(store, true, &got, err))
+            if (store->ops->next(store, true, &got, err) || store->ops->done(store, got.index, err))
                 return -1;
         }
     }

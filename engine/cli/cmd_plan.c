@@ -100,7 +100,7 @@ static double overlapping_trunk_bytes(const struct k3_tensor_spec *specs, int n,
  * sees it: the same quantities the runtime gives it for that pack (stream.c), and the
  * default run's records in flight; and in *overlapping, overlapping_trunk_bytes. */
 static int budget_input(const struct k3_config *c, const char *config, int n_drives, int ctx,
-                        int seqs, int threads, int teams, struct k3_budget_input *in,
+                        int seqs, int rows, int threads, int teams, struct k3_budget_input *in,
                         uint64_t **segments, double *overlapping, struct k3_err *err)
 {
     struct k3_tensor_spec *specs;
@@ -138,7 +138,8 @@ static int budget_input(const struct k3_config *c, const char *config, int n_dri
             .embed_buffer_bytes = k3_budget_embed_buffer_bytes(2 * (uint64_t)c->hidden,
                                                                pp.trunk_piece),
             .manifest_bytes = k3_pack_manifest_bytes(&pp, &sec),
-            .caller_bytes = k3_runtime_caller_bytes(c->vocab, seqs),
+            .caller_bytes = k3_runtime_caller_bytes(c->vocab, seqs, false).fixed,
+            .rows = rows,
             .inflight_records = c->top_k + K3_PREFETCH_K_DEFAULT,
         };
     }
@@ -168,7 +169,8 @@ struct box {
     double drive_gbps;   /* per drive */
     int cores, nodes;
     double mem_gbps;     /* per NUMA node */
-    double mxfp4_core, bf16_core;
+    double mxfp4_core, bf16_core;     /* GB/s of weights per core, one row (decode) */
+    double mxfp4_gflops, bf16_gflops; /* GFLOP/s per core over many rows (a prompt pass) */
     double read_cpu;     /* core seconds per GB read */
 };
 
@@ -183,6 +185,15 @@ static int load_calibration(const char *path, struct box *b, struct k3_err *err)
                  ? 0
                  : k3_errf(err, "--calibration %s: needs positive mxfp4_gbps_per_core and "
                                 "bf16_gbps_per_core", path);
+    const char *many[2] = {"mxfp4_gflops_per_core", "bf16_gflops_per_core"};
+    double *many_dst[2] = {&b->mxfp4_gflops, &b->bf16_gflops};
+    for (int i = 0; !rc && i < 2; i++) {
+        json_t *v = json_object_get(root, many[i]);
+        if (v && !(json_is_number(v) && json_number_value(v) > 0))
+            rc = k3_errf(err, "--calibration %s: %s must be a positive number", path, many[i]);
+        else if (v)
+            *many_dst[i] = json_number_value(v);
+    }
     json_t *cpu = json_object_get(root, "read_cpu_s_per_gb");
     if (!rc && cpu && !(json_is_number(cpu) && json_number_value(cpu) >= 0))
         rc = k3_errf(err, "--calibration %s: read_cpu_s_per_gb must be a number >= 0", path);
@@ -194,6 +205,17 @@ static int load_calibration(const char *path, struct box *b, struct k3_err *err)
     }
     json_decref(root);
     return rc;
+}
+
+/* Without a many-row measurement (calibration keys mxfp4_gflops_per_core,
+ * bf16_gflops_per_core), a prompt pass is taken to run at the one-row rates: 2 flops per
+ * weight, MXFP4 at 17 bytes per 32 weights, bf16 at 2 bytes. */
+static void many_row_rates(struct box *b)
+{
+    if (!b->mxfp4_gflops)
+        b->mxfp4_gflops = b->mxfp4_core * 2 * 32 / 17;
+    if (!b->bf16_gflops)
+        b->bf16_gflops = b->bf16_core;
 }
 
 /* Seconds to stream `bytes` of weights through the cores, capped by memory bandwidth. */
@@ -302,6 +324,56 @@ static double project(const struct planned *p, const struct box *box)
     return t;
 }
 
+/* A prompt of n tokens in passes of `rows`: each MoE layer of a pass reads the union of
+ * its rows' experts once (routing uniform: E (1 - (1 - k/E)^rows); real routing repeats
+ * more), the trunk's streamed segments once, and computes every row: the weights' flops
+ * at the many-row rates (2 per weight per row) and MLA over the cached positions
+ * (latent-absorbed: 2 (2 kv_lora + rope) per position and head).  A pass takes the larger
+ * of its reads and its compute (they overlap within it).  Fills *reads (bytes). */
+static double prompt_seconds(const struct planned *p, const struct box *box, int n, int rows,
+                             double *reads)
+{
+    const struct k3_config *c = p->c;
+    struct step st = step_of(c, p->in, p->b, c->top_k, c->n_experts);
+    struct k3_record_layout rec;
+    k3_record_layout_init(&rec, c);
+    double E = c->n_experts, k = c->top_k, moe = k3_moe_layer_count(c);
+    double record_weights = 3.0 * c->latent * c->moe_inter;
+    double mla = 0, per_pos = 2.0 * c->mla_heads * (2.0 * c->kv_lora + c->qk_rope);
+    for (int l = 0; l < c->n_layers; l++)
+        mla += c->attn[l] == K3_ATTN_MLA;
+    double flops_mxfp4 = box->cores * box->mxfp4_gflops * 1e9;
+    double flops_bf16 = box->cores * box->bf16_gflops * 1e9;
+    double t = 0;
+    *reads = 0;
+    for (int at = 0; at < n; at += rows) {
+        int T = n - at < rows ? n - at : rows;
+        double unions = E * (1 - pow(1 - k / E, T));
+        double read = unions * moe * (double)rec.bytes + st.trunk_read;
+        double attn = mla * per_pos * ((double)T * at + (double)T * (T + 1) / 2);
+        double compute = 2 * T * k * moe * record_weights / flops_mxfp4 +
+                         2 * T * st.trunk_compute / 2 / flops_bf16 + attn / flops_bf16 +
+                         read_cpu_seconds(read, box);
+        double io = read / (box->drives * box->drive_gbps * 1e9);
+        t += io > compute ? io : compute;
+        *reads += read;
+    }
+    return t;
+}
+
+static void project_prompt(const struct planned *p, const struct box *box, int n)
+{
+    double read_pass, read_steps;
+    double t_pass = prompt_seconds(p, box, n, p->b->rows, &read_pass);
+    double t_steps = prompt_seconds(p, box, n, K3_CHUNK, &read_steps);
+    printf("a prompt of %d tokens (many-row rates %.1f / %.1f GFLOP/s per core, MXFP4 / bf16; "
+           "routing uniform):\n", n, box->mxfp4_gflops, box->bf16_gflops);
+    printf("  passes of %d rows     %8.2f s  (%.1f GB read, %.3f s a token)\n", p->b->rows,
+           t_pass, read_pass / 1e9, t_pass / n);
+    printf("  steps of %d rows       %8.2f s  (%.1f GB read, %.3f s a token)\n", K3_CHUNK,
+           t_steps, read_steps / 1e9, t_steps / n);
+}
+
 /* Expected experts per MoE layer on the busiest of R ranks: a token's k distinct experts
  * drawn uniformly from E, rank r owning k3_share_experts of them (e mod R).  Exact: the
  * split is multivariate hypergeometric; P(every rank <= t) by a sum over ranks of how many
@@ -403,6 +475,7 @@ int cmd_plan(int argc, char **argv)
         {"floor", K3_RAM_FLOOR}, {"trunk", K3_RAM_TRUNK}, {NULL, 0}};
     const char *config = "k3", *calibration = NULL;
     int ctx = 4096, seqs = 1, drives = 8, threads = 0, cores = 0, nodes = 1, ranks = 1, dealt = 0;
+    int rows = K3_BATCH_DEFAULT, prompt = 0;
     static const struct k3_opt_choice split_choices[] = {{"owner", 0}, {"dealt", 1}, {NULL, 0}};
     float drive_gbps = 7.0f, mem_gbps = 150.0f;
     float net_gbps = 100.0f, net_us = 5.0f; /* 100 Gb Ethernet; an RDMA-like exchange */
@@ -416,6 +489,11 @@ int cmd_plan(int argc, char **argv)
          .help = "context positions each sequence holds", .min = 1, .max = 1 << 24},
         {.name = "parallel", .type = K3_OPT_INT, .dst = &seqs, .arg = "N",
          .help = "sequences held at once (serve --parallel)", .min = 1, .max = K3_CHUNK},
+        {.name = "batch-size", .short_name = 'b', .type = K3_OPT_INT, .dst = &rows, .arg = "N",
+         .help = "prompt rows one pass may take, at most (run's -b)", .min = 1, .max = 1 << 20},
+        {.name = "prompt", .type = K3_OPT_INT, .dst = &prompt, .arg = "N",
+         .help = "also project a prompt of N tokens: in passes of the budget's rows, and in "
+                 "32-row steps", .min = 0, .max = 1 << 24},
         {.name = "drives", .type = K3_OPT_INT, .dst = &drives, .arg = "N",
          .help = "drives the pack stripes over", .min = 1, .max = 256},
         {.name = "drive-gbps", .type = K3_OPT_FLOAT, .dst = &drive_gbps, .arg = "GB/s",
@@ -463,15 +541,19 @@ int cmd_plan(int argc, char **argv)
                       .bf16_core = DEFAULT_BF16_GBPS_PER_CORE,
                       .read_cpu = DEFAULT_READ_CPU_S_PER_GB};
     struct k3_config c;
-    if ((calibration && load_calibration(calibration, &box, &err)) ||
-        k3_config_named(&c, config, &err)) {
+    if (calibration && load_calibration(calibration, &box, &err)) {
+        fprintf(stderr, "k3-uring plan: %s\n", err.msg);
+        return 1;
+    }
+    many_row_rates(&box);
+    if (k3_config_named(&c, config, &err)) {
         fprintf(stderr, "k3-uring plan: %s\n", err.msg);
         return 1;
     }
     struct k3_budget_input in;
     uint64_t *segments = NULL;
     double overlapping = 0;
-    rc = budget_input(&c, config, drives, ctx, seqs, threads ? threads : box.cores, nodes, &in,
+    rc = budget_input(&c, config, drives, ctx, seqs, rows, threads ? threads : box.cores, nodes, &in,
                       &segments, &overlapping, &err);
     struct k3_budget b;
     if (!rc) {
@@ -488,6 +570,8 @@ int cmd_plan(int argc, char **argv)
         k3_budget_print(stdout, &b, &in);
         struct planned p = {.c = &c, .in = &in, .b = &b, .overlapping = overlapping};
         double one_box = project(&p, &box);
+        if (prompt)
+            project_prompt(&p, &box, prompt);
         if (ranks > 1)
             project_ranks(&p, &box, ranks, dealt, &(struct net){net_gbps, net_us}, one_box);
     } else {

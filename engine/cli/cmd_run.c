@@ -78,7 +78,8 @@ static int setup(struct runner *r, struct k3_err *err)
     struct k3_runtime_opts ro = o->model.rt;
     ro.trace_path = o->trace_path;
     if (k3_runtime_open(&r->rt, &ro, err) || prepare_prompt(r, err) ||
-        k3_runtime_start(&r->rt, r->ctx, 1, k3_runtime_caller_bytes(r->rt.m.cfg.vocab, 1), err))
+        k3_runtime_start(&r->rt, r->ctx, 1, o->model.rt.batch,
+                         k3_runtime_caller_bytes(r->rt.m.cfg.vocab, 1, o->logits_out), err))
         return -1;
     if (!leader)
         return 0;
@@ -87,7 +88,8 @@ static int setup(struct runner *r, struct k3_err *err)
     if (k3_seq_init(&r->seq, c, r->ctx, err) ||
         k3_sampler_init(&r->sampler, c->vocab, o->temp, o->top_k, o->top_p, o->seed, err))
         return -1;
-    if (!(r->logits = malloc(sizeof(float) * (size_t)K3_CHUNK * c->vocab)))
+    if (!(r->logits = malloc(sizeof(float) * (size_t)(o->logits_out ? r->rt.fwd.rows : 1) *
+                             (size_t)c->vocab)))
         return k3_errf(err, "out of memory for logits");
     if (o->dump_layers) {
         r->dump.layers = c->n_layers;
@@ -118,15 +120,16 @@ static int teardown(struct runner *r, int rc, struct k3_err *err)
     return rc;
 }
 
-/* The prompt in steps of K3_CHUNK; logits of every position when they go to a file, of
- * the last otherwise (kept first in r->logits: the first token is sampled from it). */
+/* The prompt in passes of the context's rows; logits of every position when they go to
+ * a file, of the last otherwise (kept first in r->logits: the first token is sampled
+ * from it). */
 static int prefill(struct runner *r, struct k3_err *err)
 {
-    int V = r->rt.m.cfg.vocab;
+    int V = r->rt.m.cfg.vocab, P = r->rt.fwd.rows;
     bool all = r->lf.f != NULL;
-    for (int done = 0; !interrupted && done < r->n_prompt; done += K3_CHUNK) {
-        int T = r->n_prompt - done < K3_CHUNK ? r->n_prompt - done : K3_CHUNK;
-        k3_trace_begin(r->rt.trace, "prompt chunk", NULL);
+    for (int done = 0; !interrupted && done < r->n_prompt; done += P) {
+        int T = r->n_prompt - done < P ? r->n_prompt - done : P;
+        k3_trace_begin(r->rt.trace, "prompt pass", NULL);
         int rc = k3_forward_tokens(&r->rt.fwd, &r->seq, r->prompt + done, T, r->logits, all, err);
         k3_trace_end(r->rt.trace);
         if (rc || run_logits_write(&r->lf, r->logits, all ? T : 0, V, err))

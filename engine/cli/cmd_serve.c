@@ -71,8 +71,8 @@ static int serve(const struct serve_opts *o, struct k3_err *err)
                                           "max_position_embeddings %d", ctx, max_pos) : 0;
     /* The budget counts --parallel sequences' state and the scheduler's logits and samplers. */
     if (!rc)
-        rc = k3_runtime_start(&rt, ctx, o->parallel,
-                              k3_runtime_caller_bytes(rt.m.cfg.vocab, o->parallel), err) ||
+        rc = k3_runtime_start(&rt, ctx, o->parallel, K3_CHUNK,
+                              k3_runtime_caller_bytes(rt.m.cfg.vocab, o->parallel, false), err) ||
              k3_runtime_tokenizer(&rt, &tok, err);
     /* Under mpirun only the leader listens and schedules; the others run its steps. */
     rc = k3_runtime_agree(&rt, rc != 0, err);

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MODEL_ARGS_COUNT 14
+#define MODEL_ARGS_COUNT 15
 
 /* What the read path says while running (a drive taken as lost). */
 static void read_path_note(void *ctx, const char *line)
@@ -30,7 +30,7 @@ void model_args_init(struct model_args *a)
         .rank_timeout = 60,
         .leader = true,
         .rt = {.ram = K3_RAM_TRUNK, .io = K3IO_AUTO, .prefetch_k = K3_PREFETCH_K_DEFAULT,
-               .prefetch_depth = 2, .note = read_path_note},
+               .prefetch_depth = 2, .batch = K3_BATCH_DEFAULT, .note = read_path_note},
         .predict_on = 1,
         .predict_from = K3_PREDICT_MOE_INPUT_NEXT,
     };
@@ -59,6 +59,9 @@ static void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARG
          .help = "RAM budget; floor: every segment streamed, trunk: the whole trunk resident"},
         {.name = "io", .type = K3_OPT_ENUM, .dst = &a->rt.io, .choices = io_choices,
          .help = "read backend"},
+        {.name = "batch-size", .short_name = 'b', .type = K3_OPT_INT, .dst = &a->rt.batch,
+         .arg = "N", .help = "prompt rows one pass may take, at most (the RAM budget may allow "
+         "fewer; -v says)", .min = 1, .max = 1 << 20},
         {.name = "no-cache", .type = K3_OPT_FLAG, .dst = &a->rt.no_cache,
          .help = "no expert cache in the spare budget"},
         {.name = "sync", .type = K3_OPT_FLAG, .dst = &a->rt.sync,

@@ -1,7 +1,7 @@
 /* The command line that opens a model for generation, shared by `run` and `serve`.
  *
  * Owns: the options that choose the model and its read path (-m, --drives, --threads,
- * --numa, --ram, --io, --no-cache, --sync, --drive-model, --predict, --prefetch-k,
+ * --numa, --ram, -b/--batch-size, --io, --no-cache, --sync, --drive-model, --predict, --prefetch-k,
  * --prefetch-depth, --predict-from, --rank-timeout) as entries of a command's options table, their checks, the runtime
  * options they make, and what a command prints once the model is open (the runtime's
  * notes; -v: the read backend, the budget, the placement); under mpirun, joining the

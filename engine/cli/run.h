@@ -77,7 +77,7 @@ struct runner {
     struct logits_file lf;
     int32_t *prompt;
     int n_prompt, ctx;
-    float *logits;                     /* [K3_CHUNK][vocab] */
+    float *logits;                     /* [a pass's rows, or 1][vocab] */
     struct k3_layer_stats *layers_at_prompt_end; /* [n_layers + 1] */
 };
 

@@ -105,17 +105,20 @@ static int layer(struct k3_forward *f, const struct k3_step *st, int l, struct k
     res_mix(c, &s->res, w->attn_res_key, NULL, T, s->a);
     res_block_boundary(c, &s->res, l, T);
     norm_rows(s->hn, s->a, w->input_norm, H, c->rms_eps, T);
-    if (k3_stage_enter(f, K3_STAGE_ATTENTION, l, err))
-        return -1;
-    attention(f, st, l);
+    int rc = k3_stage_enter(f, K3_STAGE_ATTENTION, l, err);
+    if (!rc)
+        attention(f, st, l);
     k3_stage_leave(f);
+    if (rc)
+        return -1;
     res_add(&s->res, s->o, T, H);
 
     res_mix(c, &s->res, w->mlp_res_key, NULL, T, s->a);
     norm_rows(s->hn, s->a, w->post_attn_norm, H, c->rms_eps, T);
-    if (k3_stage_enter(f, K3_STAGE_FFN, l, err) || feed_forward(f, l, T, err))
-        return k3_err_prefix(err, "layer %d", l);
+    rc = k3_stage_enter(f, K3_STAGE_FFN, l, err) || feed_forward(f, l, T, err);
     k3_stage_leave(f);
+    if (rc)
+        return k3_err_prefix(err, "layer %d", l);
     res_add(&s->res, s->o, T, H);
     layer_hook(f, l, s->res.p, NULL, T);
     return k3_stage_predict(f, l, K3_AT_LAYER_OUTPUT, T, err);
@@ -137,8 +140,10 @@ static int output(struct k3_forward *f, const struct k3_step *st, struct k3_err 
             s->out_rows[n++] = t;
     if (!n)
         return 0;
-    if (k3_stage_enter(f, K3_STAGE_OUTPUT, c->n_layers, err))
+    if (k3_stage_enter(f, K3_STAGE_OUTPUT, c->n_layers, err)) {
+        k3_stage_leave(f); /* the span opened before the segment failed to arrive */
         return -1;
+    }
     res_mix(c, &s->res, f->m->w.out_res_key, s->out_rows, n, s->a);
     layer_hook(f, c->n_layers, s->a, s->out_rows, n);
     norm_rows(s->hn, s->a, f->m->w.final_norm, H, c->rms_eps, n_logits);
@@ -154,8 +159,8 @@ static int place_rows(struct k3_forward *f, const struct k3_step *st, struct k3_
 {
     const struct k3_config *c = &f->m->cfg;
     struct k3_forward_scratch *s = f->s;
-    if (st->n < 1 || st->n > K3_CHUNK)
-        return k3_errf(err, "a step of %d rows (1 to %d)", st->n, K3_CHUNK);
+    if (st->n < 1 || st->n > f->rows)
+        return k3_errf(err, "a step of %d rows (1 to %d)", st->n, f->rows);
     s->decode = true;
     for (int t = 0; t < st->n; t++) {
         const struct k3_seq *q = st->seq[t];
@@ -222,12 +227,12 @@ int k3_forward_tokens(struct k3_forward *f, struct k3_seq *q, const int32_t *tok
     if (q->pos + n > q->max_ctx)
         return k3_errf(err, "context full: %d positions used, %d more do not fit in %d", q->pos,
                        n, q->max_ctx);
-    struct k3_seq *seqs[K3_CHUNK];
-    bool want[K3_CHUNK];
-    for (int t = 0; t < K3_CHUNK; t++)
+    struct k3_seq **seqs = f->s->pass_seq;
+    bool *want = f->s->pass_want;
+    for (int t = 0; t < f->rows; t++)
         seqs[t] = q;
-    for (int done = 0; done < n; done += K3_CHUNK) {
-        int T = n - done < K3_CHUNK ? n - done : K3_CHUNK;
+    for (int done = 0; done < n; done += f->rows) {
+        int T = n - done < f->rows ? n - done : f->rows;
         bool last = done + T == n;
         for (int t = 0; t < T; t++)
             want[t] = logits && (all_logits || (last && t == T - 1));

@@ -5,10 +5,12 @@
  * scratch allocated once, never per token, the compute teams, and the hooks through which
  * the read path streams weights, prefetches experts and traces), and the layer loop with
  * K3's Attention Residuals bookkeeping (§3.2).
- * A step is up to K3_CHUNK rows; each row is one token extending one sequence, and the
- * rows of a sequence are adjacent and in order.  A prompt runs as steps of one sequence
- * (prefill); decoding several sequences together runs one row of each per step, so each
- * layer's weights and experts are read once for all of them.  Every value a row gets is
+ * A step is up to the context's rows (a pass); each row is one token extending one
+ * sequence, and the rows of a sequence are adjacent and in order.  A prompt runs as
+ * passes of one sequence (prefill): every layer takes all of a pass's rows before the
+ * next starts, so each MoE layer reads the union of the pass's experts once; decoding
+ * several sequences together runs one row of each per step, so each layer's weights and
+ * experts are read once for all of them.  Every value a row gets is
  * computed in the same order whatever the other rows are, so prefill and decode, and a
  * sequence alone or beside others, agree bytewise.
  * Does not own: weights (model.h), expert I/O (stream/experts.h), sampling.
@@ -25,7 +27,10 @@
 #include "engine/model/share.h"
 #include "engine/stream/experts.h"
 
-#define K3_CHUNK 32 /* rows in one step */
+/* Rows of a step that serve's scheduler and mpirun's step messages hold (serve's
+ * --parallel, its prompt rows per step); a prompt of `run` runs in passes of up to the
+ * context's rows. */
+#define K3_CHUNK 32
 
 /* The state one conversation carries from token to token. */
 struct k3_seq {
@@ -47,7 +52,7 @@ uint64_t k3_seq_state_bytes(const struct k3_config *c, int max_ctx);
 /* One step's rows.  logits receives a [vocab] row for each row whose want_logits is
  * set, in row order (none when want_logits is NULL). */
 struct k3_step {
-    int n;                      /* rows, 1..K3_CHUNK */
+    int n;                      /* rows, 1..k3_forward.rows */
     const int32_t *tokens;      /* [n] */
     struct k3_seq *const *seq;  /* [n] the sequence each row extends */
     const bool *want_logits;    /* [n] or NULL */
@@ -133,6 +138,7 @@ struct k3_forward {
     struct k3_expert_store *experts;
     struct k3_forward_hooks hooks;
     int max_ctx;                 /* the longest sequence it serves */
+    int rows;                    /* the most rows a step holds: a prompt pass's size */
     struct k3_forward_scratch *s;
     struct k3numa_teams *teams;  /* who computes routed experts (numa/teams.h) */
     struct k3_forward_stats stats;
@@ -142,14 +148,14 @@ struct k3_forward {
  * Each routed expert is computed by the team that k3_landed.team names, all teams at
  * once; the output bytes do not depend on the plan. */
 int k3_forward_init(struct k3_forward *f, const struct k3_model *m,
-                    struct k3_expert_store *experts, int max_ctx,
+                    struct k3_expert_store *experts, int max_ctx, int rows,
                     const struct k3numa_plan *plan, struct k3_err *err);
 void k3_forward_free(struct k3_forward *f);
 
 /* Runs one step; each sequence's position advances by its rows. */
 int k3_forward_step(struct k3_forward *f, const struct k3_step *step, struct k3_err *err);
 
-/* n tokens of one sequence, in steps of up to K3_CHUNK.  logits: NULL, or [n][vocab]
+/* n tokens of one sequence, in passes of up to f->rows.  logits: NULL, or [n][vocab]
  * when all_logits, or [vocab] for the last token only. */
 int k3_forward_tokens(struct k3_forward *f, struct k3_seq *q, const int32_t *tokens, int n,
                       float *logits, bool all_logits, struct k3_err *err);
@@ -157,8 +163,10 @@ int k3_forward_tokens(struct k3_forward *f, struct k3_seq *q, const int32_t *tok
 /* Routed experts team `team` has computed since the context began (0 for no such team). */
 uint64_t k3_forward_team_experts(const struct k3_forward *f, int team);
 
-/* Bytes of scratch a context allocates (activations of one step, attention rows, each
- * team's expert buffers). */
-uint64_t k3_forward_scratch_bytes(const struct k3_config *c, int max_ctx, int threads, int teams);
+/* Bytes of scratch a context of `rows` rows allocates (activations, AttnRes blocks,
+ * router outputs and per-row expert outputs of a pass, attention rows, each team's
+ * expert buffers). */
+uint64_t k3_forward_scratch_bytes(const struct k3_config *c, int max_ctx, int rows, int threads,
+                                  int teams);
 
 #endif

@@ -3,7 +3,8 @@
  *
  * Files: forward.c the layer loop and AttnRes; attention.c KDA and MLA; moe.c the latent
  * MoE; stages.c what runs beside the math (streaming, prediction, tracing); scratch.c
- * the buffers and a sequence's state.  C below is K3_CHUNK, the rows of one step.
+ * the buffers and a sequence's state.  C below is the context's rows (k3_forward.rows):
+ * the most one step or pass holds; E the experts of a layer.
  */
 #ifndef K3_FORWARD_INTERNAL_H
 #define K3_FORWARD_INTERNAL_H
@@ -22,7 +23,7 @@ struct team_scratch {
     float *zt;            /* [C][H_l] one expert's gathered inputs */
     float *fg;            /* [C][moe_inter] SiTU(W1 z, W3 z) */
     float *yt;            /* [C][H_l] its outputs */
-    struct expert_job *jobs; /* [C * k] this round's experts, in the order they landed */
+    struct expert_job *jobs; /* [E] this round's experts, in the order they landed */
     int n_jobs;
     uint64_t computed;    /* experts computed since the context began */
 };
@@ -37,6 +38,7 @@ struct attn_res {
 
 struct k3_forward_scratch {
     void *block;     /* the one allocation every buffer below lives in */
+    int rows;        /* C */
     int threads;
     int n_teams;
     /* the step */
@@ -67,6 +69,7 @@ struct k3_forward_scratch {
     float *routed;   /* [C][H] the routed experts' output, projected up */
     struct k3_expert_groups groups;
     int *owned;      /* [min(E, C * k)] the chosen experts this process computes */
+    int *round;      /* [E] the store's indices of the records a round computes */
     struct team_scratch *team; /* [n_teams] */
     /* prediction */
     float *pred_h;   /* [C][H] the hidden states a prediction routes */
@@ -79,6 +82,8 @@ struct k3_forward_scratch {
     int *pred_rank;  /* [E] dealt experts (share.h): the rank each predicted one went to, or -1 */
     /* output */
     int *out_rows;   /* [C] rows whose output is computed */
+    struct k3_seq **pass_seq; /* [C] k3_forward_tokens's step: every row the one sequence */
+    bool *pass_want; /* [C] which of its rows want logits */
     void *mxfp4;     /* the expert kernels' scratch: [threads] slots of [C][max(H_l, moe_inter)] */
 };
 

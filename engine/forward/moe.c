@@ -1,8 +1,9 @@
 /* The feed-forward sublayers: the dense SiTU-GLU MLP and the latent MoE (§3.7-3.8).
  *
  * The MoE reads each expert the step's rows chose once, however many rows chose it, and
- * multiplies it for all of them; records are computed in the order they land, each by
- * the team whose node holds it, and the outputs are combined in selection order, never
+ * multiplies it for all of them; the whole union goes to the store at once and streams
+ * through its slots; records are computed in the order they land, each by the team
+ * whose node holds it, and the outputs are combined in selection order, never
  * arrival order.  Under mpirun a process reads and computes only its share of the chosen
  * experts; the others' outputs come from the peer hooks before the combine. */
 #include <stdio.h>
@@ -98,29 +99,38 @@ static void trace_round(struct k3_forward *f, int l)
         }
 }
 
-/* Computes the records of experts[0..n) as they land: whatever has landed goes to the
- * teams whose nodes hold it, all teams computing at once, until all n are done. */
+/* Computes the records of experts[0..n) as they land: whatever has landed (when the
+ * store queues some of them, up to half its reads in flight, so that the other half
+ * keeps the drives busy) goes to the teams whose nodes hold it, all teams computing at once; then each record computed
+ * gives its slot back to the store for the next queued read, until all n are done. */
 static int routed_experts(struct k3_forward *f, int l, const int *experts, int n,
                           struct k3_err *err)
 {
     struct k3_forward_scratch *s = f->s;
     struct k3_expert_store *store = f->experts;
+    int round_max = n <= store->capacity ? n : store->capacity > 1 ? store->capacity / 2 : 1;
     for (int done = 0; done < n;) {
         for (int i = 0; i < s->n_teams; i++)
             s->team[i].n_jobs = 0;
+        int taken = 0;
         struct k3_landed got;
         int rc = store->ops->next(store, true, &got, err);
         for (; rc == 0; rc = store->ops->next(store, false, &got, err)) {
             struct team_scratch *ts = &s->team[got.team % s->n_teams];
+            s->round[taken] = got.index;
             ts->jobs[ts->n_jobs++] = (struct expert_job){experts[got.index], got.record, 0, 0};
             ts->computed++;
-            if (++done == n)
+            if (++taken == round_max || done + taken == n)
                 break;
         }
         if (rc < 0)
             return -1;
         k3numa_teams_run(f->teams, team_experts, f);
         trace_round(f, l);
+        for (int i = 0; i < taken; i++)
+            if (store->ops->done(store, s->round[i], err))
+                return -1;
+        done += taken;
     }
     return 0;
 }
@@ -215,8 +225,7 @@ int k3_moe_rows(struct k3_forward *f, int l, int T, struct k3_err *err)
     assign_ranks(s, f->hooks.peers.share, l);
     const int *chosen = s->owned;
     int n_chosen = owned_experts(&s->groups, f->hooks.peers.share.rank, s->owned);
-    int n_first = n_chosen < store->capacity ? n_chosen : store->capacity;
-    if (store->ops->begin(store, l, chosen, n_first, err) ||
+    if (store->ops->begin(store, l, chosen, n_chosen, err) ||
         k3_stage_predict(f, l, K3_AT_FFN_INPUT, T, err))
         return -1;
     k3_trace_begin(f->hooks.trace, "shared + latent", NULL);
@@ -224,12 +233,8 @@ int k3_moe_rows(struct k3_forward *f, int l, int T, struct k3_err *err)
     /* Shared experts see the full-width input; their output adds unweighted. */
     k3_mlp_rows(c, &w->shared, k3_shared_inter(c), s->hn, s->o, s->fg, T);
     k3_trace_end(f->hooks.trace);
-    for (int at = 0; at < n_chosen; at += store->capacity) {
-        int n = n_chosen - at < store->capacity ? n_chosen - at : store->capacity;
-        if ((at && store->ops->begin(store, l, chosen + at, n, err)) ||
-            routed_experts(f, l, chosen + at, n, err))
-            return -1;
-    }
+    if (routed_experts(f, l, chosen, n_chosen, err))
+        return -1;
     if (peer_outputs(f, l, err))
         return -1;
 

@@ -36,7 +36,7 @@ static void *take(struct bump *b, size_t bytes)
 static void layout_attention(struct k3_forward_scratch *s, struct bump *b,
                              const struct k3_config *c, int max_ctx)
 {
-    size_t C = K3_CHUNK, P = (size_t)k3_kda_width(c), f = sizeof(float);
+    size_t C = (size_t)s->rows, P = (size_t)k3_kda_width(c), f = sizeof(float);
     size_t mla_out = (size_t)k3_mla_out_width(c);
     s->kq = take(b, C * P * f);
     s->kk = take(b, C * P * f);
@@ -56,7 +56,7 @@ static void layout_attention(struct k3_forward_scratch *s, struct bump *b,
 
 static void layout_ffn(struct k3_forward_scratch *s, struct bump *b, const struct k3_config *c)
 {
-    size_t C = K3_CHUNK, H = (size_t)c->hidden, f = sizeof(float);
+    size_t C = (size_t)s->rows, H = (size_t)c->hidden, f = sizeof(float);
     size_t Hl = (size_t)c->latent, E = (size_t)c->n_experts, K = (size_t)c->top_k;
     s->fg = take(b, C * (size_t)max3(c->dense_inter, k3_shared_inter(c), c->moe_inter) * f);
     s->rlogit = take(b, C * E * f);
@@ -71,6 +71,7 @@ static void layout_ffn(struct k3_forward_scratch *s, struct bump *b, const struc
     s->groups.user_off = take(b, (E + 1) * sizeof(int));
     s->groups.users = take(b, C * K * sizeof(int));
     s->owned = take(b, E * sizeof(int));
+    s->round = take(b, E * sizeof(int));
     s->groups.rank_of = take(b, E * sizeof(int));
     s->team = take(b, (size_t)s->n_teams * sizeof *s->team);
     for (int i = 0; i < s->n_teams; i++) {
@@ -78,14 +79,14 @@ static void layout_ffn(struct k3_forward_scratch *s, struct bump *b, const struc
         ts->zt = take(b, C * Hl * f);
         ts->fg = take(b, C * (size_t)c->moe_inter * f);
         ts->yt = take(b, C * Hl * f);
-        ts->jobs = take(b, C * K * sizeof *ts->jobs);
+        ts->jobs = take(b, E * sizeof *ts->jobs);
     }
 }
 
 static void layout_scratch(struct k3_forward_scratch *s, struct bump *b, const struct k3_config *c,
                            int max_ctx)
 {
-    size_t C = K3_CHUNK, H = (size_t)c->hidden, E = (size_t)c->n_experts, f = sizeof(float);
+    size_t C = (size_t)s->rows, H = (size_t)c->hidden, E = (size_t)c->n_experts, f = sizeof(float);
     s->row_pos = take(b, C * sizeof(int));
     s->res.p = take(b, C * H * f);
     s->res.blocks = take(b, C * (size_t)k3_max_blocks(c) * H * f);
@@ -102,42 +103,49 @@ static void layout_scratch(struct k3_forward_scratch *s, struct bump *b, const s
     s->pred_mark = take(b, E * sizeof(bool));
     s->pred_rank = take(b, E * sizeof(int));
     s->out_rows = take(b, C * sizeof(int));
-    s->mxfp4 = take(b, k3_mxfp4_scratch_bytes(K3_CHUNK, expert_inputs(c), s->threads));
+    s->pass_seq = take(b, C * sizeof *s->pass_seq);
+    s->pass_want = take(b, C * sizeof *s->pass_want);
+    s->mxfp4 = take(b, k3_mxfp4_scratch_bytes(s->rows, expert_inputs(c), s->threads));
 }
 
-uint64_t k3_forward_scratch_bytes(const struct k3_config *c, int max_ctx, int threads, int teams)
+uint64_t k3_forward_scratch_bytes(const struct k3_config *c, int max_ctx, int rows, int threads,
+                                  int teams)
 {
-    struct k3_forward_scratch s = {.threads = threads, .n_teams = teams > 0 ? teams : 1};
+    struct k3_forward_scratch s = {.rows = rows, .threads = threads, .n_teams = teams > 0 ? teams : 1};
     struct bump b = {0};
     layout_scratch(&s, &b, c, max_ctx);
     return b.used;
 }
 
 int k3_forward_init(struct k3_forward *f, const struct k3_model *m,
-                    struct k3_expert_store *experts, int max_ctx,
+                    struct k3_expert_store *experts, int max_ctx, int rows,
                     const struct k3numa_plan *plan, struct k3_err *err)
 {
     memset(f, 0, sizeof *f);
     f->m = m;
     f->experts = experts;
     f->max_ctx = max_ctx;
+    f->rows = rows;
+    if (rows < 1)
+        return k3_errf(err, "a pass of %d rows (at least 1)", rows);
     if (!(f->s = calloc(1, sizeof *f->s)) || k3numa_teams_create(&f->teams, plan) ||
         !(f->stats.decode_experts = calloc((size_t)m->cfg.n_layers, sizeof(uint64_t))))
         goto oom;
     f->s->threads = omp_get_max_threads();
     f->s->n_teams = k3numa_teams_count(f->teams);
+    f->s->rows = rows;
     struct bump b = {0};
     layout_scratch(f->s, &b, &m->cfg, max_ctx);
     if (!(b.base = f->s->block = aligned_alloc(64, b.used)))
         goto oom;
     b.used = 0;
     layout_scratch(f->s, &b, &m->cfg, max_ctx);
-    k3_mxfp4_scratch_bind(f->s->mxfp4, K3_CHUNK, expert_inputs(&m->cfg), f->s->threads);
+    k3_mxfp4_scratch_bind(f->s->mxfp4, rows, expert_inputs(&m->cfg), f->s->threads);
     return 0;
 oom:
     k3_forward_free(f);
     return k3_errf(err, "out of memory for the forward pass's scratch (%.1f MB)",
-                   k3_forward_scratch_bytes(&m->cfg, max_ctx, omp_get_max_threads(), 1) / 1e6);
+                   k3_forward_scratch_bytes(&m->cfg, max_ctx, rows, omp_get_max_threads(), 1) / 1e6);
 }
 
 void k3_forward_free(struct k3_forward *f)

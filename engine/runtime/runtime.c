@@ -46,8 +46,8 @@ int k3_runtime_open(struct k3_runtime *rt, const struct k3_runtime_opts *o, stru
     return rc;
 }
 
-static int open_stream(struct k3_runtime *rt, int ctx, int seqs, uint64_t caller_bytes,
-                       struct k3_err *err)
+static int open_stream(struct k3_runtime *rt, int ctx, int seqs, int rows,
+                       struct k3_caller_bytes caller, struct k3_err *err)
 {
     const struct k3_runtime_opts *o = &rt->o;
     uint64_t fault_seed;
@@ -68,7 +68,9 @@ static int open_stream(struct k3_runtime *rt, int ctx, int seqs, uint64_t caller
         .place = &rt->place,
         .faults = getenv("K3_FAULTS"),
         .fault_seed = fault_seed,
-        .caller_bytes = caller_bytes,
+        .caller_bytes = caller.fixed,
+        .caller_row_bytes = caller.per_row,
+        .rows = rows,
         .note = o->note,
         .note_ctx = o->note_ctx,
     };
@@ -89,8 +91,8 @@ static int open_stream(struct k3_runtime *rt, int ctx, int seqs, uint64_t caller
     return 0;
 }
 
-int k3_runtime_start(struct k3_runtime *rt, int ctx, int seqs, uint64_t caller_bytes,
-                     struct k3_err *err)
+int k3_runtime_start(struct k3_runtime *rt, int ctx, int seqs, int rows,
+                     struct k3_caller_bytes caller, struct k3_err *err)
 {
     const struct k3_runtime_opts *o = &rt->o;
     const struct k3_packed *p = rt->m.packed;
@@ -100,8 +102,12 @@ int k3_runtime_start(struct k3_runtime *rt, int ctx, int seqs, uint64_t caller_b
     if (o->trace_path &&
         k3_trace_open(&rt->trace, leader ? o->trace_path : NULL, p->n_drives, rank, err))
         return -1;
-    if (open_stream(rt, ctx, seqs, caller_bytes, err) ||
-        k3_forward_init(&rt->fwd, &rt->m, rt->store, ctx, rt->place.plan, err))
+    /* mpirun's step messages hold K3_CHUNK rows (engine/cluster). */
+    if (o->cluster && rows > K3_CHUNK)
+        rows = K3_CHUNK;
+    if (open_stream(rt, ctx, seqs, rows, caller, err) ||
+        k3_forward_init(&rt->fwd, &rt->m, rt->store, ctx,
+                        k3_stream_budget(rt->stream, NULL)->rows, rt->place.plan, err))
         return -1;
     rt->fwd.hooks = (struct k3_forward_hooks){
         .trunk = k3_stream_trunk(rt->stream),

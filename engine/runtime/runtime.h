@@ -33,6 +33,8 @@ struct k3_runtime_opts {
     int threads;              /* 0: one per core */
     bool numa_off;
     uint64_t ram;             /* bytes, K3_RAM_TRUNK or K3_RAM_FLOOR */
+    int batch;                /* -b: the most rows of a prompt pass (the budget may allow
+                               * fewer; under mpirun at most K3_CHUNK) */
     enum k3io_backend io;
     bool no_cache, sync;
     struct k3io_drive_model drive_model; /* rate 0: none */
@@ -60,20 +62,29 @@ struct k3_runtime {
 /* Placement and the model; nothing is read beyond the config, the tensor table and the
  * small tensors yet. */
 int k3_runtime_open(struct k3_runtime *rt, const struct k3_runtime_opts *o, struct k3_err *err);
-/* The trace, the read path planned for seqs sequences of ctx positions (the budget also
- * counts caller_bytes the caller keeps beside: logits rows, samplers), and the compute
+/* What the caller keeps beside the runtime, counted in the budget: `fixed` bytes, and
+ * `per_row` for each row of a prompt pass (logits rows that go to a file). */
+struct k3_caller_bytes {
+    uint64_t fixed, per_row;
+};
+
+/* The trace, the read path planned for seqs sequences of ctx positions and prompt passes
+ * of up to rows rows (the budget may allow fewer: fwd.rows says), and the compute
  * context. */
-int k3_runtime_start(struct k3_runtime *rt, int ctx, int seqs, uint64_t caller_bytes,
-                     struct k3_err *err);
+int k3_runtime_start(struct k3_runtime *rt, int ctx, int seqs, int rows,
+                     struct k3_caller_bytes caller, struct k3_err *err);
 /* Closes everything; -1 with err (when not NULL) if the trace could not be completed. */
 int k3_runtime_close(struct k3_runtime *rt, struct k3_err *err);
 
-/* What a generator keeps beside the runtime, counted in the budget: one step's logits
- * and a sampler per sequence (run: 1; serve: --parallel). */
-static inline uint64_t k3_runtime_caller_bytes(int vocab, int seqs)
+/* What a generator keeps beside the runtime: logits rows (a step's K3_CHUNK, and one per
+ * pass row when every row's logits are kept) and a sampler per sequence (run: 1; serve:
+ * --parallel). */
+static inline struct k3_caller_bytes k3_runtime_caller_bytes(int vocab, int seqs, bool row_logits)
 {
-    return sizeof(float) * (uint64_t)K3_CHUNK * (uint64_t)vocab +
-           (uint64_t)seqs * k3_sampler_bytes(vocab);
+    uint64_t row = sizeof(float) * (uint64_t)vocab;
+    return (struct k3_caller_bytes){
+        .fixed = K3_CHUNK * row + (uint64_t)seqs * k3_sampler_bytes(vocab),
+        .per_row = row_logits ? row : 0};
 }
 
 /* Under mpirun, after every rank's open and start (failed: this one's did not): 0 when

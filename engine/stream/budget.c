@@ -17,14 +17,21 @@ static const char *context_text(const struct k3_budget_input *in, char *buf, siz
     return buf;
 }
 
-static uint64_t fixed_part(const struct k3_budget_input *in, struct k3_budget *b)
+static int rows_wanted(const struct k3_budget_input *in)
 {
+    return in->rows > 0 ? in->rows : K3_CHUNK;
+}
+
+/* The part that does not depend on the trunk's plan, with a pass of `rows` rows. */
+static uint64_t fixed_part(const struct k3_budget_input *in, int rows, struct k3_budget *b)
+{
+    b->rows = rows;
     b->runtime = K3_RUNTIME_BYTES;
     b->state = (uint64_t)(in->seqs > 1 ? in->seqs : 1) * k3_seq_state_bytes(in->cfg, in->ctx);
-    b->scratch = k3_forward_scratch_bytes(in->cfg, in->ctx, in->threads, in->teams);
+    b->scratch = k3_forward_scratch_bytes(in->cfg, in->ctx, rows, in->threads, in->teams);
     b->vectors = in->vector_bytes;
     b->manifest = in->manifest_bytes;
-    b->caller = in->caller_bytes;
+    b->caller = in->caller_bytes + (uint64_t)rows * in->caller_row_bytes;
     b->expert_inflight = (uint64_t)in->inflight_records * in->record_bytes;
     b->verify = k3_verify_scratch_bytes();
     b->embed_buffer = in->embed_buffer_bytes;
@@ -148,11 +155,27 @@ static void plan_trunk(const struct k3_budget_input *in, uint64_t room, bool *re
         resident[K3_SEG_EMBED] = false;
 }
 
+/* The most rows, from the floor's up to -b, whose fixed part fits in room (bisection:
+ * the fixed part grows with the rows). */
+static int pass_rows(const struct k3_budget_input *in, uint64_t room, int floor_rows)
+{
+    struct k3_budget trial;
+    int lo = floor_rows, hi = rows_wanted(in);
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        if (fixed_part(in, mid, &trial) <= room)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
 uint64_t k3_budget_trunk_resident(const struct k3_budget_input *in)
 {
     struct k3_budget b;
     memset(&b, 0, sizeof b);
-    uint64_t c = fixed_part(in, &b);
+    uint64_t c = fixed_part(in, rows_wanted(in), &b);
     for (int s = 0; s < in->n_segments; s++)
         c += in->segment_bytes[s];
     return c;
@@ -164,8 +187,11 @@ int k3_budget_plan(const struct k3_budget_input *in, uint64_t budget, struct k3_
     memset(b, 0, sizeof *b);
     b->budget = budget;
     b->n_segments = in->n_segments;
-    uint64_t fixed = fixed_part(in, b);
-    b->floor = fixed + floor_trunk(in, b->resident);
+    int want = rows_wanted(in);
+    b->floor_rows = want < K3_CHUNK ? want : K3_CHUNK;
+    uint64_t fixed = fixed_part(in, b->floor_rows, b);
+    uint64_t trunk_floor = floor_trunk(in, b->resident);
+    b->floor = fixed + trunk_floor;
     char ctx[64];
     if (budget < b->floor)
         return k3_errf(err,
@@ -175,6 +201,7 @@ int k3_budget_plan(const struct k3_budget_input *in, uint64_t budget, struct k3_
                        b->state / GIB,
                        b->expert_inflight / GIB, (b->floor - fixed) / GIB,
                        (fixed - b->state - b->expert_inflight) / GIB);
+    fixed = fixed_part(in, pass_rows(in, budget - trunk_floor, b->floor_rows), b);
     plan_trunk(in, budget - fixed, b->resident);
     b->stream_slot_bytes = largest_streamed(in, b->resident);
     for (int s = 0; s < in->n_segments; s++)
@@ -198,7 +225,8 @@ void k3_budget_print(FILE *f, const struct k3_budget *b, const struct k3_budget_
             (unsigned long long)b->floor, context_text(in, ctx, sizeof ctx));
     fprintf(f, "  session state         %8.3f GiB (KDA state, conv rings, MLA cache)\n",
             b->state / G);
-    fprintf(f, "  runtime + scratch     %8.3f GiB\n", (b->runtime + b->scratch + b->verify) / G);
+    fprintf(f, "  runtime + scratch     %8.3f GiB (prompt passes of %d rows)\n",
+            (b->runtime + b->scratch + b->verify) / G, b->rows);
     fprintf(f, "  small tensors         %8.3f GiB\n", (b->vectors + b->manifest) / G);
     fprintf(f, "  expert buffers        %8.3f GiB (%d in flight)\n", b->expert_inflight / G,
             in->inflight_records);

@@ -8,7 +8,9 @@
  * into (on demand), and the trunk at its cheapest: two stream slots (one computing, one
  * being read) of the largest streamed segment, plus whichever largest segments are
  * cheaper resident than streamed through slots of their size.
- * Above the floor the trunk is planned for the most resident layer and output bytes
+ * The floor counts a pass of min(-b, K3_CHUNK) rows; above it, a prompt pass takes first
+ * what its rows need, up to -b (one pass reads each chosen expert once, so its size
+ * decides a prompt's reads), then the trunk is planned for the most resident layer and output bytes
  * (each is a byte not read per token): for each slot size m (every segment size, and 0:
  * nothing streamed) every segment larger than m is resident, then the rest largest
  * first, each that still fits; the plan with the most resident bytes wins (the fewest
@@ -46,6 +48,9 @@ struct k3_budget_input {
     uint64_t manifest_bytes;      /* the whole manifest (a checkpoint's: the tables of
                                    * ckpt_view.h), held while the model is open */
     uint64_t caller_bytes;        /* the caller's buffers: logits rows, samplers */
+    int rows;                     /* the most rows a prompt pass may take (-b; 0 counts as
+                                   * K3_CHUNK) */
+    uint64_t caller_row_bytes;    /* the caller's buffers per pass row (logits to a file) */
     int inflight_records;         /* expert records one layer keeps in flight */
 };
 
@@ -57,6 +62,9 @@ struct k3_budget {
     uint64_t expert_inflight;     /* inflight_records x record_bytes */
     uint64_t verify;              /* the checksum pass's scratch (k3_verify_scratch_bytes) */
     uint64_t embed_buffer;        /* in->embed_buffer_bytes */
+    int rows;                     /* a prompt pass's rows: the scratch and caller rows
+                                   * above are sized for them */
+    int floor_rows;               /* the rows the floor counts: min(in->rows, K3_CHUNK) */
     /* spent above the fixed part */
     bool resident[K3_MAX_LAYERS + 2]; /* by segment */
     int n_segments;

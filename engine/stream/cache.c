@@ -1,8 +1,11 @@
-/* The stream's expert store (experts.h): record slots kept as a cache.  begin() pins a
- * layer's records in slots (a hit when one is there already), prefetch() reads predicted
- * records into free slots in the background, next() hands back records as they land and
- * check out.  A slot is reused least recently used first, never while pinned or landing;
- * each team's slots are taken in turn, so a layer's experts spread over the teams. */
+/* The stream's expert store (experts.h): record slots kept as a cache.  begin() pins the
+ * records of a layer's batch that are in slots already (a hit) and queues the rest,
+ * whose reads stream through free slots, at most `capacity` in flight, each slot
+ * refilled as soon as done() says its record is computed; prefetch() reads predicted
+ * records into free slots in the background once the batch has no queue; next() hands
+ * back records as they land and check out.  A slot is reused least recently used first,
+ * never while pinned or landing; each team's slots are taken in turn, so a layer's
+ * experts spread over the teams. */
 #include <assert.h>
 
 #include "engine/kernels/mxfp4.h"
@@ -125,69 +128,110 @@ static void unpin_all(struct k3_stream *s, int layer)
     }
 }
 
-/* Batch entry i asks for object o: a hit (prefetched for this layer, or cached from an
- * earlier token) or a read into a free slot.  Returns the slot, or -1. */
-static int take(struct k3_stream *s, int layer, uint64_t o, struct k3_err *err)
+/* Batch entry i's record is in a slot already (prefetched for this layer, or cached from
+ * an earlier token): pinned now, so nothing evicts it before it is computed.  Returns
+ * false when it is not there. */
+static int take_held(struct k3_stream *s, int i, struct k3_err *err)
 {
-    struct k3_layer_stats *ls = &s->layer_stats[layer];
-    if (k3_packed_holds(s->p, o, err)) /* another rank's expert: never read garbage */
-        return -1;
-    int slot = slot_holding(s, o);
-    if (slot >= 0) {
-        struct buffer *b = &s->records[slot];
-        s->team_load[slot_team(s, slot)]++;
-        if (b->predicted == layer) {
-            ls->predicted_used++;
-            if (b->state == BUF_PENDING && promote(s, slot, err))
-                return -1;
-        } else {
-            s->stats.records_hit++; /* in memory from an earlier token: a read avoided */
-        }
-        b->predicted = -1;
-        return slot;
-    }
-    /* Every slot may be busy landing prefetched records: wait for one. */
-    while ((slot = free_slot(s)) < 0)
-        if (pump(s, 1, err))
+    struct batch_entry *en = &s->batch[i];
+    int slot = slot_holding(s, en->object);
+    if (slot < 0)
+        return 0;
+    struct buffer *b = &s->records[slot];
+    struct k3_layer_stats *ls = &s->layer_stats[s->layer];
+    s->team_load[slot_team(s, slot)]++;
+    if (b->predicted == s->layer) {
+        ls->predicted_used++;
+        if (b->state == BUF_PENDING && promote(s, slot, err))
             return -1;
-    s->store.stats.bytes += s->m->record.bytes;
-    return start_record(s, slot, o, 0, err) ? -1 : slot;
+    } else {
+        s->stats.records_hit++; /* in memory from an earlier token: a read avoided */
+    }
+    b->predicted = -1;
+    en->slot = slot;
+    return 1;
+}
+
+/* Pins entry i's slot for the batch. */
+static void pin(struct k3_stream *s, int i)
+{
+    struct buffer *b = &s->records[s->batch[i].slot];
+    b->pins++;
+    b->last_use = ++s->use_clock;
+    buffer_check(b);
+}
+
+/* Starts the reads of the batch's queued entries, in order, while fewer than the store's
+ * depth are in flight and a slot is free: the union streams through the slots as one
+ * queue, each slot refilled as soon as its record is done (experts_done). */
+static int start_queued(struct k3_stream *s, struct k3_err *err)
+{
+    while (s->queued < s->batch_n && s->reading < s->store.capacity) {
+        struct batch_entry *en = &s->batch[s->queued];
+        if (en->slot >= 0) { /* held since begin */
+            s->queued++;
+            continue;
+        }
+        int slot = free_slot(s);
+        if (slot < 0)
+            return 0;
+        s->store.stats.bytes += s->m->record.bytes;
+        if (start_record(s, slot, en->object, 0, err))
+            return -1;
+        en->slot = slot;
+        en->read = true;
+        s->reading++;
+        pin(s, s->queued++);
+    }
+    return 0;
 }
 
 static int experts_begin(struct k3_expert_store *st, int layer, const int *experts, int n,
                          struct k3_err *err)
 {
     struct k3_stream *s = of_store(st);
-    if (n > st->capacity)
-        return k3_errf(err, "expert batch of %d exceeds the store's %d buffers", n, st->capacity);
+    if (n > s->m->cfg.n_experts)
+        return k3_errf(err, "expert batch of %d exceeds a layer's %d experts", n,
+                       s->m->cfg.n_experts);
     unpin_all(s, layer);
     s->layer = layer;
-    s->batch = experts;
     s->batch_n = n;
-    s->delivered = 0;
+    s->delivered = s->queued = s->reading = 0;
     s->layer_stats[layer].records += (uint64_t)n;
     clear_team_load(s);
     for (int i = 0; i < n; i++) {
-        int slot = take(s, layer, k3_model_record_object(s->m, layer, experts[i]), err);
-        if (slot < 0)
+        uint64_t o = k3_model_record_object(s->m, layer, experts[i]);
+        if (k3_packed_holds(s->p, o, err)) /* another rank's expert: never read garbage */
             return -1;
-        s->batch_slot[i] = slot;
-        s->batch_done[i] = false;
-        s->records[slot].pins++;
-        s->records[slot].last_use = ++s->use_clock;
-        buffer_check(&s->records[slot]);
+        s->batch[i] = (struct batch_entry){.object = o, .slot = -1};
+        int held = take_held(s, i, err);
+        if (held < 0)
+            return -1;
+        if (held)
+            pin(s, i);
     }
     /* Prefetched for this layer and not asked for: the prediction missed. */
     for (int i = 0; i < s->n_records; i++)
         if (s->records[i].predicted == layer)
             abandon(s, i, &s->layer_stats[layer]);
-    return 0;
+    return start_queued(s, err);
+}
+
+/* Whether the batch still has entries to read: prefetches wait for them. */
+static bool batch_queued(const struct k3_stream *s)
+{
+    for (int i = s->queued; i < s->batch_n; i++)
+        if (s->batch[i].slot < 0)
+            return true;
+    return false;
 }
 
 static int experts_prefetch(struct k3_expert_store *st, int layer, const int *experts, int n,
                             struct k3_err *err)
 {
     struct k3_stream *s = of_store(st);
+    if (batch_queued(s))
+        return 0; /* the slots are this layer's first */
     clear_team_load(s);
     for (int i = 0; i < n; i++) {
         uint64_t o = k3_model_record_object(s->m, layer, experts[i]);
@@ -205,15 +249,23 @@ static int experts_prefetch(struct k3_expert_store *st, int layer, const int *ex
     return 0;
 }
 
-/* Checks every record of the batch that has landed, together. */
+/* Checks every record of the batch that has landed, together (in batches of what one
+ * check takes). */
 static int verify_landed(struct k3_stream *s, struct k3_err *err)
 {
     struct buffer *landed_now[K3_MAX_TOPK];
     int n = 0;
     for (int i = 0; i < s->batch_n; i++) {
-        struct buffer *b = &s->records[s->batch_slot[i]];
-        if (!s->batch_done[i] && b->state == BUF_LANDED)
-            landed_now[n++] = b;
+        const struct batch_entry *en = &s->batch[i];
+        struct buffer *b = en->slot >= 0 ? &s->records[en->slot] : NULL;
+        if (!b || en->delivered || b->state != BUF_LANDED)
+            continue;
+        landed_now[n++] = b;
+        if (n == K3_MAX_TOPK) {
+            if (verify(s, landed_now, n, err))
+                return -1;
+            n = 0;
+        }
     }
     return n ? verify(s, landed_now, n, err) : 0;
 }
@@ -223,13 +275,14 @@ static int verify_landed(struct k3_stream *s, struct k3_err *err)
 static bool deliver(struct k3_stream *s, double stall0, struct k3_landed *out)
 {
     for (int i = 0; i < s->batch_n; i++) {
-        struct buffer *b = &s->records[s->batch_slot[i]];
-        if (s->batch_done[i] || b->state != BUF_READY)
+        struct batch_entry *en = &s->batch[i];
+        struct buffer *b = en->slot >= 0 ? &s->records[en->slot] : NULL;
+        if (!b || en->delivered || b->state != BUF_READY)
             continue;
-        s->batch_done[i] = true;
+        en->delivered = true;
         s->delivered++;
-        *out = (struct k3_landed){.index = i, .record = b->base,
-                                  .team = slot_team(s, s->batch_slot[i])};
+        s->reading -= en->read;
+        *out = (struct k3_landed){.index = i, .record = b->base, .team = slot_team(s, en->slot)};
         const struct k3_record_layout *r = &s->m->record;
         for (int p = K3_W1_SCALE; p < K3_EXPERT_PARTS; p += 2)
             s->store.stats.nan_scale_groups += k3_mxfp4_count_nan_scales(b->base + r->off[p], r->len[p]);
@@ -245,8 +298,9 @@ static bool deliver(struct k3_stream *s, double stall0, struct k3_landed *out)
 static int read_next_sync(struct k3_stream *s, struct k3_err *err)
 {
     for (int i = 0; i < s->batch_n; i++) {
-        struct buffer *b = &s->records[s->batch_slot[i]];
-        if (s->batch_done[i] || b->state != BUF_PENDING || b->inflight)
+        const struct batch_entry *en = &s->batch[i];
+        struct buffer *b = en->slot >= 0 ? &s->records[en->slot] : NULL;
+        if (!b || en->delivered || b->state != BUF_PENDING || b->inflight)
             continue;
         return read_pieces(s, b, 0, b->count, 0, err) || wait_ready(s, b, err) ? -1 : 0;
     }
@@ -261,16 +315,35 @@ static int experts_next(struct k3_expert_store *st, bool wait, struct k3_landed 
     if (s->delivered >= s->batch_n)
         return k3_errf(err, "expert store: next() past the end of the batch");
     for (bool reaped = false;; reaped = true) {
-        if (verify_landed(s, err))
+        if (start_queued(s, err) || verify_landed(s, err))
             return -1;
         if (deliver(s, stall0, out))
             return 0;
         if (!wait && reaped)
             return 1;
+        if (wait && s->reading == 0 && s->inflight == 0)
+            return k3_errf(err, "expert store: every slot is held by records not yet done");
         int rc = !wait ? pump(s, 0, err) : s->o.sync ? read_next_sync(s, err) : pump(s, 1, err);
         if (rc)
             return -1;
     }
+}
+
+/* The caller is done with entry i's record: its slot may take the next queued read (the
+ * record stays cached when there is a cache). */
+static int experts_done(struct k3_expert_store *st, int i, struct k3_err *err)
+{
+    struct k3_stream *s = of_store(st);
+    struct batch_entry *en = &s->batch[i];
+    assert(i >= 0 && i < s->batch_n && en->delivered && !en->done);
+    struct buffer *b = &s->records[en->slot];
+    en->done = true;
+    b->pins--;
+    if (!b->pins && !s->o.cache && b->predicted < 0)
+        buffer_release(b);
+    else
+        buffer_check(b);
+    return start_queued(s, err);
 }
 
 static void experts_close(struct k3_expert_store *st) { (void)st; /* owned by the stream */ }
@@ -279,6 +352,7 @@ const struct k3_expert_store_ops stream_store_ops = {
     .name = "stream",
     .begin = experts_begin,
     .next = experts_next,
+    .done = experts_done,
     .prefetch = experts_prefetch,
     .close = experts_close,
 };

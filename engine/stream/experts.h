@@ -1,9 +1,11 @@
 /* The expert store: gets routed-expert records into memory for the forward pass.
  *
  * Owns: the record buffers and the source they are read from, behind an ops table, so
- * that the forward pass sees one interface whatever serves the records.  A batch is begun with the experts one layer
- * needs; next() hands back records in the order they land (not the order asked), and
- * every record stays valid until the next begin().
+ * that the forward pass sees one interface whatever serves the records.  A batch is begun
+ * with the experts one layer needs, as many as it chose (a pass's union: up to all of
+ * them); the store keeps up to `capacity` of their reads in flight and queues the rest;
+ * next() hands back records in the order they land (not the order asked); each stays
+ * valid until done() gives its slot back for the next queued read, or the next begin().
  * Does not own: which experts to read (the router) or how they are combined.
  */
 #ifndef K3_EXPERTS_H
@@ -34,13 +36,17 @@ struct k3_landed {
 
 struct k3_expert_store_ops {
     const char *name;
-    /* Starts reading experts[0..n) of layer; n <= capacity. */
+    /* Starts reading experts[0..n) of layer (distinct, n <= the layer's experts). */
     int (*begin)(struct k3_expert_store *s, int layer, const int *experts, int n,
                  struct k3_err *err);
     /* The next landed record of the batch.  wait false: returns 1 at once when none is
-     * ready yet (0 when one is, -1 on error). */
+     * ready yet (0 when one is, -1 on error).  Waiting while every slot holds a record
+     * handed out and not yet done() is an error. */
     int (*next)(struct k3_expert_store *s, bool wait, struct k3_landed *out,
                 struct k3_err *err);
+    /* The caller has computed the record of begin() entry `index`: its slot may take the
+     * next queued read. */
+    int (*done)(struct k3_expert_store *s, int index, struct k3_err *err);
     /* Optional: starts reading records a later begin() of layer will probably ask for
      * (router prediction); never blocks, and may read fewer when buffers are short. */
     int (*prefetch)(struct k3_expert_store *s, int layer, const int *experts, int n,
@@ -50,7 +56,7 @@ struct k3_expert_store_ops {
 
 struct k3_expert_store {
     const struct k3_expert_store_ops *ops;
-    int capacity; /* most experts one batch may hold */
+    int capacity; /* reads a batch keeps in flight */
     struct k3_expert_stats stats;
     char fallback[256]; /* a fallback in effect (e.g. no O_DIRECT), said once; or "" */
 };

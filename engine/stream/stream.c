@@ -63,6 +63,8 @@ static int budget_input(struct k3_stream *s, struct k3_err *err)
         .embed_buffer_bytes = s->embed_capacity,
         .manifest_bytes = p->header.manifest_bytes,
         .caller_bytes = s->o.caller_bytes,
+        .caller_row_bytes = s->o.caller_row_bytes,
+        .rows = s->o.rows,
         .inflight_records = has_records ? c->top_k + s->o.prefetch_k : 0,
     };
     return 0;
@@ -93,13 +95,12 @@ static int alloc_tables(struct k3_stream *s)
 {
     s->resident = calloc((size_t)s->n_segments, sizeof *s->resident);
     s->records = calloc((size_t)s->n_records + 1, sizeof *s->records);
-    s->batch_slot = calloc((size_t)s->in.inflight_records + 1, sizeof *s->batch_slot);
-    s->batch_done = calloc((size_t)s->in.inflight_records + 1, sizeof *s->batch_done);
+    s->batch = calloc((size_t)s->m->cfg.n_experts + 1, sizeof *s->batch);
     s->layer_stats = calloc((size_t)s->m->cfg.n_layers + 1, sizeof *s->layer_stats);
     s->dropped = calloc(s->record_stride / K3_PACK_ALIGN + 1, sizeof *s->dropped);
     s->team_load = calloc((size_t)s->n_teams, sizeof *s->team_load);
     s->verify_jobs = malloc(k3_verify_scratch_bytes());
-    return s->resident && s->records && s->batch_slot && s->batch_done && s->layer_stats &&
+    return s->resident && s->records && s->batch && s->layer_stats &&
                    s->dropped && s->team_load && s->verify_jobs
                ? 0
                : -1;
@@ -267,11 +268,11 @@ static int load_resident(struct k3_stream *s, struct k3_err *err)
     return 0;
 }
 
-/* The most records one begin() may ask for: a layer's experts (prefetched ones fill the
- * other slots). */
+/* The records a batch keeps in flight: the slots the floor plans for them (a token's
+ * experts and a prediction's), whatever the cache adds. */
 static int batch_capacity(const struct k3_stream *s)
 {
-    return s->in.inflight_records ? s->m->cfg.top_k : 0;
+    return s->in.inflight_records;
 }
 
 int k3_stream_open(struct k3_stream **out, struct k3_model *m, const struct k3_stream_opts *o,
@@ -336,10 +337,9 @@ void k3_stream_close(struct k3_stream *s)
     free(s->area);
     free(s->resident);
     free(s->records);
-    free(s->batch_slot);
+    free(s->batch);
     free(s->drive_team);
     free(s->team_load);
-    free(s->batch_done);
     free(s->layer_stats);
     free(s->dropped);
     free(s->verify_jobs);
@@ -376,6 +376,7 @@ static void reset(struct k3_stream *s)
     buffer_empty(&s->embed);
     for (int i = 0; i < s->n_records; i++)
         buffer_empty(&s->records[i]);
+    s->batch_n = s->delivered = s->queued = s->reading = 0;
     s->failed = false;
 }
 

@@ -29,6 +29,9 @@
 /* Records a layer prefetches for the next by default (run's --prefetch-k; plan assumes
  * it). */
 #define K3_PREFETCH_K_DEFAULT 24
+/* Rows a prompt pass may take unless -b says otherwise (llama.cpp's -b); the budget may
+ * allow fewer. */
+#define K3_BATCH_DEFAULT 2048
 
 /* Budget presets for k3_stream_opts.ram. */
 #define K3_RAM_TRUNK 0           /* the whole trunk resident (and the floor's buffers) */
@@ -54,6 +57,9 @@ struct k3_stream_opts {
     uint64_t fault_seed;
     uint64_t caller_bytes;     /* what the caller keeps beside (logits rows, samplers),
                                 * counted in the budget */
+    uint64_t caller_row_bytes; /* and per prompt pass row */
+    int rows;                  /* the most rows of a prompt pass (0: K3_CHUNK); the budget
+                                * gives the pass its rows (k3_budget.rows) */
     /* A fallback taken while reading, one line (e.g. a drive taken as lost, its pieces
      * read from replicas); called on the caller's thread.  NULL: not said. */
     void (*note)(void *ctx, const char *line);

@@ -94,6 +94,17 @@ void buffer_empty(struct buffer *b);
 
 /* ---- the stream -------------------------------------------------------------------- */
 
+/* One expert of the batch a layer asked for (cache.c). */
+struct batch_entry {
+    uint64_t object;
+    int slot;        /* the record slot it is in or lands in; -1 while queued */
+    bool read;       /* read for this batch (not a hit) */
+    bool delivered;  /* handed out by next() */
+    bool done;       /* the caller is done with it: its slot may be refilled */
+};
+
+
+
 struct k3_stream {
     struct k3_model *m;
     const struct k3_packed *p;
@@ -120,10 +131,11 @@ struct k3_stream {
     int n_records;
     uint64_t record_stride;
     uint64_t use_clock;
-    int layer, batch_n, delivered;
-    const int *batch;
-    int *batch_slot;              /* [capacity] slot of each batch entry */
-    bool *batch_done;             /* [capacity] handed out by next() */
+    int layer, batch_n;
+    struct batch_entry *batch;    /* [n_experts] the experts begin() asked for, in order */
+    int delivered;                /* entries next() handed out */
+    int queued;                   /* entries before this one have a slot */
+    int reading;                  /* entries read by this batch, not yet handed out */
     int n_teams;                  /* compute teams: record slot i is on team i mod n_teams */
     int *team_load;               /* [n_teams] slots a begin() or prefetch() took per team */
     uint32_t *dropped;            /* [record_stride / K3_PACK_ALIGN + 1] pieces k3io_drop

@@ -129,7 +129,7 @@ int main(void)
     REQUIRE(k3_stream_open(&stream, &m, &so, NULL, 0, &e) == 0, "%s", e.msg);
     struct k3_expert_store *store = k3_stream_experts(stream);
     struct k3_forward f;
-    REQUIRE(k3_forward_init(&f, &m, store, CTX, NULL, &e) == 0, "%s", e.msg);
+    REQUIRE(k3_forward_init(&f, &m, store, CTX, K3_CHUNK, NULL, &e) == 0, "%s", e.msg);
     int V = m.cfg.vocab;
     struct run solo = {.logits = calloc((size_t)N_SEQ * N_GEN * V, sizeof(float))};
     struct run batched = {.logits = calloc((size_t)N_SEQ * N_GEN * V, sizeof(float))};

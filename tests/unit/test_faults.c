@@ -27,7 +27,7 @@ static int generate(struct k3_model *m, struct k3_stream *s, float *rows, struct
 {
     struct k3_forward f;
     struct k3_seq q;
-    if (k3_forward_init(&f, m, k3_stream_experts(s), 8, NULL, err))
+    if (k3_forward_init(&f, m, k3_stream_experts(s), 8, K3_CHUNK, NULL, err))
         return -1;
     if (k3_seq_init(&q, &m->cfg, 8, err)) {
         k3_forward_free(&f);

@@ -99,7 +99,7 @@ int main(void)
     struct k3_runtime rt;
     struct k3_runtime_opts ro = {.drives = dir, .ram = K3_RAM_FLOOR, .no_cache = true,
                                  .prefetch_k = 20, .prefetch_depth = 2};
-    REQUIRE(k3_runtime_open(&rt, &ro, &e) == 0 && k3_runtime_start(&rt, 16, K3_CHUNK, 0, &e) == 0,
+    REQUIRE(k3_runtime_open(&rt, &ro, &e) == 0 && k3_runtime_start(&rt, 16, K3_CHUNK, K3_CHUNK, (struct k3_caller_bytes){0}, &e) == 0,
             "%s", e.msg);
     struct client c = {.rt = &rt};
     serve(&rt, &c, reference);

@@ -158,7 +158,7 @@ static float *run_model(struct runner *r, const int32_t *prompt, int n_prompt, i
     struct k3_forward f;
     struct k3_seq q;
     struct k3_err e = {{0}};
-    REQUIRE(k3_forward_init(&f, &r->m, r->store, n_prompt + n, NULL, &e) == 0, "%s", e.msg);
+    REQUIRE(k3_forward_init(&f, &r->m, r->store, n_prompt + n, K3_CHUNK, NULL, &e) == 0, "%s", e.msg);
     REQUIRE(k3_seq_init(&q, &r->m.cfg, n_prompt + n, &e) == 0, "%s", e.msg);
     if (cap)
         f.hooks = (struct k3_forward_hooks){.on_layer = capture_hook, .on_layer_ctx = cap};

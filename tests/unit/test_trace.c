@@ -50,7 +50,7 @@ static void make_trace(const char *path)
     REQUIRE(k3_stream_open(&s, &m, &so, NULL, 0, &e) == 0, "%s", e.msg);
     struct k3_forward f;
     struct k3_seq q;
-    REQUIRE(k3_forward_init(&f, &m, k3_stream_experts(s), 16, pl.plan, &e) == 0, "%s", e.msg);
+    REQUIRE(k3_forward_init(&f, &m, k3_stream_experts(s), 16, K3_CHUNK, pl.plan, &e) == 0, "%s", e.msg);
     REQUIRE(k3_seq_init(&q, &m.cfg, 16, &e) == 0, "%s", e.msg);
     f.hooks = (struct k3_forward_hooks){.trunk = k3_stream_trunk(s), .trace = t,
                                         .predict = K3_PREDICT_MOE_INPUT_NEXT, .predict_k = 24};
