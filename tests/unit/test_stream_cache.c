@@ -44,8 +44,8 @@ static void mark(struct fixture *f)
     f->l2 = k3_stream_layer_stats(f->s)[L2];
 }
 
-/* One batch through begin() and next(): every index handed out once, each record the
- * pack's bytes. */
+/* One batch through begin(), next() and done(): every index handed out once, each record
+ * the pack's bytes. */
 static void batch(struct fixture *f, int layer, const int *experts, int n, const char *what)
 {
     struct k3_err e;
@@ -65,6 +65,7 @@ static void batch(struct fixture *f, int layer, const int *experts, int n, const
                 e.msg);
         CHECK(!memcmp(got.record, want, f->m.record.bytes), "%s: layer %d expert %d: wrong bytes",
               what, layer, experts[got.index]);
+        REQUIRE(f->st->ops->done(f->st, got.index, &e) == 0, "%s: done: %s", what, e.msg);
     }
     free(want);
 }
@@ -173,6 +174,58 @@ static void without_cache(const char *const *drives)
     close_fixture(&f);
 }
 
+/* A layer's whole union (more experts than the store reads at once): at most capacity
+ * reads start, each done() starts the next, every record arrives once with its bytes;
+ * with a cache the union is found the second time. */
+static void whole_union(const char *const *drives, bool cache)
+{
+    struct fixture f;
+    open_fixture(&f, drives, cache);
+    int all[64], n = f.m.cfg.n_experts, cap = f.st->capacity;
+    REQUIRE(n <= 64 && n > cap, "k3-tiny: %d experts, capacity %d", n, cap);
+    for (int i = 0; i < n; i++)
+        all[i] = n - 1 - i;
+    struct k3_err e;
+    REQUIRE(f.st->ops->begin(f.st, L1, all, n, &e) == 0, "begin: %s", e.msg);
+    uint64_t started = k3_stream_stats(f.s).records_read - f.before.records_read;
+    CHECK(started == (uint64_t)cap, "begin started %llu reads; want the capacity, %d",
+          (unsigned long long)started, cap);
+    REQUIRE(f.st->ops->begin(f.st, L1, all, 0, &e) == 0, "an empty batch: %s", e.msg);
+    REQUIRE(k3_stream_wait_reads(f.s, &e) == 0, "%s", e.msg);
+    mark(&f);
+    batch(&f, L1, all, n, "whole union");
+    uint64_t r = record_read_bytes(&f, L1, 0);
+    if (cache) /* the first begin's reads landed into the cache */
+        expect(&f, "whole union after its first reads", (uint64_t)(n - cap), (uint64_t)cap,
+               (uint64_t)(n - cap) * r);
+    else
+        expect(&f, "whole union", (uint64_t)n, 0, (uint64_t)n * r);
+    if (cache) {
+        mark(&f);
+        batch(&f, L1, all, n, "whole union again");
+        expect(&f, "whole union again: all cached", 0, (uint64_t)n, 0);
+    }
+    close_fixture(&f);
+}
+
+/* A caller that never gives records back cannot wait for more than the slots hold. */
+static void held_slots(const char *const *drives)
+{
+    struct fixture f;
+    open_fixture(&f, drives, false);
+    int all[64], n = f.m.cfg.n_experts, cap = f.st->capacity;
+    for (int i = 0; i < n; i++)
+        all[i] = i;
+    struct k3_err e;
+    struct k3_landed got;
+    REQUIRE(f.st->ops->begin(f.st, L2, all, n, &e) == 0, "begin: %s", e.msg);
+    for (int i = 0; i < cap; i++)
+        REQUIRE(f.st->ops->next(f.st, true, &got, &e) == 0, "next %d: %s", i, e.msg);
+    CHECK(f.st->ops->next(f.st, true, &got, &e) < 0 && strstr(e.msg, "not yet done"),
+          "next() with every slot held: want an error, got '%s'", e.msg);
+    close_fixture(&f);
+}
+
 int main(void)
 {
     char dirs[2][4200];
@@ -188,5 +241,8 @@ int main(void)
     REQUIRE(k3_pack(&po, &e) == 0, "pack: %s", e.msg);
     with_cache(drives);
     without_cache(drives);
+    whole_union(drives, false);
+    whole_union(drives, true);
+    held_slots(drives);
     return check_result();
 }

@@ -3,7 +3,8 @@
  * end, whose routed experts sit on the track of the team that computed them (two teams
  * here, on a synthetic two-node topology), one at a time per team and inside their
  * layer's MoE span, and whose order is causal: no expert computes before every read of
- * its record that started earlier has landed. */
+ * its record that started earlier has landed; and a step that fails inside a layer
+ * leaves no span open. */
 #include <jansson.h>
 #include <omp.h>
 #include <stdio.h>
@@ -71,6 +72,78 @@ static void make_trace(const char *path)
     k3_stream_close(s);
     k3_model_close(&m);
     k3_placement_free(&pl);
+}
+
+/* A step that fails inside a layer's MoE (every expert read fails; the trunk is resident),
+ * then a good one: every span the failed step opened is closed, so the good step's 13
+ * layers nest directly under its token span, not under a dangling one. */
+static void failed_step_then_good(void)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/trace-failed.json", test_tmp());
+    const char *drives[N_DRIVES];
+    char dirs[N_DRIVES][4200];
+    for (int d = 0; d < N_DRIVES; d++) {
+        snprintf(dirs[d], sizeof dirs[d], "%s/trace-d%d", test_tmp(), d);
+        drives[d] = dirs[d];
+    }
+    struct k3_err e = {{0}};
+    struct k3_model m;
+    REQUIRE(k3_model_open_packed(&m, drives, N_DRIVES, (struct k3_share){0}, &e) == 0, "%s", e.msg);
+    struct k3_trace *t;
+    REQUIRE(k3_trace_open(&t, path, N_DRIVES, -1, &e) == 0, "%s", e.msg);
+    struct k3_stream_opts so = {.ram = K3_RAM_TRUNK, .ctx = 16, .threads = omp_get_max_threads(),
+                                .trace = t};
+    struct k3_stream *s;
+    REQUIRE(k3_stream_open(&s, &m, &so, NULL, 0, &e) == 0, "%s", e.msg);
+    struct k3_forward f;
+    struct k3_seq q;
+    REQUIRE(k3_forward_init(&f, &m, k3_stream_experts(s), 16, K3_CHUNK, NULL, &e) == 0, "%s", e.msg);
+    REQUIRE(k3_seq_init(&q, &m.cfg, 16, &e) == 0, "%s", e.msg);
+    f.hooks = (struct k3_forward_hooks){.trunk = k3_stream_trunk(s), .trace = t};
+    static float logits[2048];
+    int32_t token = 5;
+    REQUIRE(k3_stream_set_faults(s, "eio:1", 1, &e) == 0, "%s", e.msg);
+    k3_trace_begin(t, "token", NULL);
+    CHECK(k3_forward_tokens(&f, &q, &token, 1, logits, false, &e) < 0 && strstr(e.msg, "layer 1"),
+          "every expert read failing: want layer 1 to fail, got '%s'", e.msg);
+    k3_trace_end(t);
+    REQUIRE(k3_stream_set_faults(s, NULL, 1, &e) == 0, "%s", e.msg);
+    k3_stream_recover(s);
+    k3_trace_begin(t, "token", NULL);
+    REQUIRE(k3_forward_tokens(&f, &q, &token, 1, logits, false, &e) == 0, "%s", e.msg);
+    k3_trace_end(t);
+    REQUIRE(k3_trace_close(t, &e) == 0, "%s", e.msg);
+    k3_seq_free(&q);
+    k3_forward_free(&f);
+    k3_stream_close(s);
+    k3_model_close(&m);
+
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    REQUIRE(root, "%s is not JSON: line %d: %s", path, jerr.line, jerr.text);
+    const char *stack[64];
+    int depth = 0, tokens = 0, good_layers = 0;
+    size_t i;
+    json_t *ev;
+    json_array_foreach(json_object_get(root, "traceEvents"), i, ev) {
+        const char *ph = json_string_value(json_object_get(ev, "ph"));
+        if (!strcmp(ph, "B")) {
+            const char *name = json_string_value(json_object_get(ev, "name"));
+            REQUIRE(depth < 64, "spans nest deeper than 64");
+            tokens += !strcmp(name, "token");
+            good_layers += tokens == 2 && !strcmp(name, "layer") && depth == 1 &&
+                           !strcmp(stack[0], "token");
+            stack[depth++] = name;
+        } else if (!strcmp(ph, "E")) {
+            REQUIRE(depth > 0, "an end without a begin");
+            depth--;
+        }
+    }
+    CHECK(depth == 0 && tokens == 2, "%d spans left open, %d token spans", depth, tokens);
+    CHECK(good_layers == 13, "%d of the good step's 13 layers nest under its token span",
+          good_layers);
+    json_decref(root);
 }
 
 /* Reads of one record: begin and end times, by name ("layer 3 expert 17"). */
@@ -207,5 +280,6 @@ int main(void)
     printf("%d reads, %d expert spans (teams: %d, %d), %d counters: nested and causal\n", n_reads,
            experts, per_team[0], per_team[1], counters);
     json_decref(root);
+    failed_step_then_good();
     return check_result();
 }
