@@ -4,7 +4,8 @@
 # cache off and on (48 runs), then prediction off and on for every k', gives logits and
 # tokens byte-identical to the checkpoint folder's.  The checkpoint folder streamed from
 # its shards (-m DIR) takes the same dial: floor and ample budget, io_uring and pread,
-# cache off and on, one record at a time (--sync), all the same bytes.  Then io_uring
+# cache off and on, one record at a time (--sync), all the same bytes; so do prompt passes
+# of any size (-b).  Then io_uring
 # disabled by sysctl: auto falls back to pread and says so.
 source "$(dirname "$0")/lib.sh"
 m=$(tiny_model)
@@ -61,6 +62,13 @@ for pred in "--predict off" "--prefetch-k 16" "--prefetch-k 20" "--prefetch-k 32
   same "$pred" --drives "$d/n3/d1,$d/n3/d2,$d/n3/d3" --no-cache $pred
 done
 echo "prediction off and on (k' 16, 20, 24, 32; three hidden states; prefetch depth 1, 2, 64) compared"
+
+# A prompt's passes change how many rows a layer takes at once, never the bytes.
+for pass in "-b 1" "-b 5 --ram floor" "-b 6 --sync" "-b 16 -t 1 --no-cache"; do
+  # shellcheck disable=SC2086
+  same "$pass" --drives "$d/n3/d1,$d/n3/d2,$d/n3/d3" $pass
+done
+echo "prompt passes of 1, 5, 6 and 16 rows compared"
 
 sysctl=/proc/sys/kernel/io_uring_disabled
 if [[ $(id -u) -eq 0 && -w $sysctl ]]; then
