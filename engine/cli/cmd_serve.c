@@ -71,7 +71,7 @@ static int serve(const struct serve_opts *o, struct k3_err *err)
                                           "max_position_embeddings %d", ctx, max_pos) : 0;
     /* The budget counts --parallel sequences' state and the scheduler's logits and samplers. */
     if (!rc)
-        rc = k3_runtime_start(&rt, ctx, o->parallel, K3_CHUNK,
+        rc = k3_runtime_start(&rt, ctx, o->parallel, o->model.rt.batch,
                               k3_runtime_caller_bytes(rt.m.cfg.vocab, o->parallel, false), err) ||
              k3_runtime_tokenizer(&rt, &tok, err);
     /* Under mpirun only the leader listens and schedules; the others run its steps. */
@@ -150,7 +150,8 @@ int cmd_serve(int argc, char **argv)
         {.name = "queue", .type = K3_OPT_INT, .dst = &o.queue, .arg = "N",
          .help = "requests waiting for a sequence; beyond, 503", .min = 1, .max = 1 << 20},
         {.name = "prefill-chunk", .type = K3_OPT_INT, .dst = &o.prefill_chunk, .arg = "N",
-         .help = "prompt tokens one step reads, at most", .min = 1, .max = K3_CHUNK},
+         .help = "prompt tokens a step takes while other requests decode (a whole pass of "
+                 "-b rows when none does)", .min = 1, .max = 1 << 20},
         {.name = "max-body", .type = K3_OPT_SIZE, .dst = &o.max_body, .arg = "BYTES",
          .help = "largest request body; beyond, 413", .min = 1},
         {.name = "verbose", .short_name = 'v', .type = K3_OPT_FLAG, .dst = &o.verbose,

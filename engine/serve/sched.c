@@ -27,12 +27,13 @@ struct k3_sched {
     struct slot *slots;  /* [parallel] */
     int32_t eos, close;  /* <|end_of_msg|>; <|close|> or -1 */
     uint64_t admissions;
-    /* one step */
-    int32_t tokens[K3_CHUNK];
-    struct k3_seq *seq[K3_CHUNK];
-    bool want[K3_CHUNK];
-    int owner[K3_CHUNK]; /* the slot of each logit row */
-    float *logits;       /* [K3_CHUNK][vocab] */
+    /* one step: up to the forward context's rows (a pass) */
+    int rows;
+    int32_t *tokens;     /* [rows] */
+    struct k3_seq **seq; /* [rows] */
+    bool *want;          /* [rows] */
+    int *owner;          /* [parallel] the slot of each logit row */
+    float *logits;       /* [parallel][vocab] */
 
     pthread_mutex_t lock;   /* the queue, the stop flag, the statistics */
     pthread_cond_t arrived;
@@ -71,11 +72,19 @@ int k3_sched_create(struct k3_sched **out, struct k3_runtime *rt, const struct k
     s->o = *o;
     s->slots = calloc((size_t)o->parallel, sizeof *s->slots);
     s->queue = calloc((size_t)(o->queue_max > 0 ? o->queue_max : 1), sizeof *s->queue);
-    s->logits = malloc(sizeof(float) * (size_t)K3_CHUNK * (size_t)c->vocab);
+    s->rows = rt->fwd.rows;
+    s->tokens = calloc((size_t)s->rows, sizeof *s->tokens);
+    s->seq = calloc((size_t)s->rows, sizeof *s->seq);
+    s->want = calloc((size_t)s->rows, sizeof *s->want);
+    s->owner = calloc((size_t)o->parallel, sizeof *s->owner);
+    s->logits = malloc(sizeof(float) * (size_t)o->parallel * (size_t)c->vocab);
     s->layer_experts = calloc((size_t)c->n_layers, sizeof(uint64_t));
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->arrived, NULL);
-    int rc = s->slots && s->queue && s->logits && s->layer_experts ? 0 : k3_errf(err, "out of memory");
+    int rc = s->slots && s->queue && s->tokens && s->seq && s->want && s->owner && s->logits &&
+                     s->layer_experts
+                 ? 0
+                 : k3_errf(err, "out of memory");
     for (int i = 0; !rc && i < o->parallel; i++)
         rc = k3_seq_init(&s->slots[i].seq, c, o->ctx, err) ||
              k3_sampler_init(&s->slots[i].sampler, c->vocab, 0, 0, 1, 0, err);
@@ -110,6 +119,10 @@ void k3_sched_destroy(struct k3_sched *s)
     pthread_cond_destroy(&s->arrived);
     free(s->slots);
     free(s->queue);
+    free(s->tokens);
+    free(s->seq);
+    free(s->want);
+    free(s->owner);
     free(s->logits);
     free(s->layer_experts);
     free(s);
@@ -238,8 +251,9 @@ static struct slot *oldest_prefill(struct k3_sched *s, const struct slot *after)
     return best;
 }
 
-/* One row per decoding slot, then prompt rows, oldest request first, up to prefill_chunk
- * of them; the logit rows' owners in s->owner. */
+/* One row per decoding slot, then prompt rows, oldest request first: a whole pass when
+ * no stream decodes, else up to prefill_chunk of them (each prompt row a stream waits
+ * through lengthens its time between tokens); the logit rows' owners in s->owner. */
 static int build_step(struct k3_sched *s, int *n_logits)
 {
     int n = 0;
@@ -249,13 +263,13 @@ static int build_step(struct k3_sched *s, int *n_logits)
             s->owner[(*n_logits)++] = i;
             add_row(s, &n, s->slots[i].next, &s->slots[i], true);
         }
-    int budget = s->o.prefill_chunk;
-    for (struct slot *sl = oldest_prefill(s, NULL); sl && budget > 0 && n < K3_CHUNK;
+    int budget = n ? s->o.prefill_chunk : s->rows;
+    for (struct slot *sl = oldest_prefill(s, NULL); sl && budget > 0 && n < s->rows;
          sl = oldest_prefill(s, sl)) {
         const struct k3_request *r = sl->req;
         int take = r->n_prompt - sl->prompt_done;
         take = take < budget ? take : budget;
-        take = take < K3_CHUNK - n ? take : K3_CHUNK - n;
+        take = take < s->rows - n ? take : s->rows - n;
         for (int t = 0; t < take; t++) {
             bool last = sl->prompt_done + t + 1 == r->n_prompt;
             if (last)

@@ -2,8 +2,9 @@
  *
  * Owns: the slots (a sequence and a sampler each, allocated once), the queue of requests
  * waiting for one, and the decode loop: every step takes one row from each decoding slot
- * and up to prefill_chunk rows of joining prompts, so each MoE layer reads the union of
- * the rows' experts once and running streams keep flowing while a long prompt is read.
+ * and rows of joining prompts (a whole pass of the forward context's rows when nothing
+ * decodes; up to prefill_chunk while streams decode, so they keep flowing while a long
+ * prompt is read), so each MoE layer reads the union of the rows' experts once.
  * Requests join and leave between steps.  A request's tokens and logits are the same
  * bytes whatever shares its steps (the forward pass computes every row alone, in a fixed
  * order; each request has its own seeded sampler).
@@ -24,7 +25,7 @@
 struct k3_sched_opts {
     int parallel;      /* sequences decoding at once, 1..K3_CHUNK */
     int ctx;           /* positions each sequence holds */
-    int prefill_chunk; /* prompt rows one step takes, at most */
+    int prefill_chunk; /* prompt rows a step takes while streams decode, at most */
     int queue_max;     /* requests waiting for a slot; beyond, submit refuses */
     volatile sig_atomic_t *stop_signal; /* set (by a signal handler): as k3_sched_stop */
 };
