@@ -23,8 +23,11 @@ struct serve_opts {
     const char *alias, *host, *api_key;
     int port, parallel, ctx, n_predict, timeout, queue, prefill_chunk;
     uint64_t max_body;
+    uint64_t cache_ram;      /* CACHE_RAM_PER_SLOT: a state of ctx positions per --parallel */
     bool quiet, verbose;
 };
+
+#define CACHE_RAM_PER_SLOT UINT64_MAX
 
 static volatile sig_atomic_t stop_requested;
 
@@ -69,10 +72,15 @@ static int serve(const struct serve_opts *o, struct k3_err *err)
     struct k3_http *http = NULL;
     int rc = ctx > max_pos ? k3_errf(err, "--ctx-size %d exceeds the model's "
                                           "max_position_embeddings %d", ctx, max_pos) : 0;
-    /* The budget counts --parallel sequences' state and the scheduler's logits and samplers. */
+    /* The budget counts --parallel sequences' state, the scheduler's logits and samplers,
+     * and the prompt store. */
+    uint64_t cache_ram = o->cache_ram == CACHE_RAM_PER_SLOT
+                             ? (uint64_t)o->parallel * k3_prompt_store_entry_bytes(&rt.m.cfg, ctx)
+                             : o->cache_ram;
+    struct k3_caller_bytes caller = k3_runtime_caller_bytes(rt.m.cfg.vocab, o->parallel, false);
+    caller.fixed += cache_ram;
     if (!rc)
-        rc = k3_runtime_start(&rt, ctx, o->parallel, o->model.rt.batch,
-                              k3_runtime_caller_bytes(rt.m.cfg.vocab, o->parallel, false), err) ||
+        rc = k3_runtime_start(&rt, ctx, o->parallel, o->model.rt.batch, caller, err) ||
              k3_runtime_tokenizer(&rt, &tok, err);
     /* Under mpirun only the leader listens and schedules; the others run its steps. */
     rc = k3_runtime_agree(&rt, rc != 0, err);
@@ -81,7 +89,8 @@ static int serve(const struct serve_opts *o, struct k3_err *err)
     if (!model_args_leader(&o->model))
         return k3_runtime_close(&rt, rc ? NULL : err) || rc ? -1 : 0;
     struct k3_sched_opts so = {.parallel = o->parallel, .ctx = ctx, .prefill_chunk = o->prefill_chunk,
-                               .queue_max = o->queue, .stop_signal = &stop_requested};
+                               .queue_max = o->queue, .cache_ram = cache_ram,
+                               .stop_signal = &stop_requested};
     if (!rc)
         rc = k3_sched_create(&sched, &rt, &so, err);
     char name_buf[4096];
@@ -126,7 +135,8 @@ static int check_options(struct serve_opts *o, struct k3_err *err)
 int cmd_serve(int argc, char **argv)
 {
     struct serve_opts o = {.host = "127.0.0.1", .port = 8080, .parallel = 4, .timeout = 600,
-                           .queue = 64, .prefill_chunk = 16, .max_body = 1 << 20};
+                           .queue = 64, .prefill_chunk = 16, .max_body = 1 << 20,
+                           .cache_ram = CACHE_RAM_PER_SLOT};
     model_args_init(&o.model);
     const struct k3_opt own[] = {
         {.name = "alias", .short_name = 'a', .type = K3_OPT_STRING, .dst = &o.alias, .arg = "NAME",
@@ -152,6 +162,10 @@ int cmd_serve(int argc, char **argv)
         {.name = "prefill-chunk", .type = K3_OPT_INT, .dst = &o.prefill_chunk, .arg = "N",
          .help = "prompt tokens a step takes while other requests decode (a whole pass of "
                  "-b rows when none does)", .min = 1, .max = 1 << 20},
+        {.name = "cache-ram", .type = K3_OPT_SIZE, .dst = &o.cache_ram, .arg = "SIZE",
+         .help = "prompt states kept for requests that extend them (llama-server's cache_prompt; "
+                 "a request's \"cache_prompt\": false opts out), inside --ram; 0: none",
+         .def = "--parallel states of --ctx-size"},
         {.name = "max-body", .type = K3_OPT_SIZE, .dst = &o.max_body, .arg = "BYTES",
          .help = "largest request body; beyond, 413", .min = 1},
         {.name = "verbose", .short_name = 'v', .type = K3_OPT_FLAG, .dst = &o.verbose,

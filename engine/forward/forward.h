@@ -46,6 +46,10 @@ int k3_seq_init(struct k3_seq *q, const struct k3_config *c, int max_ctx, struct
 /* Back to position 0 with zeroed state, ready for another conversation. */
 void k3_seq_reset(struct k3_seq *q, const struct k3_config *c);
 void k3_seq_free(struct k3_seq *q);
+/* dst takes src's state at src's position (the MLA cache's rows before it): a
+ * conversation resumed there computes the bytes src would.  -1 when dst holds fewer
+ * positions than src has used. */
+int k3_seq_copy(struct k3_seq *dst, const struct k3_seq *src, const struct k3_config *c);
 /* Bytes of state a sequence of max_ctx positions keeps (KDA + conv + MLA cache). */
 uint64_t k3_seq_state_bytes(const struct k3_config *c, int max_ctx);
 

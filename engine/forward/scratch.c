@@ -228,6 +228,23 @@ void k3_seq_reset(struct k3_seq *q, const struct k3_config *c)
     q->pos = 0;
 }
 
+int k3_seq_copy(struct k3_seq *dst, const struct k3_seq *src, const struct k3_config *c)
+{
+    if (src->pos > dst->max_ctx || src->n_layers != dst->n_layers)
+        return -1;
+    for (int l = 0; l < src->n_layers; l++) {
+        if (src->kda_state[l]) {
+            memcpy(dst->kda_state[l], src->kda_state[l], kda_state_floats(c) * sizeof(float));
+            memcpy(dst->conv_ring[l], src->conv_ring[l], (conv_ring_floats(c) + 1) * sizeof(float));
+        } else {
+            memcpy(dst->mla_cache[l], src->mla_cache[l],
+                   mla_cache_floats(c, src->pos) * sizeof(float));
+        }
+    }
+    dst->pos = src->pos;
+    return 0;
+}
+
 void k3_seq_free(struct k3_seq *q)
 {
     for (int l = 0; l < q->n_layers; l++) {

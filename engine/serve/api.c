@@ -231,7 +231,8 @@ static int parse_params(const struct k3_api_model *m, json_t *root, struct k3_ap
 {
     struct k3_gen_params *p = &r->p;
     *p = (struct k3_gen_params){.max_tokens = m->default_max_tokens, .temperature = 1,
-                                .top_p = 1, .seed = random_seed()};
+                                .top_p = 1, .seed = random_seed(),
+                                .cache_prompt = true};
     json_t *model = field(root, "model");
     if (model && !json_is_string(model))
         return k3_api_errorf(e, 400, INVALID, "model", "model must be a string");
@@ -254,6 +255,7 @@ static int parse_params(const struct k3_api_model *m, json_t *root, struct k3_ap
         (opts && get_bool(opts, "include_usage", &r->include_usage, e)) ||
         get_bool(root, "logits_hash", &r->logits_hash, e) ||
         get_bool(root, "ignore_eos", &p->ignore_eos, e) ||
+        get_bool(root, "cache_prompt", &p->cache_prompt, e) ||
         get_int(root, max_name, 1, &p->max_tokens, e) ||
         get_number(root, "temperature", 0, false, 2, &p->temperature, e) ||
         get_number(root, "top_p", 0, true, 1, &p->top_p, e) ||
@@ -473,8 +475,10 @@ char *k3_api_models_json(const char *model, time_t created)
 
 static json_t *usage(const struct k3_api_answer *a)
 {
-    return json_pack("{s:i, s:i, s:i}", "prompt_tokens", a->prompt_tokens, "completion_tokens",
-                     a->completion_tokens, "total_tokens", a->prompt_tokens + a->completion_tokens);
+    return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", a->prompt_tokens,
+                     "completion_tokens", a->completion_tokens, "total_tokens",
+                     a->prompt_tokens + a->completion_tokens, "prompt_tokens_details",
+                     "cached_tokens", a->cached_tokens);
 }
 
 static json_t *envelope(const struct k3_api_answer *a, const char *object, json_t *choice)

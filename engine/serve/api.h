@@ -73,6 +73,7 @@ struct k3_api_answer {
     size_t text_len;
     enum k3_finish finish;           /* NONE: a chunk before the end */
     int prompt_tokens, completion_tokens;
+    int cached_tokens;               /* of the prompt, resumed from the prompt store */
     bool with_hash;
     uint64_t logits_hash;
 };

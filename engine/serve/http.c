@@ -236,6 +236,7 @@ static int events(struct stream *st, const struct k3_req_update *u)
     st->a.text_len = u->len;
     st->a.prompt_tokens = u->prompt_tokens;
     st->a.completion_tokens = u->completion_tokens;
+    st->a.cached_tokens = u->cached_tokens;
     int rc = 0;
     if (u->len) {
         st->a.finish = K3_FINISH_NONE;
@@ -391,6 +392,7 @@ static enum MHD_Result respond_whole(struct exchange *x, struct MHD_Connection *
                               .text_len = len, .finish = u.finish,
                               .prompt_tokens = u.prompt_tokens,
                               .completion_tokens = u.completion_tokens,
+                              .cached_tokens = u.cached_tokens,
                               .with_hash = req->logits_hash, .logits_hash = u.logits_hash};
     char *json = k3_api_response_json(&a);
     free(text);

@@ -8,6 +8,16 @@ static void metric(FILE *f, const char *name, const char *type, const char *help
     fprintf(f, "# HELP k3_%s %s\n# TYPE k3_%s %s\nk3_%s %.17g\n", name, help, name, type, name, v);
 }
 
+static void histogram(FILE *f, const char *name, const char *help, const struct k3_latency *h)
+{
+    fprintf(f, "# HELP k3_%s %s\n# TYPE k3_%s histogram\n", name, help, name);
+    for (int i = 0; i < K3_LATENCY_BUCKETS; i++)
+        fprintf(f, "k3_%s_bucket{le=\"%g\"} %llu\n", name, K3_LATENCY_BOUNDS[i],
+                (unsigned long long)h->le[i]);
+    fprintf(f, "k3_%s_bucket{le=\"+Inf\"} %llu\nk3_%s_sum %.17g\nk3_%s_count %llu\n", name,
+            (unsigned long long)h->count, name, h->sum, name, (unsigned long long)h->count);
+}
+
 /* Mean experts each MoE layer read per decode step, a series per layer.  A MoE layer
  * reads at least one expert in every decode step, so once there was one the layers
  * with none are the dense ones. */
@@ -79,6 +89,17 @@ char *k3_metrics_text(const struct k3_sched_stats *st, const uint64_t *layer_exp
     metric(f, "rank_exchange_wait_seconds_total", "counter",
            "Seconds rank 0 waited in exchanges for the other ranks' experts.",
            st->ranks.wait_seconds);
+    metric(f, "prompt_cache_tokens_total", "counter",
+           "Prompt tokens resumed from the prompt store instead of computed.",
+           (double)st->store.tokens_reused);
+    metric(f, "prompt_cache_hits_total", "counter", "Requests that resumed from a stored state.",
+           (double)st->store.hits);
+    metric(f, "prompt_cache_bytes", "gauge", "Bytes of states the prompt store holds.",
+           (double)st->store.bytes);
+    histogram(f, "time_to_first_token_seconds",
+              "Seconds from a request's arrival to its first token.", &st->first_token);
+    histogram(f, "time_between_tokens_seconds",
+              "Seconds between a request's consecutive tokens.", &st->between_tokens);
     if (fclose(f)) {
         free(text);
         return NULL;

@@ -94,6 +94,7 @@ int k3_request_wait(struct k3_request *r, int timeout_ms, struct k3_req_update *
     u->finish = r->finish;
     u->prompt_tokens = r->n_prompt;
     u->completion_tokens = r->completion_tokens;
+    u->cached_tokens = r->cached_tokens;
     u->logits_hash = r->finish ? XXH3_64bits_digest(r->hash) : 0;
     u->first_token_at = r->first_token_at;
     memcpy(u->error, r->error, sizeof u->error);
@@ -161,6 +162,13 @@ static size_t showable(const struct k3_request *r)
             }
     }
     return r->len - hold;
+}
+
+void k3_request_set_cached(struct k3_request *r, int n)
+{
+    pthread_mutex_lock(&r->lock);
+    r->cached_tokens = n;
+    pthread_mutex_unlock(&r->lock);
 }
 
 bool k3_request_add_token(struct k3_request *r, const uint8_t *bytes, size_t len,

@@ -30,6 +30,8 @@ struct k3_gen_params {
     char *stop[K3_MAX_STOPS]; /* owned; NULL-terminated when fewer */
     bool stop_at_close;       /* <|close|> ends the text (a chat response element) */
     bool ignore_eos;          /* llama-server's extension: end of message does not end it */
+    bool cache_prompt;        /* llama-server's: resume from a stored prompt state, and store
+                               * this one's (serve/prompt_store.h) */
 };
 
 enum k3_finish { K3_FINISH_NONE, K3_FINISH_STOP, K3_FINISH_LENGTH, K3_FINISH_ERROR };
@@ -40,6 +42,7 @@ struct k3_req_update {
     size_t len;
     enum k3_finish finish;    /* NONE while running */
     int prompt_tokens, completion_tokens;
+    int cached_tokens;        /* prompt tokens resumed from the prompt store, not computed */
     uint64_t logits_hash;     /* XXH3-64 over every logit row a token was drawn from */
     double first_token_at;    /* seconds from submission to the first token, or 0 */
     char error[256];
@@ -62,6 +65,7 @@ struct k3_request {
     size_t read;                      /* what the handler has taken */
     struct k3_utf8_stream utf8;
     int completion_tokens;
+    int cached_tokens;
     enum k3_finish finish;
     char error[256];
     XXH3_state_t *hash;               /* over every logit row drawn from */
@@ -86,6 +90,8 @@ void k3_request_cancel(struct k3_request *r);
 bool k3_request_add_token(struct k3_request *r, const uint8_t *bytes, size_t len,
                           const float *logits, int vocab);
 void k3_request_finish(struct k3_request *r, enum k3_finish f, const char *error);
+/* n prompt tokens were resumed from a stored state, not computed. */
+void k3_request_set_cached(struct k3_request *r, int n);
 bool k3_request_cancelled(struct k3_request *r);
 
 #endif

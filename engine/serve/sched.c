@@ -16,15 +16,18 @@ struct slot {
     struct k3_request *req;
     struct k3_seq seq;
     struct k3_sampler sampler;
+    int32_t *ids;        /* [ctx] the prompt, then each sampled token; seq.pos of them fed */
     int prompt_done;     /* prompt rows run so far */
     int32_t next;        /* DECODE: the sampled token to feed */
     uint64_t admitted;   /* admission order: prompts are read first come, first served */
+    double last_token;   /* when its last token was taken (monotonic seconds) */
 };
 
 struct k3_sched {
     struct k3_runtime *rt;
     struct k3_sched_opts o;
     struct slot *slots;  /* [parallel] */
+    struct k3_prompt_store *store;
     int32_t eos, close;  /* <|end_of_msg|>; <|close|> or -1 */
     uint64_t admissions;
     /* one step: up to the forward context's rows (a pass) */
@@ -49,6 +52,17 @@ static double now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+const double K3_LATENCY_BOUNDS[K3_LATENCY_BUCKETS] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+                                                      2.5, 5, 10, 25, 50, 100, 300};
+
+static void observe(struct k3_latency *h, double seconds)
+{
+    for (int i = 0; i < K3_LATENCY_BUCKETS; i++)
+        h->le[i] += seconds <= K3_LATENCY_BOUNDS[i];
+    h->count++;
+    h->sum += seconds;
 }
 
 static void check_slot(const struct slot *sl)
@@ -87,7 +101,11 @@ int k3_sched_create(struct k3_sched **out, struct k3_runtime *rt, const struct k
                  : k3_errf(err, "out of memory");
     for (int i = 0; !rc && i < o->parallel; i++)
         rc = k3_seq_init(&s->slots[i].seq, c, o->ctx, err) ||
-             k3_sampler_init(&s->slots[i].sampler, c->vocab, 0, 0, 1, 0, err);
+             k3_sampler_init(&s->slots[i].sampler, c->vocab, 0, 0, 1, 0, err) ||
+             (!(s->slots[i].ids = malloc(sizeof(int32_t) * (size_t)o->ctx)) &&
+              k3_errf(err, "out of memory"));
+    if (!rc)
+        rc = k3_prompt_store_create(&s->store, c, o->cache_ram, err);
     const struct k3_tokenizer *tok;
     if (!rc && !k3_runtime_tokenizer(rt, &tok, err)) {
         s->close = k3_tok_special(tok, "<|close|>");
@@ -112,7 +130,9 @@ void k3_sched_destroy(struct k3_sched *s)
             k3_request_release(s->slots[i].req);
         k3_seq_free(&s->slots[i].seq);
         k3_sampler_free(&s->slots[i].sampler);
+        free(s->slots[i].ids);
     }
+    k3_prompt_store_destroy(s->store);
     for (int i = 0; i < s->q_len; i++)
         k3_request_release(s->queue[(s->q_head + i) % s->o.queue_max]);
     pthread_mutex_destroy(&s->lock);
@@ -164,8 +184,17 @@ struct k3_sched_stats k3_sched_stats(struct k3_sched *s, uint64_t *layer_experts
 
 /* ---- slots ---------------------------------------------------------------------- */
 
+/* The slot's state under the ids fed so far, for a later request that extends them. */
+static void store_state(struct k3_sched *s, struct slot *sl)
+{
+    if (sl->req->p.cache_prompt)
+        k3_prompt_store_put(s->store, sl->ids, sl->seq.pos, &sl->seq);
+}
+
 static void end_slot(struct k3_sched *s, struct slot *sl, enum k3_finish f, const char *error)
 {
+    if (f == K3_FINISH_STOP || f == K3_FINISH_LENGTH)
+        store_state(s, sl);
     k3_request_finish(sl->req, f, error);
     k3_request_release(sl->req);
     sl->req = NULL;
@@ -181,7 +210,12 @@ static void admit(struct k3_sched *s, struct slot *sl, struct k3_request *r)
     k3_seq_reset(&sl->seq, &s->rt->m.cfg);
     k3_sampler_set(&sl->sampler, p->temperature, p->top_k, p->top_p, p->seed);
     sl->req = r;
-    sl->prompt_done = 0;
+    memcpy(sl->ids, r->prompt, sizeof(int32_t) * (size_t)r->n_prompt);
+    sl->prompt_done = p->cache_prompt ? k3_prompt_store_resume(s->store, r->prompt, r->n_prompt,
+                                                               &sl->seq)
+                                      : 0;
+    if (sl->prompt_done)
+        k3_request_set_cached(r, sl->prompt_done);
     sl->state = SLOT_PREFILL;
     sl->admitted = s->admissions++;
     check_slot(sl);
@@ -295,12 +329,22 @@ static void take_token(struct k3_sched *s, struct slot *sl, const float *logits)
     const uint8_t *bytes = ends || k3_tok_is_special(tok, id) ? NULL : k3_tok_bytes(tok, id, &len);
     bool stopped = k3_request_add_token(sl->req, bytes, len, logits, vocab);
     int made = sl->req->completion_tokens;
+    if (sl->state == SLOT_PREFILL) /* its prompt just ended: the next turn starts here */
+        store_state(s, sl);
     sl->state = SLOT_DECODE;
     sl->next = id;
+    if (sl->seq.pos < s->o.ctx)
+        sl->ids[sl->seq.pos] = id;
     check_slot(sl);
+    double t = now();
     pthread_mutex_lock(&s->lock);
     s->stats.tokens_generated++;
+    if (made == 1)
+        observe(&s->stats.first_token, t - sl->req->submitted);
+    else
+        observe(&s->stats.between_tokens, t - sl->last_token);
     pthread_mutex_unlock(&s->lock);
+    sl->last_token = t;
     if (ends || stopped)
         end_slot(s, sl, K3_FINISH_STOP, NULL);
     else if ((sl->req->p.max_tokens && made >= sl->req->p.max_tokens) || sl->seq.pos >= s->o.ctx)
@@ -341,6 +385,7 @@ static int step(struct k3_sched *s, struct k3_err *err)
     s->stats.decode_rows = fs->decode_rows;
     s->stats.decode_experts = experts;
     s->stats.io = snap.io;
+    s->stats.store = k3_prompt_store_stats(s->store);
     s->stats.ranks = snap.ranks;
     pthread_mutex_unlock(&s->lock);
     return 0;

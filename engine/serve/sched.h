@@ -5,7 +5,9 @@
  * and rows of joining prompts (a whole pass of the forward context's rows when nothing
  * decodes; up to prefill_chunk while streams decode, so they keep flowing while a long
  * prompt is read), so each MoE layer reads the union of the rows' experts once.
- * Requests join and leave between steps.  A request's tokens and logits are the same
+ * Requests join and leave between steps.  With cache_prompt, a request resumes from the
+ * longest stored state its prompt extends, and the states at the end of its prompt and
+ * of its generation are stored for the next turn.  A request's tokens and logits are the same
  * bytes whatever shares its steps (the forward pass computes every row alone, in a fixed
  * order; each request has its own seeded sampler).
  * Invariants: a slot is FREE, PREFILL (prompt rows left) or DECODE (a sampled token to
@@ -20,6 +22,7 @@
 
 #include "engine/base/err.h"
 #include "engine/runtime/runtime.h"
+#include "engine/serve/prompt_store.h"
 #include "engine/serve/request.h"
 
 struct k3_sched_opts {
@@ -27,13 +30,27 @@ struct k3_sched_opts {
     int ctx;           /* positions each sequence holds */
     int prefill_chunk; /* prompt rows a step takes while streams decode, at most */
     int queue_max;     /* requests waiting for a slot; beyond, submit refuses */
+    uint64_t cache_ram;/* the prompt store's bytes (serve/prompt_store.h; 0: none) */
     volatile sig_atomic_t *stop_signal; /* set (by a signal handler): as k3_sched_stop */
+};
+
+/* A latency histogram: counts at or below each of K3_LATENCY_BOUNDS seconds (cumulative,
+ * as Prometheus's buckets are), their sum and count. */
+#define K3_LATENCY_BUCKETS 14
+extern const double K3_LATENCY_BOUNDS[K3_LATENCY_BUCKETS];
+struct k3_latency {
+    uint64_t le[K3_LATENCY_BUCKETS];
+    uint64_t count;
+    double sum;
 };
 
 struct k3_sched_stats {
     int running, queued;
     uint64_t requests_done, tokens_generated, prompt_tokens;
     uint64_t steps, decode_steps, decode_rows;
+    struct k3_prompt_store_stats store;  /* the prompt store's */
+    struct k3_latency first_token;       /* submission to a request's first token */
+    struct k3_latency between_tokens;    /* a request's token to its next */
     uint64_t decode_experts;             /* experts read in decode steps, summed over the
                                           * layers (forward.h: the union of the rows') */
     double busy_seconds;                 /* in steps */
