@@ -19,12 +19,15 @@ void run_print_step(const struct runner *r, const char *what, int index,
     uint64_t bytes = y->bytes - x->bytes;
     fprintf(stderr,
             "k3-uring: %s %d: %.4f s, %.1f MB in %llu reads (%.1f MB trunk, %.2f GB/s), "
-            "stall %.4f s, %llu records read, %llu cache hits, verify %.4f s\n",
+            "stall %.4f s, %llu records read, %llu cache hits, %llu records asked (%.1f MB), verify "
+            "%.4f s\n",
             what, index, dt, bytes / 1e6, (unsigned long long)(y->reads - x->reads),
             (y->trunk_bytes - x->trunk_bytes) / 1e6,
             dt > 0 ? bytes / dt / 1e9 : 0, y->stall_seconds - x->stall_seconds,
             (unsigned long long)(y->records_read - x->records_read),
             (unsigned long long)(y->records_hit - x->records_hit),
+            (unsigned long long)(y->records_asked - x->records_asked),
+            (double)(y->records_asked - x->records_asked) * (double)r->rt.m.record.bytes / 1e6,
             y->verify_seconds - x->verify_seconds);
 }
 

@@ -198,6 +198,7 @@ static int experts_begin(struct k3_expert_store *st, int layer, const int *exper
     s->batch_n = n;
     s->delivered = s->queued = s->reading = 0;
     s->layer_stats[layer].records += (uint64_t)n;
+    s->stats.records_asked += (uint64_t)n;
     clear_team_load(s);
     for (int i = 0; i < n; i++) {
         uint64_t o = k3_model_record_object(s->m, layer, experts[i]);

@@ -71,6 +71,8 @@ struct k3_stream_stats {
     uint64_t bytes;            /* read from the drives */
     uint64_t reads;            /* pieces read */
     uint64_t records_read, records_hit;   /* expert records read / found in the cache */
+    uint64_t records_asked;    /* records the layers' batches asked for: each layer's union
+                                * of a step's (or a pass's) experts */
     uint64_t trunk_bytes;      /* of bytes: trunk segments and embedding rows */
     double stall_seconds;      /* compute waiting for data */
     double verify_seconds;     /* checking piece checksums */

@@ -1,0 +1,175 @@
+#!/bin/bash
+# Prompts at the drives' floor: k3-bench's prompts read off a 1-drive pack inside a memory
+# cgroup (a box with little RAM), page cache dropped before each run, beside fio's rate on
+# the same file in the same run.
+#
+#   1. prompts of PROMPTS random ids (seeded), -n 1: prompt seconds, bytes read, the
+#      union's bytes (records the passes' layers asked for x a record's bytes), the run's
+#      compute (its prompt time less its wait for reads) and the floor max(union bytes /
+#      fio's rate, compute).  Goals: bytes read <= 1.05 x the union; prompt time <= 1.2 x
+#      the floor.  The same prompt in 32-row passes (-b 32) for the way it was before.
+#   2. a two-turn conversation through serve: the second turn's time to first token and
+#      bytes read, against a fresh server given the second turn's prompt, and against
+#      its new tokens alone (a prompt of just them on a fresh server).
+#
+# usage: bench/prefill.sh CHECKPOINT
+# knobs (environment), each printed with its value when the script starts:
+#   K3        the binary                                        (./k3-uring)
+#   WORK      folder for the pack, on the disk measured         (/work/data/prefill)
+#   RAM       the run's --ram                                   (5G)
+#   CGROUP    the memory cgroup's limit, v1 (none: "")         (6G)
+#   PROMPTS   prompt lengths                                    ("256 1024 4096")
+#   CHUNKED   lengths also run in 32-row passes                 ("256")
+#   TURN1 TURN2  the conversation: ids in turn 1, new ids in 2  (1024 64)
+#   THREADS   compute threads, 0 = a core each                  (0)
+# Writes bench/results/prefill-DATE.json (every figure) and .log (every run's statistics).
+set -euo pipefail
+prog=prefill.sh
+root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/bench/lib.sh"
+ckpt=${1:-${CKPT:?usage: bench/prefill.sh CHECKPOINT (or CKPT=)}}
+[[ -f $ckpt/config.json ]] || die "$ckpt: no config.json (a checkpoint folder as shipped)"
+k3=$(realpath "${K3:-$root/k3-uring}")
+work=${WORK:-/work/data/prefill}
+ram=${RAM:-5G}
+cgroup_limit=${CGROUP-6G}
+prompts=${PROMPTS:-256 1024 4096}
+chunked=${CHUNKED:-256}
+turn1=${TURN1:-1024}
+turn2=${TURN2:-64}
+threads=${THREADS:-0}
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+[[ -x $k3 ]] || die "$k3: not built (make)"
+[[ $(id -u) -eq 0 ]] || die "needs root (the page cache is dropped, a memory cgroup made)"
+command -v fio >/dev/null || die "needs fio (apt-get install fio)"
+for tool in curl jq; do command -v $tool >/dev/null || die "needs $tool"; done
+for v in K3=$k3 WORK=$work RAM=$ram CGROUP=$cgroup_limit "PROMPTS=$prompts" "CHUNKED=$chunked" \
+         TURN1=$turn1 TURN2=$turn2 THREADS=$threads OMP_WAIT_POLICY=$OMP_WAIT_POLICY; do
+  say "$v"
+done
+say "load: $(uptime | sed 's/.*load/load/')"
+
+mkdir -p "$work" "$root/bench/results"
+stamp=$(date -u +%Y%m%d-%H%M%S)
+out="$root/bench/results/prefill-$stamp.json"
+log="$root/bench/results/prefill-$stamp.log"
+: >"$log"
+pack="$work/d0"
+if [[ ! -f $pack/k3-uring.manifest ]]; then
+  need=$(( $(du -sb "$ckpt" | cut -f1) / 1000000000 + 2 ))
+  (( $(free_bytes "$work") / 1000000000 >= need )) || die "$work: the pack needs about $need GB"
+  rm -rf "$pack" && mkdir -p "$pack"
+  say "packing $ckpt onto $pack"
+  "$k3" pack --checkpoint "$ckpt" --drives "$pack" -q || die "pack onto $pack"
+fi
+
+# The memory cgroup every run goes into (cgroup v1; CGROUP= runs without one).
+cg=""
+if [[ -n $cgroup_limit ]]; then
+  cg=/sys/fs/cgroup/memory/k3-prefill-$$
+  mkdir "$cg" || die "cannot make the memory cgroup $cg (cgroup v1 memory controller)"
+  trap 'rmdir "$cg" 2>/dev/null || true' EXIT
+  to_bytes "$cgroup_limit" >"$cg/memory.limit_in_bytes"
+fi
+# "${in_cgroup[@]}" CMD...: CMD inside the cgroup, as the same process (a server started
+# so in the background is $!).
+in_cgroup=()
+# shellcheck disable=SC2016
+[[ -z $cg ]] || in_cgroup=(bash -c 'echo $$ >"$1/cgroup.procs"; shift; exec "$@"' _ "$cg")
+
+shard=$pack/k3-uring.data
+fio_size=$(( $(stat -c %s "$shard") / 2 / 1048576 ))M
+fio_rate() {
+  local json
+  json=$(mktemp)
+  drop_caches
+  fio --name=disk --filename="$shard" --readonly --rw=read --bs=4M --iodepth=16 \
+    --ioengine=io_uring --direct=1 --size="$fio_size" --output-format=json >"$json" 2>&1 ||
+    { rm -f "$json"; die "fio on $shard failed"; }
+  fio_read_bw "$json" | awk '{ printf "%.3f\n", $1 / 1e9 }'
+  rm -f "$json"
+}
+# ids N: N seeded pseudo-random ids of the vocabulary.
+vocab=$(jq '.text_config.vocab_size // .vocab_size' "$ckpt/config.json")
+ids() { awk -v n="$1" -v v="$vocab" 'BEGIN { srand(7); for (i = 0; i < n; i++) printf "%s%d", (i ? "," : ""), int(rand() * (v - 256)) + 1 }'; }
+# prompt_run N [ARGS]: "seconds stall MB_read records_read MB_asked" of the prompt.
+prompt_run() {
+  local n=$1
+  shift
+  drop_caches
+  "${in_cgroup[@]}" "$k3" run --drives "$pack" --ram "$ram" -t "$threads" --ids "$(ids "$n")" -n 1 \
+    --stats "$@" 2>"$work/err" >/dev/null || die "run of $n ids $*: $(tail -1 "$work/err")"
+  { echo "== run of $n ids $*"; cat "$work/err"; } >>"$log"
+  sed -n 's/^k3-uring: prompt [0-9]*: \([0-9.]*\) s, \([0-9.]*\) MB in .*stall \([0-9.]*\) s, \([0-9]*\) records read, [0-9]* cache hits, [0-9]* records asked (\([0-9.]*\) MB).*/\1 \3 \2 \4 \5/p' "$work/err"
+}
+
+rows=()
+summary=()
+for n in $prompts; do
+  rate=$(fio_rate)
+  read -r t stall mb _ asked_mb < <(prompt_run "$n") || die "no prompt statistics for $n ids"
+  union_gb=$(awk -v a="$asked_mb" 'BEGIN { printf "%.3f", a / 1000 }')
+  compute=$(awk -v t="$t" -v s="$stall" 'BEGIN { printf "%.3f", t - s }')
+  floor=$(awk -v u="$union_gb" -v r="$rate" -v c="$compute" 'BEGIN { f = u / r; printf "%.3f", (f > c ? f : c) }')
+  row="\"tokens\":$n,\"seconds\":$t,\"stall\":$stall,\"read_gb\":$(awk -v m="$mb" 'BEGIN { printf "%.3f", m / 1000 }'),\"union_gb\":$union_gb,\"fio_gbps\":$rate,\"compute\":$compute,\"floor\":$floor"
+  line=$(awk -v n="$n" -v t="$t" -v m="$mb" -v u="$union_gb" -v r="$rate" -v c="$compute" -v f="$floor" \
+    'BEGIN { printf "%5d ids: %7.1f s (%.3f s a token), read %6.2f GB = %.3f x the union (%.2f GB), fio %.2f GB/s, compute %.1f s, floor %.1f s: %.2f x the floor", n, t, t / n, m / 1000, m / 1000 / u, u, r, c, f, t / f }')
+  if [[ " $chunked " == *" $n "* ]]; then
+    read -r t32 _ mb32 _ _ < <(prompt_run "$n" -b 32) || die "no statistics for $n ids in 32-row passes"
+    row+=",\"seconds_b32\":$t32,\"read_gb_b32\":$(awk -v m="$mb32" 'BEGIN { printf "%.3f", m / 1000 }')"
+    line+=$(awk -v t="$t32" -v m="$mb32" -v a="$t" 'BEGIN { printf "; in 32-row passes %.1f s, %.2f GB (%.1fx)", t, m / 1000, t / a }')
+  fi
+  rows+=("{$row}")
+  summary+=("$line")
+  say "$line"
+done
+
+# ---- 2. a two-turn conversation through serve ----
+serve_turns() { # PROMPT_IDS...: "seconds read_bytes cached" of each prompt in turn, one server
+  local logf="$work/serve.log" port="" url p before after
+  drop_caches
+  "${in_cgroup[@]}" "$k3" serve --drives "$pack" --ram "$ram" -t "$threads" --port 0 --parallel 1 \
+    --ctx-size $((turn1 + turn2 + 64)) 2>"$logf" &
+  local pid=$!
+  for _ in $(seq 600); do
+    port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\) .*|\1|p' "$logf")
+    [[ -n $port ]] && curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
+    sleep 0.2
+  done
+  [[ -n $port ]] || die "serve did not start: $(tail -2 "$logf")"
+  url="http://127.0.0.1:$port"
+  for p in "$@"; do
+    before=$(curl -s "$url/metrics" | awk '/^k3_read_bytes_total/ { print $2 }')
+    # One token: the request's time is its time to first token.
+    t=$(curl -s -o "$work/answer" -w '%{time_total}' "$url/v1/completions" \
+      -d "{\"prompt\": [$p], \"max_tokens\": 1, \"temperature\": 0}")
+    after=$(curl -s "$url/metrics" | awk '/^k3_read_bytes_total/ { print $2 }')
+    jq -r --arg t "$t" --arg b "$before" --arg a "$after" \
+      '"\($t) \(($a | tonumber) - ($b | tonumber)) \(.usage.prompt_tokens_details.cached_tokens)"' "$work/answer"
+  done
+  kill -TERM "$pid"
+  wait "$pid" || true
+  cat "$logf" >>"$log"
+}
+first_ids=$(ids "$turn1")
+new_ids=$(ids $((turn1 + turn2)) | cut -d, -f$((turn1 + 1))-)
+mapfile -t conv < <(serve_turns "$first_ids" "$first_ids,$new_ids")
+mapfile -t fresh < <(serve_turns "$first_ids,$new_ids")
+mapfile -t alone < <(serve_turns "$new_ids")
+export turn2
+read -r ttft2 bytes2 cached2 <<<"${conv[1]}"
+read -r ttft_fresh bytes_fresh _ <<<"${fresh[0]}"
+read -r ttft_alone bytes_alone _ <<<"${alone[0]}"
+turns=$(awk -v a="$ttft2" -v b="$bytes2" -v c="$cached2" -v f="$ttft_fresh" -v fb="$bytes_fresh" -v n="$ttft_alone" -v nb="$bytes_alone" \
+  'BEGIN { printf "second turn: %.2f s to first token, %.2f GB read, %d tokens resumed; a fresh server %.2f s, %.2f GB (%.2fx); its %s new tokens alone %.2f s, %.2f GB (%.2fx)", a, b / 1e9, c, f, fb / 1e9, a / f, ENVIRON["turn2"], n, nb / 1e9, a / n }')
+say "$turns"
+
+{
+  printf '{"checkpoint":"%s","ram":"%s","cgroup":"%s","threads":%s,"load":"%s",\n' \
+    "$ckpt" "$ram" "$cgroup_limit" "$threads" "$(cut -d' ' -f1-3 /proc/loadavg)"
+  printf ' "prompts":[%s],\n' "$(IFS=,; echo "${rows[*]}")"
+  printf ' "turns":{"turn1":%s,"turn2":%s,"ttft":%s,"read_bytes":%s,"cached":%s,"fresh_ttft":%s,"fresh_read_bytes":%s,"alone_ttft":%s,"alone_read_bytes":%s}}\n' \
+    "$turn1" "$turn2" "$ttft2" "$bytes2" "$cached2" "$ttft_fresh" "$bytes_fresh" "$ttft_alone" "$bytes_alone"
+} >"$out"
+say "wrote $out"
+printf '%s\n' "${summary[@]}" "$turns"
