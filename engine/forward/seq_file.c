@@ -176,7 +176,7 @@ static int sync_folder(const char *path, struct k3_err *err)
 
 int k3_seq_writer_end(struct k3_seq_writer *w, bool abandon, struct k3_err *err)
 {
-    if (w->fd < 0)
+    if (!w->path || w->fd < 0)
         return 0;
     bool commit = w->saved && !abandon;
     int rc = close(w->fd);
@@ -220,7 +220,7 @@ static int get(void *ctx, void *p, size_t bytes)
 /* The header read and checked against this model and sequence, before anything else is. */
 static int check_header(const struct k3_seq_file_header *h, uint64_t size, const char *path,
                         const struct k3_config *c, const struct k3_seq_file_model *model,
-                        const struct k3_seq *q, struct k3_err *err)
+                        struct k3_err *err)
 {
     if (size < sizeof h->magic || memcmp(h->magic, K3_SEQ_FILE_MAGIC, sizeof h->magic))
         return k3_errf(err, "%s: not a k3-uring prompt cache (no magic)", path);
@@ -247,23 +247,48 @@ static int check_header(const struct k3_seq_file_header *h, uint64_t size, const
         return k3_errf(err, "%s: %s: %llu bytes, its header says %llu", path,
                        size < h->file_bytes ? "truncated" : "damaged", (unsigned long long)size,
                        (unsigned long long)h->file_bytes);
-    if (h->pos > (uint32_t)q->max_ctx)
-        return k3_errf(err, "%s: its prompt of %u tokens is longer than the context (%d positions)",
-                       path, h->pos, q->max_ctx);
     return 0;
 }
 
-/* Everything after the header read into q and logits, hashed, and the hash compared. */
-static int read_body(struct source *s, const struct k3_seq_file_header *h,
-                     const struct k3_config *c, struct k3_seq *q, int32_t *saved_ids,
-                     float *logits)
+/* bytes of the file read through a bounce buffer, hashed: a state not loaded is still
+ * checked. */
+static int skip(struct source *s, uint64_t bytes)
 {
-    uint64_t sum;
-    if (get(s, saved_ids, sizeof(int32_t) * h->pos) ||
-        get(s, logits, sizeof(float) * (size_t)c->vocab) ||
-        each_piece(c, q, (int)h->pos, get, s))
+    size_t cap = bytes < ((size_t)1 << 20) ? (size_t)bytes : (size_t)1 << 20;
+    void *buf = malloc(cap ? cap : 1);
+    if (!buf)
+        return k3_errf(s->err, "out of memory");
+    int rc = 0;
+    for (uint64_t left = bytes; !rc && left; left -= cap < left ? cap : left)
+        rc = get(s, buf, cap < left ? cap : (size_t)left);
+    free(buf);
+    return rc;
+}
+
+/* Everything after the header, hashed, and the hash compared: the ids, then (when they
+ * are a prefix of ids[0, n)) the logits row and the state into logits and q, else read
+ * past. */
+static int read_body(struct source *s, const struct k3_seq_file_header *h,
+                     const struct k3_config *c, struct k3_seq *q, const int32_t *ids, int n,
+                     float *logits, bool *prefix)
+{
+    int32_t *saved = malloc(sizeof(int32_t) * h->pos);
+    if (!saved)
+        return k3_errf(s->err, "out of memory");
+    int rc = get(s, saved, sizeof(int32_t) * h->pos);
+    *prefix = !rc && h->pos <= (uint32_t)n && !memcmp(saved, ids, sizeof(int32_t) * h->pos);
+    free(saved);
+    if (rc)
         return -1;
-    uint64_t want = XXH3_64bits_digest(s->hash);
+    if (*prefix && h->pos > (uint32_t)q->max_ctx)
+        return k3_errf(s->err, "%s: its prompt of %u tokens is longer than the context (%d "
+                       "positions)", s->name, h->pos, q->max_ctx);
+    uint64_t rest = h->file_bytes - sizeof *h - sizeof(int32_t) * h->pos - sizeof(uint64_t);
+    if (*prefix ? get(s, logits, sizeof(float) * (size_t)c->vocab) ||
+                      each_piece(c, q, (int)h->pos, get, s)
+                : skip(s, rest))
+        return -1;
+    uint64_t sum, want = XXH3_64bits_digest(s->hash);
     if (get(s, &sum, sizeof sum))
         return -1;
     if (sum != want)
@@ -291,7 +316,7 @@ int k3_seq_file_load(const char *path, const struct k3_config *c,
     memset(&h, 0, sizeof h);
     struct stat st;
     struct source s = {.fd = fd, .name = path, .hash = XXH3_createState(), .err = err};
-    int32_t *saved_ids = NULL;
+    bool prefix = false;
     int rc = fstat(fd, &st) ? k3_errf(err, "%s: %s", path, strerror(errno))
              : !s.hash      ? k3_errf(err, "out of memory")
                             : 0;
@@ -299,21 +324,17 @@ int k3_seq_file_load(const char *path, const struct k3_config *c,
         XXH3_64bits_reset(s.hash);
         size_t head = (uint64_t)st.st_size < sizeof h ? (size_t)st.st_size : sizeof h;
         rc = get(&s, &h, head) ||
-             check_header(&h, (uint64_t)st.st_size, path, c, model, q, err);
+             check_header(&h, (uint64_t)st.st_size, path, c, model, err);
     }
-    if (!rc && !(saved_ids = malloc(sizeof(int32_t) * h.pos)))
-        rc = k3_errf(err, "out of memory");
     if (!rc)
-        rc = read_body(&s, &h, c, q, saved_ids, logits);
+        rc = read_body(&s, &h, c, q, ids, n, logits, &prefix);
     if (!rc) {
         *saved_pos = (int)h.pos;
-        bool prefix = (int)h.pos <= n && !memcmp(saved_ids, ids, sizeof(int32_t) * h.pos);
         *found = prefix ? K3_SEQ_FILE_RESUMED : K3_SEQ_FILE_OTHER_PROMPT;
         q->pos = prefix ? (int)h.pos : 0;
     }
-    if (rc || *found != K3_SEQ_FILE_RESUMED)
+    if (rc && prefix)
         k3_seq_reset(q, c);
-    free(saved_ids);
     XXH3_freeState(s.hash);
     close(fd);
     return rc ? -1 : 0;

@@ -74,7 +74,7 @@ uint64_t k3_seq_file_bytes(const struct k3_config *c, int pos);
 struct k3_seq_writer {
     const char *path;
     char tmp[K3_PATH_MAX];    /* path.tmp.PID */
-    int fd;                   /* -1: none open */
+    int fd;                   /* -1 (or path NULL): none open */
     bool saved;               /* save completed: end renames */
 };
 /* Creates path.tmp.PID beside path; -1 with err naming it when the folder will not take it. */
@@ -97,10 +97,11 @@ enum k3_seq_file_found {
 };
 /* Reads the state at path into q (fresh: at position 0) if its ids are a prefix of
  * ids[0, n) (equal counts too), with the last position's row into logits [vocab];
- * *found says what happened; *saved_pos is the file's position (0 when none).  -1 with
- * err ("path: ...") for another model's file, another version, a damaged or truncated file
- * (checked against its checksum before anything is used), a state longer than q's
- * context, or an I/O error; q is then back at position 0. */
+ * *found says what happened; *saved_pos is the file's position (0 when none).  A file
+ * holding another prompt is read through all the same, its state left out of q.  -1 with
+ * err ("path: ...") for another model's file, another version, a damaged or truncated
+ * file (checked against its checksum before the call returns), a prefix state longer
+ * than q's context, or an I/O error; q is then back at position 0 and zeroed. */
 int k3_seq_file_load(const char *path, const struct k3_config *c,
                      const struct k3_seq_file_model *model, struct k3_seq *q, const int32_t *ids,
                      int n, float *logits, enum k3_seq_file_found *found, int *saved_pos,

@@ -1,6 +1,6 @@
 /* The prompt cache's file (engine/forward/seq_file.h) on k3-tiny's shapes: a saved state
- * loads back bit for bit when its ids are a prefix of the prompt (equal too), and is left
- * alone when they are not; another model's file, another version, a state longer than the
+ * loads back bit for bit when its ids are a prefix of the prompt (equal too), and is read
+ * past (still checked) when they are not; another model's file, another version, a state longer than the
  * context, every truncation and flipped bytes all over the file are refused with the file
  * named; a save that fails at any write (RLIMIT_FSIZE) leaves the previous file whole and
  * no temporary file behind. */
@@ -161,12 +161,15 @@ static void models(const struct k3_seq *saved)
           "saved from a pack, read through a checkpoint: %s", e.msg);
     k3_seq_free(&q);
     save(saved, &model);
-    /* A context too short for the saved state. */
+    /* A context too short for the saved state: refused when the state would be loaded;
+     * a prompt that fits the context is not its extension, so that one is only read past. */
     struct k3_seq small;
     REQUIRE(k3_seq_init(&small, &cfg, POS - 1, &e) == 0, "%s", e.msg);
-    CHECK(load(&model, POS - 1, &found, &small, &e) == -1 &&
+    CHECK(load(&model, CTX, &found, &small, &e) == -1 &&
               strstr(e.msg, "its prompt of 9 tokens is longer than the context (8 positions)"),
           "short context: \"%s\"", e.msg);
+    CHECK(load(&model, POS - 1, &found, &small, &e) == 0 && found == K3_SEQ_FILE_OTHER_PROMPT,
+          "short context, short prompt: \"%s\", found %d", e.msg, (int)found);
     k3_seq_free(&small);
 }
 
