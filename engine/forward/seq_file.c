@@ -92,7 +92,8 @@ static int each_piece(const struct k3_config *c, const struct k3_seq *q, int pos
 
 /* ---- writing ------------------------------------------------------------------------- */
 
-struct sink {
+/* A file being written or read, and the hash of its bytes so far. */
+struct hashed {
     int fd;
     const char *name;
     XXH3_state_t *hash;
@@ -115,7 +116,7 @@ static int write_all(int fd, const void *p, size_t bytes, const char *name, stru
 
 static int put(void *ctx, void *p, size_t bytes)
 {
-    struct sink *s = ctx;
+    struct hashed *s = ctx;
     XXH3_64bits_update(s->hash, p, bytes);
     return write_all(s->fd, p, bytes, s->name, s->err);
 }
@@ -141,7 +142,7 @@ int k3_seq_writer_save(struct k3_seq_writer *w, const struct k3_config *c,
     if (q->pos <= 0 || q->pos > q->max_ctx)
         return k3_errf(err, "%s: a state at position %d is not saved", w->path, q->pos);
     struct k3_seq_file_header h = header_for(c, model, q->pos);
-    struct sink s = {.fd = w->fd, .name = w->tmp, .hash = XXH3_createState(), .err = err};
+    struct hashed s = {.fd = w->fd, .name = w->tmp, .hash = XXH3_createState(), .err = err};
     if (!s.hash)
         return k3_errf(err, "out of memory");
     XXH3_64bits_reset(s.hash);
@@ -193,16 +194,9 @@ int k3_seq_writer_end(struct k3_seq_writer *w, bool abandon, struct k3_err *err)
 
 /* ---- reading ------------------------------------------------------------------------- */
 
-struct source {
-    int fd;
-    const char *name;
-    XXH3_state_t *hash;
-    struct k3_err *err;
-};
-
 static int get(void *ctx, void *p, size_t bytes)
 {
-    struct source *s = ctx;
+    struct hashed *s = ctx;
     for (char *at = p; bytes;) {
         ssize_t n = read(s->fd, at, bytes);
         if (n < 0 && errno == EINTR)
@@ -252,7 +246,7 @@ static int check_header(const struct k3_seq_file_header *h, uint64_t size, const
 
 /* bytes of the file read through a bounce buffer, hashed: a state not loaded is still
  * checked. */
-static int skip(struct source *s, uint64_t bytes)
+static int skip(struct hashed *s, uint64_t bytes)
 {
     size_t cap = bytes < ((size_t)1 << 20) ? (size_t)bytes : (size_t)1 << 20;
     void *buf = malloc(cap ? cap : 1);
@@ -268,7 +262,7 @@ static int skip(struct source *s, uint64_t bytes)
 /* Everything after the header, hashed, and the hash compared: the ids, then (when they
  * are a prefix of ids[0, n)) the logits row and the state into logits and q, else read
  * past. */
-static int read_body(struct source *s, const struct k3_seq_file_header *h,
+static int read_body(struct hashed *s, const struct k3_seq_file_header *h,
                      const struct k3_config *c, struct k3_seq *q, const int32_t *ids, int n,
                      float *logits, bool *prefix)
 {
@@ -315,7 +309,7 @@ int k3_seq_file_load(const char *path, const struct k3_config *c,
     struct k3_seq_file_header h;
     memset(&h, 0, sizeof h);
     struct stat st;
-    struct source s = {.fd = fd, .name = path, .hash = XXH3_createState(), .err = err};
+    struct hashed s = {.fd = fd, .name = path, .hash = XXH3_createState(), .err = err};
     bool prefix = false;
     int rc = fstat(fd, &st) ? k3_errf(err, "%s: %s", path, strerror(errno))
              : !s.hash      ? k3_errf(err, "out of memory")
