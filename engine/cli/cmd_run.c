@@ -2,7 +2,8 @@
  * and tools rely on: generated text (or ids with --print-ids) on stdout, statistics on
  * stderr, and with --logits-out the raw little-endian f32 logits, one row of vocab_size
  * values per position whose next token was predicted (every prompt position, then every
- * generated token but the last). */
+ * generated token but the last; with a state from --prompt-cache, the prompt's rows start
+ * at the last position the cache held). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,7 +74,8 @@ static int setup(struct runner *r, struct k3_err *err)
     const struct run_opts *o = r->o;
     bool leader = model_args_leader(&o->model);
     /* Opened first, so a bad path fails before a model loads. */
-    if (leader && o->logits_out && run_logits_open(&r->lf, o->logits_out, err))
+    if (leader && ((o->logits_out && run_logits_open(&r->lf, o->logits_out, err)) ||
+                   run_cache_begin(r, err)))
         return -1;
     struct k3_runtime_opts ro = o->model.rt;
     ro.trace_path = o->trace_path;
@@ -108,6 +110,7 @@ static int setup(struct runner *r, struct k3_err *err)
 static int teardown(struct runner *r, int rc, struct k3_err *err)
 {
     run_logits_close(&r->lf, interrupted);
+    run_cache_end(r);
     free(r->dump.stats);
     free(r->logits);
     free(r->layers_at_prompt_end);
@@ -127,7 +130,7 @@ static int prefill(struct runner *r, struct k3_err *err)
 {
     int V = r->rt.m.cfg.vocab, P = r->rt.fwd.rows;
     bool all = r->lf.f != NULL;
-    for (int done = 0; !interrupted && done < r->n_prompt; done += P) {
+    for (int done = r->n_cached; !interrupted && done < r->n_prompt; done += P) {
         int T = r->n_prompt - done < P ? r->n_prompt - done : P;
         k3_trace_begin(r->rt.trace, "prompt pass", NULL);
         int rc = k3_forward_tokens(&r->rt.fwd, &r->seq, r->prompt + done, T, r->logits, all, err);
@@ -212,7 +215,11 @@ static int generate(const struct run_opts *o, struct k3_err *err)
     }
     struct k3_runtime_snapshot start = k3_runtime_snap(&r.rt), prompt_end = start;
     if (!rc)
+        rc = run_cache_load(&r, err);
+    if (!rc)
         rc = prefill(&r, err);
+    if (!rc)
+        rc = run_cache_save(&r, interrupted, err);
     if (!rc) {
         prompt_end = k3_runtime_snap(&r.rt);
         mark_prompt_end(&r);
@@ -244,6 +251,11 @@ static int check_run_opts(struct run_opts *o, struct k3_err *err)
         return -1;
     if (o->ids_text && !o->n_ids)
         return k3_errf(err, "--ids: \"%s\" holds no token ids", o->ids_text);
+    if (o->prompt_cache && o->dump_layers)
+        return k3_errf(err, "--dump-layers needs every position computed: not with --prompt-cache");
+    if (o->prompt_cache && o->model.rt.share.ranks > 1)
+        return k3_errf(err, "--prompt-cache: not under mpirun (every rank holds a copy of the "
+                            "sequence, and only the leader would load it)");
     return 0;
 }
 
@@ -286,6 +298,9 @@ int cmd_run(int argc, char **argv)
          .help = "print the read backend and the budget"},
         {.name = "logits-out", .type = K3_OPT_STRING, .dst = &o.logits_out, .arg = "FILE",
          .help = "write raw f32 logits, one row per predicted position"},
+        {.name = "prompt-cache", .type = K3_OPT_STRING, .dst = &o.prompt_cache, .arg = "FILE",
+         .help = "save the state after the prompt to FILE; resume from it when the prompt "
+                 "extends FILE's"},
         {.name = "dump-layers", .type = K3_OPT_STRING, .dst = &o.dump_layers, .arg = "FILE",
          .help = "write per-layer hidden-state summaries (JSON)"},
         {.name = "print-ids", .type = K3_OPT_FLAG, .dst = &o.print_ids,

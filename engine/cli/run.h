@@ -1,6 +1,7 @@
 /* Inside `k3-uring run`: the options, what one run holds, and the helpers its files share.
  * cmd_run.c parses and generates; run_output.c writes what a run produces (text or ids
- * on stdout, --logits-out, --dump-layers); run_stats.c prints the statistics. */
+ * on stdout, --logits-out, --dump-layers); run_stats.c prints the statistics; run_cache.c
+ * keeps the state after the prompt (--prompt-cache). */
 #ifndef K3_CLI_RUN_H
 #define K3_CLI_RUN_H
 
@@ -11,6 +12,7 @@
 #include "engine/base/files.h"
 #include "engine/cli/model_args.h"
 #include "engine/forward/forward.h"
+#include "engine/forward/seq_file.h"
 #include "engine/forward/sampler.h"
 #include "engine/runtime/runtime.h"
 #include "engine/text/tokenizer.h"
@@ -19,6 +21,7 @@ struct run_opts {
     struct model_args model; /* the model and its read path */
     const char *ids_text, *prompt, *logits_out, *dump_layers;
     const char *trace_path, *prompt_file, *system;
+    const char *prompt_cache; /* --prompt-cache FILE */
     int32_t *ids; /* --ids, parsed while validating options */
     int n_ids;
     int n_predict, top_k, ctx;
@@ -79,7 +82,28 @@ struct runner {
     int n_prompt, ctx;
     float *logits;                     /* [a pass's rows, or 1][vocab] */
     struct k3_layer_stats *layers_at_prompt_end; /* [n_layers + 1] */
+    /* --prompt-cache */
+    struct k3_seq_writer cache;
+    struct k3_seq_file_model cache_model;
+    enum k3_seq_file_found cache_found;
+    int n_cached;                      /* prompt tokens the file's state covered */
 };
+
+/* ---- run_cache.c: --prompt-cache ---- */
+
+/* Before the model opens: the file's folder takes a temporary file, or the run fails. */
+int run_cache_begin(struct runner *r, struct k3_err *err);
+/* After setup: the saved state when its prompt is a prefix of this one (r->n_cached), its
+ * last logits row into r->logits and the logits file; another model's or a damaged file
+ * fails the run. */
+int run_cache_load(struct runner *r, struct k3_err *err);
+/* After the prompt: the state saved over the file (nothing when the whole prompt came
+ * from it, or the prompt was cut short). */
+int run_cache_save(struct runner *r, bool interrupted, struct k3_err *err);
+/* The temporary file removed if still there (teardown). */
+void run_cache_end(struct runner *r);
+/* " (N from the cache)" for the statistics, or "" without --prompt-cache. */
+void run_cache_note(const struct runner *r, char *buf, size_t len);
 
 /* --stats: one line for a step between two snapshots. */
 void run_print_step(const struct runner *r, const char *what, int index,

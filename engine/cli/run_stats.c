@@ -90,11 +90,13 @@ static void print_speed(const struct runner *r, int generated, const struct k3_r
     int steps = generated > 1 ? generated - 1 : 1;
     decode_records(r, &asked, &predicted);
     uint64_t hits = end->io.records_hit - prompt_end->io.records_hit + predicted;
+    char cached[64];
+    run_cache_note(r, cached, sizeof cached);
     fprintf(stderr,
-            "k3-uring: prompt %d tokens in %.3f s; generated %d tokens, %.4f s/token; "
+            "k3-uring: prompt %d tokens%s in %.3f s; generated %d tokens, %.4f s/token; "
             "%.1f MB read per token (%.2f GB/s), stall %.4f s/token, %.1f%% of records "
             "ready when asked (prefetched or cached); peak RSS %ld MB\n",
-            r->n_prompt, prompt_end->t - start->t, generated, generated > 1 ? t_gen / steps : 0.0,
+            r->n_prompt, cached, prompt_end->t - start->t, generated, generated > 1 ? t_gen / steps : 0.0,
             generated > 1 ? bytes / 1e6 / steps : 0.0, t_gen > 0 ? bytes / t_gen / 1e9 : 0.0,
             generated > 1 ? (end->io.stall_seconds - prompt_end->io.stall_seconds) / steps : 0.0,
             asked ? 100.0 * (double)hits / (double)asked : 0.0, ru.ru_maxrss / 1024);

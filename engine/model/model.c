@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "engine/base/files.h"
 #include "engine/kernels/kernels.h"
@@ -436,6 +437,30 @@ uint64_t k3_model_record_object(const struct k3_model *m, int layer, int expert)
 {
     return (uint64_t)k3_seg_count(&m->cfg) +
            (uint64_t)m->moe_index[layer] * (uint64_t)m->cfg.n_experts + (uint64_t)expert;
+}
+
+uint64_t k3_model_id(const struct k3_model *m)
+{
+    const struct k3_ckpt_plan *p = &m->plan;
+    XXH3_state_t *st = XXH3_createState();
+    if (!st)
+        return 0;
+    XXH3_64bits_reset(st);
+    XXH3_64bits_update(st, m->cfg.json, strlen(m->cfg.json) + 1);
+    uint64_t floats = 0;
+    for (int i = 0; i < p->n_specs; i++) {
+        const struct k3_tensor_spec *s = &p->specs[i];
+        int64_t row[4] = {p->dtypes[i], s->shape[0], s->ndim > 1 ? s->shape[1] : 0,
+                          s->ndim > 2 ? s->shape[2] : 0};
+        XXH3_64bits_update(st, s->name, strlen(s->name) + 1);
+        XXH3_64bits_update(st, row, sizeof row);
+        if (s->kind != K3_T_MATRIX)
+            floats += (uint64_t)spec_numel(s);
+    }
+    XXH3_64bits_update(st, m->vectors, floats * sizeof(float));
+    uint64_t h = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    return h;
 }
 
 void k3_model_close(struct k3_model *m)

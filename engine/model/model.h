@@ -142,4 +142,14 @@ int k3_model_tokenizer(const struct k3_model *m, struct k3_tokenizer **tok, stru
 /* Object index of an expert record in the pack. */
 uint64_t k3_model_record_object(const struct k3_model *m, int layer, int expert);
 
+/* What names the model wherever it was opened from: XXH3-64 of config.json (as parsed and
+ * re-serialized), the trunk tensor table (each tensor's name, dtype and shape) and every
+ * small tensor's values as loaded (norm gains, biases, convs, gates' vectors).  A
+ * checkpoint folder and any pack of it give the same id, and it costs no read beyond what
+ * opening did.  It does not see the matrices or the experts: two models that differ only
+ * there (a fine-tune that left every small tensor alone) share it.  A pack's model_xxh64
+ * (pack_format.h) sees every byte, but a checkpoint folder has no such hash.  0 when out
+ * of memory. */
+uint64_t k3_model_id(const struct k3_model *m);
+
 #endif
