@@ -35,6 +35,14 @@ cmp "$d/fresh.ids" "$d/resumed.ids" || fail "resumed ids differ: $(cat "$d/resum
   fail "resumed logits: $(stat -c %s "$d/resumed.f32") bytes, want $(((12 - 7 + 1 + 5 - 1) * row))"
 cmp -i $((6 * row)):0 "$d/fresh.f32" "$d/resumed.f32" || fail "resumed logits differ from a fresh run's"
 
+# Resumed in passes of 2 rows after a save in passes of 3: the same bytes again.
+run -m "$m" --ids $A -b 3 --prompt-cache "$d/cache.b3" >/dev/null 2>&1 || fail "saving in passes of 3"
+run -m "$m" --ids $AB -b 2 --prompt-cache "$d/cache.b3" --logits-out "$d/b2.f32" >"$d/b2.ids" \
+  2>"$d/b2.log" || fail "resumed in passes of 2: $(cat "$d/b2.log")"
+prompt_from "$d/b2.log" "12 tokens (7 from the cache)"
+cmp -s "$d/fresh.ids" "$d/b2.ids" && cmp -s -i $((6 * row)):0 "$d/fresh.f32" "$d/b2.f32" ||
+  fail "saved in passes of 3, resumed in passes of 2: bytes differ from one fresh pass"
+
 # The whole prompt from the cache (equal counts): nothing prefilled, the same bytes, and the
 # file is left as it was (the state it holds is this prompt's).
 cp "$d/cache" "$d/cache.ab"
