@@ -11,6 +11,7 @@
 
 #include "engine/base/files.h"
 #include "engine/runtime/runtime.h"
+#include "engine/serve/prompt_store.h"
 #include "engine/stream/budget.h"
 #include "engine/cli/cli.h"
 #include "engine/model/config.h"
@@ -100,7 +101,8 @@ static double overlapping_trunk_bytes(const struct k3_tensor_spec *specs, int n,
  * sees it: the same quantities the runtime gives it for that pack (stream.c), and the
  * default run's records in flight; and in *overlapping, overlapping_trunk_bytes. */
 static int budget_input(const struct k3_config *c, const char *config, int n_drives, int ctx,
-                        int seqs, int rows, int threads, int teams, struct k3_budget_input *in,
+                        int seqs, uint64_t store, int rows, int threads, int teams,
+                        struct k3_budget_input *in,
                         uint64_t **segments, double *overlapping, struct k3_err *err)
 {
     struct k3_tensor_spec *specs;
@@ -138,7 +140,7 @@ static int budget_input(const struct k3_config *c, const char *config, int n_dri
             .embed_buffer_bytes = k3_budget_embed_buffer_bytes(2 * (uint64_t)c->hidden,
                                                                pp.trunk_piece),
             .manifest_bytes = k3_pack_manifest_bytes(&pp, &sec),
-            .caller_bytes = k3_runtime_caller_bytes(c->vocab, seqs, false).fixed,
+            .caller_bytes = k3_runtime_caller_bytes(c->vocab, seqs, false).fixed + store,
             .rows = rows,
             .inflight_records = c->top_k + K3_PREFETCH_K_DEFAULT,
         };
@@ -474,12 +476,12 @@ int cmd_plan(int argc, char **argv)
     static const struct k3_opt_choice ram_choices[] = {
         {"floor", K3_RAM_FLOOR}, {"trunk", K3_RAM_TRUNK}, {NULL, 0}};
     const char *config = "k3", *calibration = NULL;
-    int ctx = 4096, seqs = 1, drives = 8, threads = 0, cores = 0, nodes = 1, ranks = 1, dealt = 0;
+    int ctx = 4096, seqs = 0, drives = 8, threads = 0, cores = 0, nodes = 1, ranks = 1, dealt = 0;
     int rows = K3_BATCH_DEFAULT, prompt = 0;
     static const struct k3_opt_choice split_choices[] = {{"owner", 0}, {"dealt", 1}, {NULL, 0}};
     float drive_gbps = 7.0f, mem_gbps = 150.0f;
     float net_gbps = 100.0f, net_us = 5.0f; /* 100 Gb Ethernet; an RDMA-like exchange */
-    uint64_t ram = K3_RAM_FLOOR;
+    uint64_t ram = K3_RAM_FLOOR, cache_ram = UINT64_MAX;
     const struct k3_opt opts[] = {
         {.name = "config", .short_name = 'c', .type = K3_OPT_STRING, .dst = &config,
          .arg = "NAME|FILE", .help = "k3, k3-bench, k3-slice, k3-tiny or a config.json"},
@@ -487,6 +489,9 @@ int cmd_plan(int argc, char **argv)
          .help = "budget to plan; floor: the least that runs, trunk: the whole trunk resident"},
         {.name = "ctx", .type = K3_OPT_INT, .dst = &ctx, .arg = "N",
          .help = "context positions each sequence holds", .min = 1, .max = 1 << 24},
+        {.name = "cache-ram", .type = K3_OPT_SIZE, .dst = &cache_ram, .arg = "SIZE",
+         .help = "serve's prompt store", .def = "serve's: --parallel states of --ctx; none "
+                 "without --parallel"},
         {.name = "parallel", .type = K3_OPT_INT, .dst = &seqs, .arg = "N",
          .help = "sequences held at once (serve --parallel)", .min = 1, .max = K3_CHUNK},
         {.name = "batch-size", .short_name = 'b', .type = K3_OPT_INT, .dst = &rows, .arg = "N",
@@ -553,7 +558,11 @@ int cmd_plan(int argc, char **argv)
     struct k3_budget_input in;
     uint64_t *segments = NULL;
     double overlapping = 0;
-    rc = budget_input(&c, config, drives, ctx, seqs, rows, threads ? threads : box.cores, nodes, &in,
+    /* --parallel plans serve: its sequences and its prompt store (serve's default
+     * --cache-ram unless given); without it, run's one sequence. */
+    if (cache_ram == UINT64_MAX)
+        cache_ram = seqs ? (uint64_t)seqs * k3_prompt_store_entry_bytes(&c, ctx) : 0;
+    rc = budget_input(&c, config, drives, ctx, seqs ? seqs : 1, cache_ram, rows, threads ? threads : box.cores, nodes, &in,
                       &segments, &overlapping, &err);
     struct k3_budget b;
     if (!rc) {
