@@ -11,10 +11,16 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "iouring/file.h"
@@ -143,6 +149,39 @@ static inline int reader_result(void)
         return 77;
     }
     return 0;
+}
+
+#if defined(__x86_64__)
+#define THIS_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define THIS_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#endif
+
+/* System call nr answers -err in this process from now on, in every thread (those
+ * running too: TSYNC), and nothing else changes; for a child process, as it cannot be
+ * undone.  0, or -errno when seccomp is refused (-ENOTSUP: an architecture not listed
+ * above). */
+static inline int refuse_syscall(long nr, int err)
+{
+#ifndef THIS_AUDIT_ARCH
+    (void)nr;
+    (void)err;
+    return -ENOTSUP;
+#else
+    struct sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, THIS_AUDIT_ARCH, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nr, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (uint32_t)err),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {.len = sizeof filter / sizeof filter[0], .filter = filter};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+        return -errno;
+    return syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog)
+               ? -errno : 0;
+#endif
 }
 
 /* Waits for every outstanding request; done[] gets them by arrival.  Returns how many. */
