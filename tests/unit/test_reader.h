@@ -26,6 +26,7 @@
 #include "iouring/file.h"
 #include "iouring/reader.h"
 #include "tests/check.h"
+#include "tests/util.h"
 
 /* Not a backend of its own: io_uring with io_threads = 2 (test_config). */
 #define TEST_URING_THREADS ((enum k3io_backend)100)
@@ -65,13 +66,12 @@ static inline uint8_t pattern_byte(uint64_t seed, uint64_t i)
     return (uint8_t)(z >> (8 * (i & 7)));
 }
 
-/* $K3_TEST_TMP/name (the runner sets it; build/test-tmp otherwise). */
+/* test_tmp()/name (tests/util.h). */
 static inline const char *test_path(const char *name)
 {
     static char path[4][4096];
     static int next;
-    const char *t = getenv("K3_TEST_TMP");
-    t = t && *t ? t : "build/test-tmp";
+    const char *t = test_tmp();
     mkdir(t, 0755);
     char *p = path[next++ % 4];
     snprintf(p, sizeof path[0], "%s/%s", t, name);
