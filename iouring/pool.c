@@ -132,8 +132,7 @@ static int pool_reap(struct k3io_reader *r, double until)
 {
     struct pool *p = r->backend;
     pool_flush(r);
-    k3io__reap_handoff(r, &p->lock, &p->done_ready, &p->done, until);
-    return 0;
+    return k3io__reap_handoff(r, &p->lock, &p->done_ready, &p->done, NULL, until);
 }
 
 const struct k3io_ops k3io_pool_ops = {

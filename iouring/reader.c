@@ -260,26 +260,29 @@ int k3io__cond_init(pthread_cond_t *c)
     return -rc;
 }
 
-void k3io__reap_handoff(struct k3io_reader *r, pthread_mutex_t *lock, pthread_cond_t *ready,
-                        struct k3io_fifo *done, double until)
+int k3io__reap_handoff(struct k3io_reader *r, pthread_mutex_t *lock, pthread_cond_t *ready,
+                       struct k3io_fifo *done, const int *failed, double until)
 {
     struct k3io_fifo mine = {0};
     pthread_mutex_lock(lock);
     if (isinf(until)) {
-        while (!done->head)
+        while (!done->head && !(failed && *failed))
             pthread_cond_wait(ready, lock);
     } else if (until > 0) {
         double whole = floor(until);
         struct timespec ts = {.tv_sec = (time_t)whole, .tv_nsec = (long)((until - whole) * 1e9)};
-        while (!done->head && pthread_cond_timedwait(ready, lock, &ts) != ETIMEDOUT)
+        while (!done->head && !(failed && *failed) &&
+               pthread_cond_timedwait(ready, lock, &ts) != ETIMEDOUT)
             ;
     }
     k3io__fifo_splice(&mine, done);
+    int rc = failed ? *failed : 0;
     pthread_mutex_unlock(lock);
     /* chunk_done may stage the same chunk again (a retry), so pop before handing over */
     struct k3io_chunk *c;
     while ((c = k3io__fifo_pop(&mine)))
         k3io__chunk_done(r, c, c->res);
+    return rc;
 }
 
 /* ---- the public interface ---- */

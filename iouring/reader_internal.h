@@ -173,9 +173,10 @@ void k3io__chunk_result(struct k3io_reader *r, struct k3io_chunk *c, int32_t res
 /* The thread backends' reap: worker threads put finished chunks (res and landed set) on
  * done under lock and signal ready (a condition on CLOCK_MONOTONIC: k3io__cond_init);
  * this hands them all to k3io__chunk_done, first waiting for one until `until` (as the
- * reap op's). */
-void k3io__reap_handoff(struct k3io_reader *r, pthread_mutex_t *lock, pthread_cond_t *ready,
-                        struct k3io_fifo *done, double until);
+ * reap op's).  failed (NULL: none) is the backend's -errno under lock, 0 while it works:
+ * once set, the wait ends and it is returned (after what had finished is handed on). */
+int k3io__reap_handoff(struct k3io_reader *r, pthread_mutex_t *lock, pthread_cond_t *ready,
+                       struct k3io_fifo *done, const int *failed, double until);
 /* A condition variable whose timed waits read CLOCK_MONOTONIC. */
 int k3io__cond_init(pthread_cond_t *c);
 

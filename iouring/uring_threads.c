@@ -7,14 +7,19 @@
  * eventfd the worker always has a read posted on in its ring, so one io_uring_enter waits
  * for both new work and completions; results come back through one done FIFO, as in the
  * pread pool (pool.c).  What a result means is decided on the reader's thread
- * (k3io__chunk_done), and a retry comes back through queue() to the same worker. */
+ * (k3io__chunk_done), and a retry comes back through queue() to the same worker.
+ *
+ * An io_uring_enter that fails for good (not EINTR, EAGAIN or EBUSY) stops its worker:
+ * the error is kept and every later flush and reap returns it, as the single-ring
+ * backend's do (uring.c), so the caller learns it instead of waiting for completions
+ * that will never come.  As there, the reads that ring had in the kernel cannot be
+ * reaped; the worker waits to be stopped and the ring is torn down. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "iouring/reader_internal.h"
@@ -37,7 +42,9 @@ struct threads {
     pthread_cond_t done_ready;   /* the reader's thread waits here */
     pthread_cond_t started;      /* ... and here, for every ring to be set up */
     struct k3io_fifo done;       /* under lock */
+    pthread_cond_t stop_wait;    /* a failed worker waits here to be stopped */
     bool stopping;               /* under lock */
+    int error;                   /* under lock: a worker's ring failure (-errno), 0 none */
     int n_started;               /* under lock: workers past their ring's set-up */
     int init_rc;                 /* under lock: the first set-up failure */
     const char *failed_call;
@@ -51,6 +58,19 @@ static void post_eventfd_read(struct worker *w, struct io_uring *ring)
     struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
     io_uring_prep_read(sqe, w->efd, &w->efd_count, sizeof w->efd_count, 0);
     io_uring_sqe_set_data(sqe, NULL);
+}
+
+/* The ring refuses io_uring_enter for good: the reader's next flush or reap returns rc,
+ * and the worker waits to be stopped. */
+static void worker_failed(struct threads *t, int rc)
+{
+    pthread_mutex_lock(&t->lock);
+    if (!t->error)
+        t->error = rc;
+    pthread_cond_signal(&t->done_ready);
+    while (!t->stopping)
+        pthread_cond_wait(&t->stop_wait, &t->lock);
+    pthread_mutex_unlock(&t->lock);
 }
 
 /* Started, a worker runs until told to stop with nothing in flight and its eventfd read
@@ -97,8 +117,10 @@ static void *worker_main(void *arg)
             posted = true;
         }
         rc = io_uring_submit_and_wait(&u.ring, 1);
-        if (rc < 0 && !k3io__enter_transient(rc))
-            nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL); /* SQEs stay; retried */
+        if (rc < 0 && !k3io__enter_transient(rc)) {
+            worker_failed(t, rc);
+            break;
+        }
         struct k3io_fifo done = {0};
         struct io_uring_cqe *cqes[64];
         unsigned n;
@@ -140,6 +162,7 @@ static void shut_down(struct threads *t, int started)
 {
     pthread_mutex_lock(&t->lock);
     t->stopping = true;
+    pthread_cond_broadcast(&t->stop_wait);
     pthread_mutex_unlock(&t->lock);
     for (int i = 0; i < started; i++) {
         wake(&t->w[i]);
@@ -148,6 +171,7 @@ static void shut_down(struct threads *t, int started)
     for (int i = 0; i < t->n; i++)
         if (t->w[i].efd >= 0)
             close(t->w[i].efd);
+    pthread_cond_destroy(&t->stop_wait);
     pthread_cond_destroy(&t->started);
     pthread_cond_destroy(&t->done_ready);
     pthread_mutex_destroy(&t->lock);
@@ -173,6 +197,7 @@ static int threads_init(struct k3io_reader *r, const char **failed_call, char *n
         return rc;
     }
     pthread_cond_init(&t->started, NULL);
+    pthread_cond_init(&t->stop_wait, NULL);
     for (int i = 0; i < t->n; i++)
         t->w[i] = (struct worker){.t = t, .index = i, .efd = -1};
     int started = 0;
@@ -219,7 +244,8 @@ static void threads_queue(struct k3io_reader *r, struct k3io_chunk *c)
     k3io__fifo_push(&t->w[r->file_thread[c->file]].staged, c);
 }
 
-/* One lock for the whole batch, and one wake-up per worker that got work. */
+/* One lock for the whole batch, and one wake-up per worker that got work.  Returns a
+ * worker's ring failure, if any. */
 static int threads_flush(struct k3io_reader *r)
 {
     struct threads *t = r->backend;
@@ -229,16 +255,16 @@ static int threads_flush(struct k3io_reader *r)
             k3io__fifo_splice(&t->w[i].work, &t->w[i].staged);
             wake(&t->w[i]);
         }
+    int rc = t->error;
     pthread_mutex_unlock(&t->lock);
-    return 0;
+    return rc;
 }
 
 static int threads_reap(struct k3io_reader *r, double until)
 {
     struct threads *t = r->backend;
     threads_flush(r);
-    k3io__reap_handoff(r, &t->lock, &t->done_ready, &t->done, until);
-    return 0;
+    return k3io__reap_handoff(r, &t->lock, &t->done_ready, &t->done, &t->error, until);
 }
 
 const struct k3io_ops k3io_uring_threads_ops = {

@@ -1,6 +1,7 @@
 /* The placement plan (plan.h): a pure function of layout, drives and thread count. */
 #include "numa/plan.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -180,6 +181,7 @@ int k3numa_plan_make(struct k3numa_plan **out, const struct k3numa_layout *l,
     free(assigned);
     free(order);
     free(seq);
+    k3numa_plan_check(p, l);
     *out = p;
     return 0;
 nomem:
@@ -222,6 +224,181 @@ void k3numa_plan_team_rows(const struct k3numa_plan *p, int rows, int granule, i
     *begin = cut(rows, granule, tm->first_thread, p->n_threads);
     *end = cut(rows, granule, tm->first_thread + tm->n_threads, p->n_threads);
 }
+
+/* ------------------------------------------------------------------ the rules, asserted */
+
+#ifdef NDEBUG
+void k3numa_plan_check(const struct k3numa_plan *p, const struct k3numa_layout *l)
+{
+    (void)p;
+    (void)l;
+}
+#else
+
+/* Rule 3's order of the cores of a node: core c's key is (its rank among the node's cores
+ * sharing its last-level cache, the order of that cache's first core among the node's
+ * caches); the keys are distinct, and the spread order is the keys' ascending order. */
+static long long spread_key(const struct k3numa_core *cores, int nc, int c)
+{
+    int rank = 0, group = 0;
+    for (int d = 0; d < c; d++)
+        rank += cores[d].llc == cores[c].llc;
+    for (int d = 0; d < nc; d++) {
+        if (cores[d].llc == cores[c].llc)
+            break;
+        bool first_of_cache = true; /* count each cache once, at its first core */
+        for (int e = 0; e < d; e++)
+            first_of_cache &= cores[e].llc != cores[d].llc;
+        group += first_of_cache;
+    }
+    return (long long)rank * (nc + 1) + group;
+}
+
+/* Rule 3 for team k on layout node nd: its threads' PUs are the first n_threads entries of
+ * "the first PU of every core in spread order, then every core's second PU, ...". */
+static void check_team_pus(const struct k3numa_plan *p, const struct k3numa_layout *l,
+                           const struct k3numa_node *nd, int k, long long *key)
+{
+    const struct k3numa_team *tm = &p->teams[k];
+    const struct k3numa_core *cores = l->cores + nd->first_core;
+    int nc = nd->n_cores;
+    for (int c = 0; c < nc; c++)
+        key[c] = spread_key(cores, nc, c);
+    int level = 0, at = 0; /* the SMT level being dealt, and the threads dealt at it */
+    for (int j = 0; j < tm->n_threads; j++) {
+        int at_level = 0; /* cores with a PU at this level */
+        for (int c = 0; c < nc; c++)
+            at_level += cores[c].n_pus > level;
+        if (at == at_level) { /* every core has had its PU at this level: the next one */
+            level++;
+            at = 0;
+        }
+        /* the at-th core in spread order among those with a PU at this level */
+        int core = -1;
+        for (int c = 0; c < nc && core < 0; c++) {
+            if (cores[c].n_pus <= level)
+                continue;
+            int before = 0;
+            for (int d = 0; d < nc; d++)
+                before += cores[d].n_pus > level && key[d] < key[c];
+            if (before == at)
+                core = c;
+        }
+        assert(core >= 0 && p->thread_cpu[tm->first_thread + j] ==
+                                l->pus[cores[core].first_pu + level]);
+        at++;
+    }
+    assert(tm->n_cores == (tm->n_threads < nc ? tm->n_threads : nc));
+}
+
+/* Threads per node as dealt (rule 2), from the plan. */
+static int dealt(const struct k3numa_plan *p, int i)
+{
+    return p->node_team[i] >= 0 ? p->teams[p->node_team[i]].n_threads : 0;
+}
+
+void k3numa_plan_check(const struct k3numa_plan *p, const struct k3numa_layout *l)
+{
+    int total_cores = 0, total_pus = 0, max_cores = 1;
+    for (int i = 0; i < l->n_nodes; i++) {
+        total_cores += l->nodes[i].n_cores;
+        total_pus += l->nodes[i].n_pus;
+        if (l->nodes[i].n_cores > max_cores)
+            max_cores = l->nodes[i].n_cores;
+    }
+    /* 1. one thread per usable core unless asked, never more than the usable PUs */
+    int want = p->threads_requested <= 0 ? total_cores : p->threads_requested;
+    assert(p->n_threads == (want < total_pus ? want : total_pus) && p->n_threads >= 1);
+    /* 4. teams on consecutive thread numbers, in team order, holding every thread */
+    assert(p->n_teams >= 1 && p->n_teams <= p->n_nodes);
+    int t = 0;
+    for (int k = 0; k < p->n_teams; k++) {
+        const struct k3numa_team *tm = &p->teams[k];
+        assert(tm->first_thread == t && tm->n_threads >= 1);
+        for (int j = 0; j < tm->n_threads; j++)
+            assert(p->thread_team[t + j] == k);
+        t += tm->n_threads;
+    }
+    assert(t == p->n_threads);
+
+    if (!p->bind) { /* K3NUMA_PLAN_OFF: one unpinned team over the whole machine */
+        assert(p->n_nodes == 1 && p->n_teams == 1 && p->node_os[0] == -1 &&
+               p->node_team[0] == 0 && p->node_cores[0] == total_cores);
+        assert(p->teams[0].node == -1 &&
+               p->teams[0].n_cores == (p->n_threads < total_cores ? p->n_threads : total_cores));
+        for (int th = 0; th < p->n_threads; th++)
+            assert(p->thread_cpu[th] == -1);
+    } else {
+        /* 2. a team per node that got threads, only nodes with cores, in layout order */
+        assert(p->n_nodes == l->n_nodes);
+        int next_team = 0;
+        for (int i = 0; i < l->n_nodes; i++) {
+            const struct k3numa_node *nd = &l->nodes[i];
+            assert(p->node_os[i] == nd->os_index && p->node_cores[i] == nd->n_cores);
+            int k = p->node_team[i];
+            if (k < 0)
+                continue;
+            assert(k == next_team && p->teams[k].node == nd->os_index && nd->n_cores > 0 &&
+                   p->teams[k].n_threads <= nd->n_pus);
+            next_team++;
+        }
+        assert(next_team == p->n_teams);
+        /* ... dealt one at a time to the node with the fewest threads per core (ties: the
+         * earlier node), skipping full nodes: when node i took its last thread, node j had
+         * room and at most its final count, and was not preferred. */
+        for (int i = 0; i < l->n_nodes; i++) {
+            if (dealt(p, i) == 0)
+                continue;
+            for (int j = 0; j < l->n_nodes; j++) {
+                const struct k3numa_node *ni = &l->nodes[i], *nj = &l->nodes[j];
+                if (j == i || nj->n_cores == 0 || dealt(p, j) >= nj->n_pus)
+                    continue;
+                long long mine = (long long)(dealt(p, i) - 1) * nj->n_cores,
+                          theirs = (long long)dealt(p, j) * ni->n_cores;
+                assert(j < i ? mine < theirs : mine <= theirs);
+            }
+        }
+        /* 3. each team's PUs in spread order */
+        long long key[max_cores];
+        for (int i = 0; i < l->n_nodes; i++)
+            if (p->node_team[i] >= 0)
+                check_team_pus(p, l, &l->nodes[i], p->node_team[i], key);
+    }
+
+    /* 5. a drive with a known node that has a team is that team's; the k-th other one is
+     * team k mod n_teams's; its buffers are on its team's node (where rule 6 computes) */
+    int spill = 0;
+    for (int d = 0; d < p->n_drives; d++) {
+        int li = p->bind && p->drive_node[d] >= 0 ? k3numa_layout_node_index(l, p->drive_node[d]) : -1;
+        int own = li >= 0 ? p->node_team[li] : -1;
+        int team = own >= 0 ? own : spill++ % p->n_teams;
+        assert(p->drive_node[d] >= -1 && p->drive_team[d] == team);
+        assert(p->buffer_node[d] == p->teams[p->drive_team[d]].node);
+    }
+
+    /* 7. threads cut rows into contiguous ranges on granule multiples, covering each row
+     * once; a team's range is its threads' union */
+    static const int rows_cases[] = {0, 1, 17, 7168, 100003}, granules[] = {1, 16};
+    for (int r = 0; r < 5; r++)
+        for (int g = 0; g < 2; g++) {
+            int rows = rows_cases[r], gr = granules[g], at = 0, b, e;
+            for (int th = 0; th < p->n_threads; th++) {
+                k3numa_plan_thread_rows(p, rows, gr, th, &b, &e);
+                assert(b == at && e >= b && (b % gr == 0 || b == rows));
+                at = e;
+            }
+            assert(at == rows);
+            for (int k = 0; k < p->n_teams; k++) {
+                const struct k3numa_team *tm = &p->teams[k];
+                int tb, te, fb, fe, lb, le;
+                k3numa_plan_team_rows(p, rows, gr, k, &tb, &te);
+                k3numa_plan_thread_rows(p, rows, gr, tm->first_thread, &fb, &fe);
+                k3numa_plan_thread_rows(p, rows, gr, tm->first_thread + tm->n_threads - 1, &lb, &le);
+                assert(tb == fb && te == le);
+            }
+        }
+}
+#endif
 
 /* ------------------------------------------------------------------ formatting */
 

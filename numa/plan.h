@@ -86,6 +86,11 @@ int k3numa_plan_make(struct k3numa_plan **out, const struct k3numa_layout *l,
                      const int *drive_nodes, int n_drives, int threads, unsigned flags);
 void k3numa_plan_free(struct k3numa_plan *p);
 
+/* Asserts every rule above on p as made from layout l (assert(3): a broken rule aborts,
+ * naming the condition), as engine/stream/buffer.c's buffer_check does for buffers.
+ * k3numa_plan_make checks every plan it makes; tests call it on plans they alter. */
+void k3numa_plan_check(const struct k3numa_plan *p, const struct k3numa_layout *l);
+
 /* Rule 7: rows [*begin, *end) of a rows-row mat-vec for OpenMP thread `thread`, or for
  * team `team`.  granule >= 1 (e.g. 16 rows = one 64-byte line of f32 outputs per cut);
  * a thread or team may get an empty range when rows are few. */

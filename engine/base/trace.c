@@ -38,6 +38,41 @@ static double mono_us(void)
 
 double k3_trace_now(const struct k3_trace *t) { return t ? mono_us() - t->t0 : 0; }
 
+/* Room for a name as a JSON string: longer names are cut. */
+#define QUOTED_MAX 256
+
+/* s as a JSON string, its quotes included, in out[QUOTED_MAX]: '"' and '\\' escaped,
+ * control characters as \u00XX.  A name too long is cut, never inside an escape or a
+ * UTF-8 character. */
+static const char *quoted(char *out, const char *s)
+{
+    size_t n = 0;
+    out[n++] = '"';
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        char esc[8] = {(char)c};
+        int len = 1;
+        if (c == '"' || c == '\\')
+            len = snprintf(esc, sizeof esc, "\\%c", c);
+        else if (c < 0x20)
+            len = snprintf(esc, sizeof esc, "\\u%04x", c);
+        if (n + (size_t)len + 2 > QUOTED_MAX) {
+            if ((c & 0xc0) == 0x80) { /* inside a character: drop what is written of it */
+                while (n > 1 && ((unsigned char)out[n - 1] & 0xc0) == 0x80)
+                    n--;
+                if (n > 1 && (unsigned char)out[n - 1] >= 0xc0)
+                    n--;
+            }
+            break;
+        }
+        memcpy(out + n, esc, (size_t)len);
+        n += (size_t)len;
+    }
+    out[n++] = '"';
+    out[n] = 0;
+    return out;
+}
+
 static void emit(struct k3_trace *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void emit(struct k3_trace *t, const char *fmt, ...)
 {
@@ -51,8 +86,9 @@ static void emit(struct k3_trace *t, const char *fmt, ...)
 
 static void thread_name(struct k3_trace *t, int tid, const char *name, int sort)
 {
-    emit(t, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\",\"args\":{\"name\":\"%s\"}}",
-         t->pid, tid, name);
+    char q[QUOTED_MAX];
+    emit(t, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\",\"args\":{\"name\":%s}}",
+         t->pid, tid, quoted(q, name));
     emit(t, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%d}}",
          t->pid, tid, sort);
 }
@@ -77,8 +113,9 @@ int k3_trace_open(struct k3_trace **out, const char *path, int n_drives, int ran
     /* Every event but a whole file's first starts with ",\n", so a part appends anywhere. */
     if (!t->part)
         fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", t->f);
-    fprintf(t->f, "%s{\"ph\":\"M\",\"pid\":%d,\"name\":\"process_name\",\"args\":{\"name\":\"%s\"}}",
-            t->part ? ",\n" : "", t->pid, process);
+    char q[QUOTED_MAX];
+    fprintf(t->f, "%s{\"ph\":\"M\",\"pid\":%d,\"name\":\"process_name\",\"args\":{\"name\":%s}}",
+            t->part ? ",\n" : "", t->pid, quoted(q, process));
     thread_name(t, TID_COMPUTE, "compute", 0);
     for (int d = 0; d < n_drives; d++) {
         char name[32];
@@ -131,8 +168,9 @@ void k3_trace_begin(struct k3_trace *t, const char *name, const char *args)
     if (!t)
         return;
     t->depth++;
-    emit(t, "{\"ph\":\"B\",\"pid\":%d,\"tid\":%d,\"ts\":%.1f,\"name\":\"%s\",\"args\":{%s}}", t->pid,
-         TID_COMPUTE, k3_trace_now(t), name, args ? args : "");
+    char q[QUOTED_MAX];
+    emit(t, "{\"ph\":\"B\",\"pid\":%d,\"tid\":%d,\"ts\":%.1f,\"name\":%s,\"args\":{%s}}", t->pid,
+         TID_COMPUTE, k3_trace_now(t), quoted(q, name), args ? args : "");
 }
 
 void k3_trace_end(struct k3_trace *t)
@@ -158,9 +196,10 @@ void k3_trace_team_span(struct k3_trace *t, int team, int node, const char *name
         thread_name(t, TID_TEAM0 + track, label, 1 + track);
         t->named_teams |= 1ull << track;
     }
-    emit(t, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.1f,\"dur\":%.1f,\"name\":\"%s\","
+    char q[QUOTED_MAX];
+    emit(t, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.1f,\"dur\":%.1f,\"name\":%s,"
             "\"args\":{%s}}",
-         t->pid, TID_TEAM0 + track, begin, end - begin, name, args ? args : "");
+         t->pid, TID_TEAM0 + track, begin, end - begin, quoted(q, name), args ? args : "");
 }
 
 void k3_trace_read(struct k3_trace *t, int drive, double submitted, double landed, uint32_t bytes,
@@ -169,12 +208,14 @@ void k3_trace_read(struct k3_trace *t, int drive, double submitted, double lande
     if (!t)
         return;
     uint64_t id = ++t->next_id;
+    char q[QUOTED_MAX];
+    quoted(q, what);
     emit(t, "{\"ph\":\"b\",\"cat\":\"read\",\"id\":%llu,\"pid\":%d,\"tid\":%d,\"ts\":%.1f,"
-            "\"name\":\"%s\",\"args\":{\"bytes\":%u}}",
-         (unsigned long long)id, t->pid, TID_DRIVE0 + drive, submitted, what, bytes);
+            "\"name\":%s,\"args\":{\"bytes\":%u}}",
+         (unsigned long long)id, t->pid, TID_DRIVE0 + drive, submitted, q, bytes);
     emit(t, "{\"ph\":\"e\",\"cat\":\"read\",\"id\":%llu,\"pid\":%d,\"tid\":%d,\"ts\":%.1f,"
-            "\"name\":\"%s\"}",
-         (unsigned long long)id, t->pid, TID_DRIVE0 + drive, landed, what);
+            "\"name\":%s}",
+         (unsigned long long)id, t->pid, TID_DRIVE0 + drive, landed, q);
 }
 
 void k3_trace_storage_read(struct k3_trace *t, int drive, double begin_s, double end_s,
@@ -190,18 +231,21 @@ void k3_trace_storage_read(struct k3_trace *t, int drive, double begin_s, double
         t->named_storage[track / 64] |= 1ull << (track % 64);
     }
     uint64_t id = ++t->next_id;
+    char q[QUOTED_MAX];
+    quoted(q, what);
     emit(t, "{\"ph\":\"b\",\"cat\":\"storage\",\"id\":%llu,\"pid\":%d,\"tid\":%d,\"ts\":%.1f,"
-            "\"name\":\"%s\",\"args\":{\"bytes\":%u}}",
-         (unsigned long long)id, t->pid, TID_STORAGE0 + track, begin_s * 1e6 - t->t0, what, bytes);
+            "\"name\":%s,\"args\":{\"bytes\":%u}}",
+         (unsigned long long)id, t->pid, TID_STORAGE0 + track, begin_s * 1e6 - t->t0, q, bytes);
     emit(t, "{\"ph\":\"e\",\"cat\":\"storage\",\"id\":%llu,\"pid\":%d,\"tid\":%d,\"ts\":%.1f,"
-            "\"name\":\"%s\"}",
-         (unsigned long long)id, t->pid, TID_STORAGE0 + track, end_s * 1e6 - t->t0, what);
+            "\"name\":%s}",
+         (unsigned long long)id, t->pid, TID_STORAGE0 + track, end_s * 1e6 - t->t0, q);
 }
 
 void k3_trace_counter(struct k3_trace *t, const char *name, double value)
 {
     if (!t)
         return;
-    emit(t, "{\"ph\":\"C\",\"pid\":%d,\"ts\":%.1f,\"name\":\"%s\",\"args\":{\"value\":%.0f}}", t->pid,
-         k3_trace_now(t), name, value);
+    char q[QUOTED_MAX];
+    emit(t, "{\"ph\":\"C\",\"pid\":%d,\"ts\":%.1f,\"name\":%s,\"args\":{\"value\":%.0f}}", t->pid,
+         k3_trace_now(t), quoted(q, name), value);
 }

@@ -8,6 +8,8 @@
  * bytes in flight.  Events are written as they happen (bounded memory); timestamps are
  * microseconds since the trace opened.  Under mpirun each rank is a process of its own
  * with the same tracks, and the followers' events join the leader's file at the end.
+ * Names (of spans, reads, counters) may hold any text: they are written as JSON strings,
+ * escaped, and cut past about 250 bytes; args are JSON object bodies, written as given.
  * Does not own: deciding what to trace, moving parts between ranks (engine/cluster).
  * A NULL trace is valid everywhere and records nothing.
  */

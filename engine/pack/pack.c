@@ -14,6 +14,7 @@
 #include <xxhash.h>
 
 #include "engine/base/files.h"
+#include "engine/base/line.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/model.h"
 #include "engine/pack/pack_format.h"
@@ -53,18 +54,28 @@ static double now(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+static void note_plain(void *pk, const char *line)
+{
+    const struct k3_pack_opts *o = ((const struct packer *)pk)->o;
+    o->note(o->ctx, false, line);
+}
+
+static void note_warning(void *pk, const char *line)
+{
+    const struct k3_pack_opts *o = ((const struct packer *)pk)->o;
+    o->note(o->ctx, true, line);
+}
+
 /* One line to the caller (never printed here). */
 __attribute__((format(printf, 3, 4))) static void note(const struct packer *pk, bool warning,
                                                        const char *fmt, ...)
 {
     if (!pk->o->note)
         return;
-    char line[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    k3_vline(warning ? note_warning : note_plain, (void *)pk, fmt, ap);
     va_end(ap);
-    pk->o->note(pk->o->ctx, warning, line);
 }
 
 static void progress(const struct packer *pk)

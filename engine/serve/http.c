@@ -15,6 +15,7 @@
 
 #include <microhttpd.h>
 
+#include "engine/base/line.h"
 #include "engine/serve/metrics.h"
 
 #define WAIT_MS 50            /* between looks at a waiting client's socket */
@@ -82,19 +83,26 @@ static double now(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* The line as the caller's log gets it: a client's text never moves the terminal. */
+static void log_clean(void *arg, const char *line)
+{
+    const struct k3_http *h = arg;
+    char clean[K3_LINE_MAX];
+    size_t n = 0;
+    for (; line[n] && n < sizeof clean - 1; n++)
+        clean[n] = (unsigned char)line[n] < 0x20 || line[n] == 0x7f ? '?' : line[n];
+    clean[n] = 0;
+    h->o.log(h->o.log_ctx, clean);
+}
+
 __attribute__((format(printf, 2, 3))) static void log_line(struct k3_http *h, const char *fmt, ...)
 {
     if (!h->o.log)
         return;
-    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    k3_vline(log_clean, h, fmt, ap);
     va_end(ap);
-    for (char *at = line; *at; at++) /* a client's text never moves the terminal */
-        if ((unsigned char)*at < 0x20 || *at == 0x7f)
-            *at = '?';
-    h->o.log(h->o.log_ctx, line);
 }
 
 /* ---- responses ------------------------------------------------------------------- */

@@ -65,12 +65,39 @@ static void observe(struct k3_latency *h, double seconds)
     h->sum += seconds;
 }
 
+/* ---- a slot's states: the legal changes and the invariants, asserted at every change
+ * (as engine/stream/buffer.c does for buffers).  Every write of a slot's state goes
+ * through slot_set. */
+
+static bool slot_legal(enum slot_state from, enum slot_state to)
+{
+    switch (from) {
+    case SLOT_FREE: return to == SLOT_PREFILL; /* admitted */
+    /* its prompt's last row drawn from; ended (cancelled, stopping, a failed step) */
+    case SLOT_PREFILL: return to == SLOT_DECODE || to == SLOT_FREE;
+    /* the next token drawn; ended (end of message, a stop string, a limit, cancelled,
+     * stopping, a failed step) */
+    case SLOT_DECODE: return to == SLOT_DECODE || to == SLOT_FREE;
+    }
+    return false;
+}
+
 static void check_slot(const struct slot *sl)
 {
     assert((sl->state == SLOT_FREE) == (sl->req == NULL));
     assert(sl->state != SLOT_PREFILL || sl->prompt_done < sl->req->n_prompt);
     assert(sl->state != SLOT_DECODE || sl->prompt_done == sl->req->n_prompt);
     (void)sl;
+}
+
+/* The slot's new state: legal from its current one, and the invariants of the new one
+ * hold (its request, and its prompt rows, set first). */
+static void slot_set(struct slot *sl, enum slot_state to)
+{
+    assert(slot_legal(sl->state, to));
+    (void)slot_legal; /* under NDEBUG */
+    sl->state = to;
+    check_slot(sl);
 }
 
 int k3_sched_create(struct k3_sched **out, struct k3_runtime *rt, const struct k3_sched_opts *o,
@@ -198,7 +225,7 @@ static void end_slot(struct k3_sched *s, struct slot *sl, enum k3_finish f, cons
     k3_request_finish(sl->req, f, error);
     k3_request_release(sl->req);
     sl->req = NULL;
-    sl->state = SLOT_FREE;
+    slot_set(sl, SLOT_FREE);
     pthread_mutex_lock(&s->lock);
     s->stats.requests_done++;
     pthread_mutex_unlock(&s->lock);
@@ -216,9 +243,8 @@ static void admit(struct k3_sched *s, struct slot *sl, struct k3_request *r)
                                       : 0;
     if (sl->prompt_done)
         k3_request_set_cached(r, sl->prompt_done);
-    sl->state = SLOT_PREFILL;
     sl->admitted = s->admissions++;
-    check_slot(sl);
+    slot_set(sl, SLOT_PREFILL);
     pthread_mutex_lock(&s->lock);
     s->stats.prompt_tokens += (uint64_t)r->n_prompt;
     pthread_mutex_unlock(&s->lock);
@@ -331,11 +357,10 @@ static void take_token(struct k3_sched *s, struct slot *sl, const float *logits)
     int made = sl->req->completion_tokens;
     if (sl->state == SLOT_PREFILL) /* its prompt just ended: the next turn starts here */
         store_state(s, sl);
-    sl->state = SLOT_DECODE;
     sl->next = id;
     if (sl->seq.pos < s->o.ctx)
         sl->ids[sl->seq.pos] = id;
-    check_slot(sl);
+    slot_set(sl, SLOT_DECODE);
     double t = now();
     pthread_mutex_lock(&s->lock);
     s->stats.tokens_generated++;

@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include <unistd.h>
 
 #include "engine/base/files.h"
+#include "engine/base/line.h"
 #include "engine/kernels/mxfp4.h"
 #include "engine/model/safetensors.h"
 #include "engine/model/tensors.h"
@@ -141,20 +141,6 @@ struct run {
     struct k3_err *err;
 };
 
-/* Tells the caller, if it listens. */
-static void note(const struct run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void note(const struct run *r, const char *fmt, ...)
-{
-    if (!r->notes || !r->notes->fn)
-        return;
-    char line[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    r->notes->fn(r->notes->ctx, line);
-}
-
 /* The safetensors header of items[0..n), in their order. */
 static int write_shard_header(FILE *f, const char *path, struct item *items, int64_t n,
                               struct k3_err *err)
@@ -207,8 +193,9 @@ static int write_shard(const struct run *r, int s, struct item *items, int64_t n
     }
     if (fclose(f) && !rc)
         rc = k3_errf(r->err, "%s: write failed: %s", path, strerror(errno));
-    if (!rc)
-        note(r, "%s (%.1f MB, %lld tensors)", file, written / 1e6, (long long)n);
+    if (!rc && r->notes) /* tells the caller, if it listens */
+        k3_line(r->notes->fn, r->notes->ctx, "%s (%.1f MB, %lld tensors)", file, written / 1e6,
+                (long long)n);
     return rc;
 }
 

@@ -1,6 +1,12 @@
 /* numa/plan: which PUs each team gets and where each drive's buffers live, on the dual
- * EPYC 7763 (NPS1, NPS4), a single node, odd core counts, shared and CPU-less nodes. */
+ * EPYC 7763 (NPS1, NPS4), a single node, odd core counts, shared and CPU-less nodes.
+ * k3numa_plan_check holds on every plan made here (k3numa_plan_make asserts it too), on
+ * every thread count over every topology here and the XML fixtures of tests/numa/, and
+ * aborts on plans altered to break each rule of plan.h. */
 #include <errno.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tests/unit/test_numa.h"
 
@@ -10,6 +16,7 @@ static struct k3numa_plan *make(const struct k3numa_topo *t, const int *drives, 
     struct k3numa_plan *p;
     int rc = k3numa_plan_make(&p, k3numa_topo_layout(t), drives, n_drives, threads, flags);
     REQUIRE(rc == 0, "plan (%d drives, %d threads): %d", n_drives, threads, rc);
+    k3numa_plan_check(p, k3numa_topo_layout(t));
     return p;
 }
 
@@ -434,6 +441,152 @@ static void errors_and_purity(void)
     k3numa_topo_destroy(t);
 }
 
+/* Every thread count from 0 to past the PUs, with the fixture's drives, unknown drives
+ * and none, pinned and under --numa off: each plan passes the check (inside make). */
+static void sweep(const char *what, struct k3numa_topo *t, const char *const *devs, int n_devs)
+{
+    const struct k3numa_layout *l = k3numa_topo_layout(t);
+    int drives[8], unknown[3] = {-1, -1, 7};
+    for (int d = 0; d < n_devs; d++)
+        k3numa_topo_device_node(t, devs[d], &drives[d], NULL, 0);
+    int plans = 0;
+    for (int threads = 0; threads <= l->n_pus + 2; threads++)
+        for (unsigned flags = 0; flags <= K3NUMA_PLAN_OFF; flags += K3NUMA_PLAN_OFF) {
+            k3numa_plan_free(make(t, drives, n_devs, threads, flags));
+            k3numa_plan_free(make(t, unknown, 3, threads, flags));
+            k3numa_plan_free(make(t, NULL, 0, threads, flags));
+            plans += 3;
+        }
+    printf("%s: %d plans checked\n", what, plans);
+}
+
+static void sweeps(void)
+{
+    const char *nps[] = {"nvme0n1", "nvme1n1", "nvme2n1", "nvme3n1", "nvme4n1", "nvme5c5n1"};
+    const char *odd[] = {"nvme0n1", "nvme1n1"};
+    struct {
+        const char *fixture, *const *devs;
+        int n_devs;
+    } xml[] = {{"epyc7763-nps1.xml", nps, 4}, {"epyc7763-nps4.xml", nps, 6}, {"odd-3-5.xml", odd, 2}};
+    for (size_t i = 0; i < sizeof xml / sizeof xml[0]; i++) {
+        struct k3numa_topo *t = load_fixture(xml[i].fixture);
+        sweep(xml[i].fixture, t, xml[i].devs, xml[i].n_devs);
+        k3numa_topo_destroy(t);
+    }
+    const char *synthetic[] = {TOPO_NPS1, TOPO_NPS4, "pack:1 [numa(memory=16GiB)] l3:1 core:8 pu:2",
+                               "pack:2 [numa] [numa] core:2 pu:2", "pack:2 [numa] core:1 pu:1",
+                               "pack:1 numa:3 l3:2 core:3 pu:1"};
+    for (size_t i = 0; i < sizeof synthetic / sizeof synthetic[0]; i++) {
+        struct k3numa_topo *t = load_synthetic(synthetic[i]);
+        sweep(synthetic[i], t, NULL, 0);
+        k3numa_topo_destroy(t);
+    }
+}
+
+/* ---- plans altered to break one rule each: the check must abort ---- */
+
+static void break_threads(struct k3numa_plan *p) /* rule 1: more than asked */
+{
+    p->threads_requested = p->n_threads - 1;
+}
+
+static void break_dealing(struct k3numa_plan *p) /* rule 2: odd-3-5 with 8 threads as 4 + 4 */
+{
+    p->teams[0].n_threads = 4;
+    p->teams[1].first_thread = 4;
+    p->teams[1].n_threads = 4;
+    p->teams[1].n_cores = 4;
+    p->thread_team[3] = 0;
+    int cpus[] = {0, 1, 2, 10, 5, 6, 7, 8}; /* 10: the SMT sibling of node 0's core 0 */
+    memcpy(p->thread_cpu, cpus, sizeof cpus);
+}
+
+static void break_team_node(struct k3numa_plan *p) /* rule 2: a team on another node */
+{
+    p->teams[1].node = p->teams[0].node;
+}
+
+static void break_spread(struct k3numa_plan *p) /* rule 3: a second core of an L3 first */
+{
+    int swap = p->thread_cpu[1];
+    p->thread_cpu[1] = p->thread_cpu[8];
+    p->thread_cpu[8] = swap;
+}
+
+static void break_smt(struct k3numa_plan *p) /* rule 3: an SMT sibling before every core */
+{
+    p->thread_cpu[1] = 128;
+}
+
+static void break_numbers(struct k3numa_plan *p) /* rule 4: a thread in the wrong team */
+{
+    p->thread_team[0] = 1;
+}
+
+static void break_drive(struct k3numa_plan *p) /* rule 5: a drive of node 1 to team 0 */
+{
+    p->drive_team[2] = 0;
+    p->buffer_node[2] = p->teams[0].node;
+}
+
+static void break_spill(struct k3numa_plan *p) /* rule 5: two spilled drives on one team */
+{
+    p->drive_team[4] = 1;
+    p->buffer_node[4] = p->teams[1].node;
+}
+
+static void break_buffers(struct k3numa_plan *p) /* rule 5: buffers off the drive's team */
+{
+    p->buffer_node[0] = 1;
+}
+
+static void break_off(struct k3numa_plan *p) /* --numa off pins nothing */
+{
+    p->thread_cpu[0] = 0;
+}
+
+/* The check aborts on the plan (threads, flags) altered by alter, in a child process. */
+static void must_abort(const char *what, const char *topo, const int *drives, int n_drives,
+                       int threads, unsigned flags, void (*alter)(struct k3numa_plan *))
+{
+    struct k3numa_topo *t = strstr(topo, ".xml") ? load_fixture(topo) : load_synthetic(topo);
+    struct k3numa_plan *p = make(t, drives, n_drives, threads, flags);
+    fflush(NULL);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0, "fork");
+    if (pid == 0) {
+        alter(p);
+        k3numa_plan_check(p, k3numa_topo_layout(t));
+        _exit(0);
+    }
+    int status;
+    REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid");
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
+          "%s: the check let it pass (status %#x)", what, status);
+    printf("%s: %s\n", what, WIFSIGNALED(status) ? "aborted, as it should" : "passed");
+    k3numa_plan_free(p);
+    k3numa_topo_destroy(t);
+}
+
+static void broken_plans(void)
+{
+#ifdef NDEBUG
+    printf("NDEBUG: the check asserts nothing in this build; broken plans not tried\n");
+#else
+    int nps1[] = {0, 0, 1, 1, -1, -1}, odd[] = {1, 1};
+    must_abort("rule 1, threads", TOPO_NPS1, nps1, 6, 16, 0, break_threads);
+    must_abort("rule 2, dealing", "odd-3-5.xml", odd, 2, 8, 0, break_dealing);
+    must_abort("rule 2, team node", TOPO_NPS1, nps1, 6, 16, 0, break_team_node);
+    must_abort("rule 3, spread", TOPO_NPS1, nps1, 6, 16, 0, break_spread);
+    must_abort("rule 3, SMT", TOPO_NPS1, nps1, 6, 16, 0, break_smt);
+    must_abort("rule 4, numbers", TOPO_NPS1, nps1, 6, 16, 0, break_numbers);
+    must_abort("rule 5, drive", TOPO_NPS1, nps1, 6, 16, 0, break_drive);
+    must_abort("rule 5, spill", TOPO_NPS1, nps1, 6, 16, 0, break_spill);
+    must_abort("rule 5, buffers", TOPO_NPS1, nps1, 6, 16, 0, break_buffers);
+    must_abort("numa off", TOPO_NPS1, nps1, 6, 16, K3NUMA_PLAN_OFF, break_off);
+#endif
+}
+
 int main(void)
 {
     numa_test_env();
@@ -445,5 +598,7 @@ int main(void)
     numa_off();
     verbose_lines();
     errors_and_purity();
+    sweeps();
+    broken_plans();
     return check_result();
 }

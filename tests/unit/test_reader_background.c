@@ -95,5 +95,5 @@ int main(void)
     free(area);
     k3io_close(&f);
     unlink(path);
-    return check_result();
+    return reader_result();
 }

@@ -126,5 +126,5 @@ int main(void)
     k3io_close(&direct);
     k3io_close(&buffered);
     unlink(path);
-    return check_result();
+    return reader_result();
 }

@@ -85,5 +85,5 @@ int main(void)
     free(area);
     unlink(paths[0]);
     unlink(paths[1]);
-    return check_result();
+    return reader_result();
 }

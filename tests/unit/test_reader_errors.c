@@ -135,5 +135,5 @@ int main(void)
     close(dir);
     free(area);
     unlink(path);
-    return check_result();
+    return reader_result();
 }

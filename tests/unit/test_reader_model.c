@@ -257,5 +257,5 @@ int main(void)
         unlink(paths[i]);
     }
     free(area);
-    return check_result();
+    return reader_result();
 }

@@ -16,14 +16,9 @@ static void run(enum k3io_backend b, const int *fd, char *area)
     struct k3io_config cfg = {.fds = fd, .n_files = 1, .area = area, .area_bytes = AREA_BYTES,
                               .queue_depth = 8, .max_io_bytes = 4u << 20, .pread_threads = 2};
     char note[256];
-    test_config(b, &cfg);
-    struct k3io_reader *r = NULL;
-    int rc = k3io_reader_create(&r, &cfg, note, sizeof note);
-    if (rc && cfg.backend == K3IO_URING) {
-        printf("io_uring run skipped: %s\n", note);
+    struct k3io_reader *r = open_reader_note(b, cfg, note, sizeof note);
+    if (!r)
         return;
-    }
-    REQUIRE(rc == 0, "%s: %s", backend_label(b), strerror(-rc));
     CHECK(note[0] == 0, "%s: note \"%s\"", backend_label(b), note);
     struct k3io_req q[] = {
         {.file = 0, .len = 3u << 20, .offset = 4096, .buf = area + GiB - (1u << 20), .tag = 1},
@@ -63,5 +58,5 @@ int main(void)
     munmap(area, AREA_BYTES);
     k3io_close(&f);
     unlink(path);
-    return check_result();
+    return reader_result();
 }

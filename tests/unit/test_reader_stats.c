@@ -93,5 +93,5 @@ int main(void)
     }
     free(area);
     unlink(path);
-    return check_result();
+    return reader_result();
 }

@@ -96,5 +96,5 @@ int main(void)
         k3io_close(&files[f]);
         unlink(paths[f]);
     }
-    return check_result();
+    return reader_result();
 }

@@ -11,23 +11,9 @@
 #include "engine/text/bpe.h"
 #include "engine/text/bytemap.h"
 #include "tests/check.h"
+#include "tests/util.h"
 
-static char root[512];
-
-static void b64(const uint8_t *p, size_t n, char *out)
-{
-    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t o = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t w = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
-                     (i + 2 < n ? p[i + 2] : 0);
-        out[o++] = A[w >> 18];
-        out[o++] = A[(w >> 12) & 63];
-        out[o++] = i + 1 < n ? A[(w >> 6) & 63] : '=';
-        out[o++] = i + 2 < n ? A[w & 63] : '=';
-    }
-    out[o] = 0;
-}
+static const char *root; /* this run's folder */
 
 /* Writes a vocabulary of the 256 bytes plus tokens[i] at rank 256 + i; loads it with
  * the given pattern ("(?s).+": the whole text is one piece). */
@@ -42,11 +28,11 @@ static struct k3_tokenizer *hand_vocab(const char *name, const char *const *toke
     REQUIRE(f, "cannot write %s", path);
     for (int b = 0; b < 256; b++) {
         uint8_t c = (uint8_t)b;
-        b64(&c, 1, e);
+        test_b64(&c, 1, e);
         fprintf(f, "%s %d\n", e, b);
     }
     for (int i = 0; i < n; i++) {
-        b64((const uint8_t *)tokens[i], strlen(tokens[i]), e);
+        test_b64((const uint8_t *)tokens[i], strlen(tokens[i]), e);
         fprintf(f, "%s %d\n", e, 256 + i);
     }
     fclose(f);
@@ -246,9 +232,7 @@ static void test_long_pieces_are_fast(void)
 
 int main(void)
 {
-    const char *base = getenv("K3_TEST_TMP");
-    snprintf(root, sizeof root, "%s/test_tokenizer_bpe.XXXXXX", base ? base : "/tmp");
-    REQUIRE(mkdtemp(root), "mkdtemp %s failed", root);
+    root = test_tmp_dir("test_tokenizer_bpe");
     test_lowest_rank_first();
     test_rank_decides_not_position();
     test_leftmost_on_ties();

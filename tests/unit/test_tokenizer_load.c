@@ -8,24 +8,10 @@
 
 #include "engine/text/tokenizer.h"
 #include "tests/check.h"
+#include "tests/util.h"
 
-static char root[512];
+static const char *root; /* this run's folder */
 static int n_dirs;
-
-static void b64(const uint8_t *p, size_t n, char *out)
-{
-    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t o = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t w = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
-                     (i + 2 < n ? p[i + 2] : 0);
-        out[o++] = A[w >> 18];
-        out[o++] = A[(w >> 12) & 63];
-        out[o++] = i + 1 < n ? A[(w >> 6) & 63] : '=';
-        out[o++] = i + 2 < n ? A[w & 63] : '=';
-    }
-    out[o] = 0;
-}
 
 /* A new directory holding tiktoken.model = the 256 single bytes + `extra` lines
  * (appended verbatim) and, when config is non-NULL, tokenizer_config.json. */
@@ -41,7 +27,7 @@ static const char *make_vocab(const char *extra, const char *config)
     for (int b = 0; b < 256; b++) {
         uint8_t c = (uint8_t)b;
         char e[8];
-        b64(&c, 1, e);
+        test_b64(&c, 1, e);
         fprintf(f, "%s %d\n", e, b);
     }
     fputs(extra, f);
@@ -118,6 +104,19 @@ static void test_vocab_size_derived(void)
     k3_tok_free(tok);
 }
 
+/* The vocabularies here are written with test_b64 (tests/util.h): RFC 4648's vectors. */
+static void test_b64_vectors(void)
+{
+    const char *in[] = {"f", "fo", "foo", "foob", "fooba", "foobar"};
+    const char *want[] = {"Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
+    char out[16];
+    for (int i = 0; i < 6; i++)
+        CHECK(!strcmp(test_b64(in[i], strlen(in[i]), out), want[i]), "base64 \"%s\": %s, want %s",
+              in[i], out, want[i]);
+    uint8_t high[] = {0xfb, 0xff};
+    CHECK(!strcmp(test_b64(high, 2, out), "+/8="), "base64 fb ff: %s", out);
+}
+
 static void test_bad_base64(void)
 {
     expect_error("bad base64 char", make_vocab("SGVs*G8= 256\n", NULL), 300, true,
@@ -168,7 +167,7 @@ static void test_missing_single_byte(void)
     for (int b = 0; b < 256; b++) {
         uint8_t c = (uint8_t)b;
         char e[8];
-        b64(&c, 1, e);
+        test_b64(&c, 1, e);
         fprintf(f, "%s %d\n", b == 'A' ? "SGVsbG8=" : e, b);
     }
     fclose(f);
@@ -217,9 +216,8 @@ static void test_bad_pattern(void)
 
 int main(void)
 {
-    const char *base = getenv("K3_TEST_TMP");
-    snprintf(root, sizeof root, "%s/test_tokenizer_load.XXXXXX", base ? base : "/tmp");
-    REQUIRE(mkdtemp(root), "mkdtemp %s failed", root);
+    root = test_tmp_dir("test_tokenizer_load");
+    test_b64_vectors();
     test_valid_file_loads();
     test_vocab_size_derived();
     test_bad_base64();

@@ -8,8 +8,9 @@
 #include "engine/synth/vocab.h"
 #include "engine/text/tokenizer.h"
 #include "tests/check.h"
+#include "tests/util.h"
 
-static char root[512];
+static const char *root; /* this run's folder */
 
 static int32_t *enc(const struct k3_tokenizer *tok, const char *text, bool special, size_t *n)
 {
@@ -125,10 +126,8 @@ static void test_longest_first(void)
 
 int main(void)
 {
-    const char *base = getenv("K3_TEST_TMP");
-    snprintf(root, sizeof root, "%s/test_tokenizer_specials.XXXXXX", base ? base : "/tmp");
-    REQUIRE(mkdtemp(root), "mkdtemp %s failed", root);
-    char dir[600];
+    root = test_tmp_dir("test_tokenizer_specials");
+    char dir[K3_PATH_MAX + 16];
     snprintf(dir, sizeof dir, "%s/tiny", root);
     struct k3_err err = {{0}};
     REQUIRE(!k3_tok_synthesize(dir, 2048, 2032, &err), "%s", err.msg);

@@ -16,7 +16,7 @@
 #include "tests/check.h"
 #include "tests/util.h"
 
-static char root[512];
+static const char *root; /* this run's folder */
 
 static double now(void)
 {
@@ -216,9 +216,7 @@ static void test_bad_arguments(void)
 
 int main(void)
 {
-    const char *base = getenv("K3_TEST_TMP");
-    snprintf(root, sizeof root, "%s/test_tokenizer_synth.XXXXXX", base ? base : "/tmp");
-    REQUIRE(mkdtemp(root), "mkdtemp %s failed", root);
+    root = test_tmp_dir("test_tokenizer_synth");
     double t_tiny, t_bench;
     const char *tiny = synth("tiny1", 2048, 2032, &t_tiny);
     const char *tiny2 = synth("tiny2", 2048, 2032, NULL);

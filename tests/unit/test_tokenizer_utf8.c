@@ -8,8 +8,9 @@
 #include "engine/text/tokenizer.h"
 #include "engine/text/utf8.h"
 #include "tests/check.h"
+#include "tests/util.h"
 
-static char root[512];
+static const char *root; /* this run's folder */
 
 static void test_invalid_utf8_names_offset(const struct k3_tokenizer *tok)
 {
@@ -139,10 +140,8 @@ static void test_stream_over_real_tokens(const struct k3_tokenizer *tok)
 
 int main(void)
 {
-    const char *base = getenv("K3_TEST_TMP");
-    snprintf(root, sizeof root, "%s/test_tokenizer_utf8.XXXXXX", base ? base : "/tmp");
-    REQUIRE(mkdtemp(root), "mkdtemp %s failed", root);
-    char dir[600];
+    root = test_tmp_dir("test_tokenizer_utf8");
+    char dir[K3_PATH_MAX + 16];
     snprintf(dir, sizeof dir, "%s/tiny", root);
     struct k3_err err = {{0}};
     REQUIRE(!k3_tok_synthesize(dir, 2048, 2032, &err), "%s", err.msg);
