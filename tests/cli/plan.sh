@@ -84,6 +84,21 @@ awk -v a="$(value "$d/cpu0.txt" compute)" -v b="$(value "$d/cpu1.txt" compute)" 
 printf '{"mxfp4_gbps_per_core": 5, "bf16_gbps_per_core": 10, "read_cpu_s_per_gb": -1}\n' >"$d/neg.json"
 expect_error 1 "--calibration $d/neg.json: read_cpu_s_per_gb must be a number >= 0" plan --calibration "$d/neg.json"
 
+# A prompt's passes: the budget's rows (-b caps them; at the floor min(-b, 32)); an 8 GB
+# budget holds at least 1,024 rows of K3, and a 2,000-token prompt in its passes reads
+# over ten times less than in 32-row steps (each pass reads each chosen expert once).
+plan --ram 8G --prompt 2000 >"$d/prompt.txt" || fail "plan --prompt 2000 exited $?"
+rows=$(sed -n 's/.*(prompt passes of \([0-9]*\) rows).*/\1/p' "$d/prompt.txt")
+((rows >= 1024)) || fail "8 GB holds passes of $rows rows; want 1,024 at least"
+passes_gb=$(sed -n 's/^  passes of [0-9]* rows .*(\([0-9.]*\) GB read.*/\1/p' "$d/prompt.txt")
+steps_gb=$(sed -n 's/^  steps of 32 rows .*(\([0-9.]*\) GB read.*/\1/p' "$d/prompt.txt")
+awk -v p="$passes_gb" -v s="$steps_gb" 'BEGIN { exit !(p > 0 && s > 10 * p) }' ||
+  fail "2000 tokens: passes read $passes_gb GB, 32-row steps $steps_gb GB"
+plan --ram 8G -b 300 | grep -q "(prompt passes of 300 rows)" || fail "-b 300 does not cap the rows"
+plan --ram floor -b 2048 | grep -q "(prompt passes of 32 rows)" || fail "the floor's rows are not 32"
+plan --ram floor -b 7 | grep -q "(prompt passes of 7 rows)" || fail "the floor's rows are not -b 7"
+expect_error 2 "--batch-size: 0 is outside" plan --batch-size 0
+
 # Usage errors: exit 2, one line naming the flag and the value.
 expect_error 2 "--ctx: 0 is outside" plan --ctx 0
 expect_error 2 "--ram: \"lots\" is not a size (e.g. 512M, 8G), floor or trunk" plan --ram lots
