@@ -11,6 +11,10 @@
 #   2. a two-turn conversation through serve: the second turn's time to first token and
 #      bytes read, against a fresh server given the second turn's prompt, and against
 #      its new tokens alone (a prompt of just them on a fresh server).
+#   3. serve's schedule: a stream decoding while a LONG-id prompt arrives, for each
+#      --prefill-chunk of CHUNKS (prompt rows a step takes beside decode rows): the
+#      stream's time between tokens before and at most while the prompt is read, and
+#      the prompt's time to first token.
 #
 # usage: bench/prefill.sh CHECKPOINT
 # knobs (environment), each printed with its value when the script starts:
@@ -21,6 +25,9 @@
 #   PROMPTS   prompt lengths                                    ("256 1024 4096")
 #   CHUNKED   lengths also run in 32-row passes                 ("256")
 #   TURN1 TURN2  the conversation: ids in turn 1, new ids in 2  (1024 64)
+#   LONG      part 3: the prompt's ids                          (512)
+#   CHUNKS    part 3: --prefill-chunk values                     ("16 128 2048")
+#   STREAM_TOKENS  part 3: the stream's tokens, to outlast the prompt at chunk 16 (LONG/16 + 24)
 #   THREADS   compute threads, 0 = a core each                  (0)
 # Writes bench/results/prefill-DATE.json (every figure) and .log (every run's statistics).
 set -euo pipefail
@@ -37,6 +44,9 @@ prompts=${PROMPTS:-256 1024 4096}
 chunked=${CHUNKED:-256}
 turn1=${TURN1:-1024}
 turn2=${TURN2:-64}
+long=${LONG:-512}
+chunks=${CHUNKS:-16 128 2048}
+stream_tokens=${STREAM_TOKENS:-$((long / 16 + 24))}
 threads=${THREADS:-0}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 [[ -x $k3 ]] || die "$k3: not built (make)"
@@ -44,7 +54,7 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 command -v fio >/dev/null || die "needs fio (apt-get install fio)"
 for tool in curl jq; do command -v $tool >/dev/null || die "needs $tool"; done
 for v in K3=$k3 WORK=$work RAM=$ram CGROUP=$cgroup_limit "PROMPTS=$prompts" "CHUNKED=$chunked" \
-         TURN1=$turn1 TURN2=$turn2 THREADS=$threads OMP_WAIT_POLICY=$OMP_WAIT_POLICY; do
+         TURN1=$turn1 TURN2=$turn2 LONG=$long "CHUNKS=$chunks" STREAM_TOKENS=$stream_tokens THREADS=$threads OMP_WAIT_POLICY=$OMP_WAIT_POLICY; do
   say "$v"
 done
 say "load: $(uptime | sed 's/.*load/load/')"
@@ -125,12 +135,12 @@ for n in $prompts; do
 done
 
 # ---- 2. a two-turn conversation through serve ----
-serve_turns() { # PROMPT_IDS...: "seconds read_bytes cached" of each prompt in turn, one server
-  local logf="$work/serve.log" port="" url p before after
+# start_serve ARGS...: a server on the pack (in the cgroup), ARGS added; sets url and pid.
+start_serve() {
+  local logf="$work/serve.log" port=""
   drop_caches
-  "${in_cgroup[@]}" "$k3" serve --drives "$pack" --ram "$ram" -t "$threads" --port 0 --parallel 1 \
-    --ctx-size $((turn1 + turn2 + 64)) 2>"$logf" &
-  local pid=$!
+  "${in_cgroup[@]}" "$k3" serve --drives "$pack" --ram "$ram" -t "$threads" --port 0 "$@" 2>"$logf" &
+  pid=$!
   for _ in $(seq 600); do
     port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\) .*|\1|p' "$logf")
     [[ -n $port ]] && curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
@@ -138,6 +148,15 @@ serve_turns() { # PROMPT_IDS...: "seconds read_bytes cached" of each prompt in t
   done
   [[ -n $port ]] || die "serve did not start: $(tail -2 "$logf")"
   url="http://127.0.0.1:$port"
+}
+stop_serve() {
+  kill -TERM "$pid"
+  wait "$pid" || true
+  cat "$work/serve.log" >>"$log"
+}
+serve_turns() { # PROMPT_IDS...: "seconds read_bytes cached" of each prompt in turn, one server
+  local p before after
+  start_serve --parallel 1 --ctx-size $((turn1 + turn2 + 64))
   for p in "$@"; do
     before=$(curl -s "$url/metrics" | awk '/^k3_read_bytes_total/ { print $2 }')
     # One token: the request's time is its time to first token.
@@ -147,9 +166,7 @@ serve_turns() { # PROMPT_IDS...: "seconds read_bytes cached" of each prompt in t
     jq -r --arg t "$t" --arg b "$before" --arg a "$after" \
       '"\($t) \(($a | tonumber) - ($b | tonumber)) \(.usage.prompt_tokens_details.cached_tokens)"' "$work/answer"
   done
-  kill -TERM "$pid"
-  wait "$pid" || true
-  cat "$logf" >>"$log"
+  stop_serve
 }
 first_ids=$(ids "$turn1")
 new_ids=$(ids $((turn1 + turn2)) | cut -d, -f$((turn1 + 1))-)
@@ -164,12 +181,51 @@ turns=$(awk -v a="$ttft2" -v b="$bytes2" -v c="$cached2" -v f="$ttft_fresh" -v f
   'BEGIN { printf "second turn: %.2f s to first token, %.2f GB read, %d tokens resumed; a fresh server %.2f s, %.2f GB (%.2fx); its %s new tokens alone %.2f s, %.2f GB (%.2fx)", a, b / 1e9, c, f, fb / 1e9, a / f, ENVIRON["turn2"], n, nb / 1e9, a / n }')
 say "$turns"
 
+# ---- 3. a long prompt arriving while a stream decodes ----
+# stream_gaps CHUNK: "median_gap max_gap long_ttft" with --prefill-chunk CHUNK: the
+# stream's seconds between tokens before the long prompt came, the longest while it was
+# read, and the long prompt's time to its first token.
+stream_gaps() {
+  start_serve --parallel 2 --prefill-chunk "$1" --ctx-size $((long + 64))
+  curl -sN --max-time 3600 "$url/v1/completions" -d "{\"prompt\": [5, 17, 300], \"max_tokens\": $stream_tokens, \"ignore_eos\": true, \"stream\": true}" |
+    while IFS= read -r line; do
+      [[ $line == "data: [DONE]" ]] && break
+      [[ $line == data:* ]] && date +%s.%N
+    done >"$work/times" &
+  local client=$!
+  while (( $(grep -c '' "$work/times") < 4 )); do sleep 0.1; done
+  local came t_long
+  came=$(date +%s.%N)
+  t_long=$(curl -s -o /dev/null -w '%{time_total}' "$url/v1/completions" \
+    -d "{\"prompt\": [$(ids "$long")], \"max_tokens\": 1}")
+  wait "$client"
+  stop_serve
+  local done_at
+  done_at=$(awk -v c="$came" -v t="$t_long" 'BEGIN { printf "%.3f", c + t }')
+  # Each gap between two tokens: before the prompt came (b), or while it was read (w).
+  awk -v came="$came" -v done_at="$done_at" 'NR > 1 { if ($1 <= came) print "b", $1 - prev;
+      else if (prev < done_at) print "w", $1 - prev } { prev = $1 }' "$work/times" >"$work/gaps"
+  printf '%s %s %s\n' \
+    "$(awk '$1 == "b" { print $2 }' "$work/gaps" | sort -g | awk '{ v[NR] = $1 } END { printf "%.3f", v[int((NR + 1) / 2)] }')" \
+    "$(awk '$1 == "w" && $2 > m { m = $2 } END { printf "%.3f", m }' "$work/gaps")" "$t_long"
+}
+gap_rows=()
+for chunk in $chunks; do
+  read -r median worst t_long < <(stream_gaps "$chunk")
+  line=$(printf -- '--prefill-chunk %5d: the stream tokens %.2f s apart before, at most %.2f s while %d prompt ids were read; their first token after %.1f s' "$chunk" "$median" "$worst" "$long" "$t_long")
+  say "$line"
+  summary+=("$line")
+  gap_rows+=("{\"prefill_chunk\":$chunk,\"median_gap\":$median,\"max_gap\":$worst,\"long_ttft\":$t_long}")
+done
+
 {
   printf '{"checkpoint":"%s","ram":"%s","cgroup":"%s","threads":%s,"load":"%s",\n' \
     "$ckpt" "$ram" "$cgroup_limit" "$threads" "$(cut -d' ' -f1-3 /proc/loadavg)"
   printf ' "prompts":[%s],\n' "$(IFS=,; echo "${rows[*]}")"
-  printf ' "turns":{"turn1":%s,"turn2":%s,"ttft":%s,"read_bytes":%s,"cached":%s,"fresh_ttft":%s,"fresh_read_bytes":%s,"alone_ttft":%s,"alone_read_bytes":%s}}\n' \
+  printf ' "turns":{"turn1":%s,"turn2":%s,"ttft":%s,"read_bytes":%s,"cached":%s,"fresh_ttft":%s,"fresh_read_bytes":%s,"alone_ttft":%s,"alone_read_bytes":%s}\n' \
     "$turn1" "$turn2" "$ttft2" "$bytes2" "$cached2" "$ttft_fresh" "$bytes_fresh" "$ttft_alone" "$bytes_alone"
+  printf ' ,"long_prompt":%s,"stream_gaps":[%s]\n' "$long" "$(IFS=,; echo "${gap_rows[*]}")"
+  printf '}\n'
 } >"$out"
 say "wrote $out"
 printf '%s\n' "${summary[@]}" "$turns"
