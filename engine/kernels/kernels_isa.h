@@ -98,19 +98,97 @@ extern const int32_t k3_mxfp4_lane_group[4][16];
         }                                                                                      \
     } while (0)
 
-/* The k3_rows_mxfp4_fn NAME of a variant around its always_inline one-row kernel
- * ROW(p, s, groups, Xb, ldxb, Y, ldy, NT), NT a constant (K3_TOKEN_BLOCKS).  Expanded
- * inside the variant's K3_TARGET_BEGIN region. */
-#define K3_MXFP4_ROWS(NAME, ROW)                                                               \
+/* MXFP4 with many tokens (T·cols floats of activations past K3_X_L1_BYTES): one row at a
+ * time against K3_TOKEN_BLOCK tokens, the activations of those tokens no longer stay in L1
+ * while the row streams past, and the kernel waits on L2 instead of computing.  So the
+ * rows are cut into spans of K3_MXFP4_SPAN_GROUPS groups, whose activations for a tile of
+ * K3_MXFP4_TILE_TOKENS tokens stay in L1 while every row of a panel of
+ * K3_MXFP4_PANEL_ROWS rows takes its span against them (each weight block decoded once per
+ * tile of tokens), the 16 lane sums of each (row, token) kept in a small array between
+ * spans.  Every (row, token) still adds its blocks in row order, so the bytes are the
+ * reference's.  The panel's weights stay in L2 from one tile of tokens to the next.
+ * Measured: bench/results/kernels-choices.md, "Many tokens". */
+#define K3_MXFP4_TILE_TOKENS 8
+#define K3_MXFP4_SPAN_GROUPS 16
+#define K3_MXFP4_PANEL_ROWS 16
+
+/* Runs CALL for tokens t .. t + NT_ - 1 of T: whole tiles of K3_MXFP4_TILE_TOKENS, then the
+ * 1 to 7 left, NT_ a constant in each. */
+#define K3_TOKEN_TILES(T, t, CALL)                                                             \
+    do {                                                                                       \
+        _Static_assert(K3_MXFP4_TILE_TOKENS == 8, "the remainders below are 1 to 7 tokens");   \
+        int t = 0;                                                                             \
+        for (; t + K3_MXFP4_TILE_TOKENS <= (T); t += K3_MXFP4_TILE_TOKENS) {                   \
+            enum { NT_ = K3_MXFP4_TILE_TOKENS };                                               \
+            CALL;                                                                              \
+        }                                                                                      \
+        switch ((T) - t) {                                                                     \
+        case 7: { enum { NT_ = 7 }; CALL; } break;                                             \
+        case 6: { enum { NT_ = 6 }; CALL; } break;                                             \
+        case 5: { enum { NT_ = 5 }; CALL; } break;                                             \
+        case 4: { enum { NT_ = 4 }; CALL; } break;                                             \
+        case 3: { enum { NT_ = 3 }; CALL; } break;                                             \
+        case 2: { enum { NT_ = 2 }; CALL; } break;                                             \
+        case 1: { enum { NT_ = 1 }; CALL; } break;                                             \
+        default: break;                                                                        \
+        }                                                                                      \
+    } while (0)
+
+/* The k3_rows_mxfp4_fn NAME of a variant around its always_inline kernels, NT and RB
+ * constants: ROW(p, s, groups, Xb, ldxb, Y, ldy, NT), one whole row against NT ≤
+ * K3_TOKEN_BLOCK tokens (K3_TOKEN_BLOCKS), and SPAN(p, s, prow, srow, g0, g1, groups, xs,
+ * sums, first, ahead, RB, NT), groups g0 .. g1-1 (g0 a multiple of 16) of RB rows (row r at
+ * p + r·prow, s + r·srow) against NT ≤ K3_MXFP4_TILE_TOKENS tokens whose activations for
+ * those groups are in xs, block by block and in each block token by token (xs + (b·NT +
+ * k)·128: constant offsets, where the rows of X would take a register per token), adding
+ * to the 16 lane sums of row r and token k at sums[(r·K3_MXFP4_TILE_TOKENS + k)·16 ..] (from
+ * zero when first) and prefetching its weights ahead bytes on.  Expanded inside the
+ * variant's K3_TARGET_BEGIN region. */
+#define K3_MXFP4_ROWS(NAME, ROW, SPAN)                                                         \
+    _Static_assert(K3_MXFP4_SPAN_GROUPS % 16 == 0, "spans start at a scale load of 16");       \
+    static inline __attribute__((always_inline)) void                                          \
+    NAME##_tile(const uint8_t *p0, const uint8_t *s0, int pr, int groups, const float *Xb,     \
+                int ldxb, float *Y, int ldy, float (*acc)[K3_MXFP4_TILE_TOKENS][K3_LANES],     \
+                float *xs, int NT)                                                             \
+    {                                                                                          \
+        size_t prow = (size_t)groups * (K3_MXFP4_GROUP / 2), srow = (size_t)groups;            \
+        for (int g0 = 0; g0 < groups; g0 += K3_MXFP4_SPAN_GROUPS) {                            \
+            int g1 = groups - g0 < K3_MXFP4_SPAN_GROUPS ? groups : g0 + K3_MXFP4_SPAN_GROUPS;  \
+            for (int b = 0; 4 * b < g1 - g0; b++) /* whole blocks: X is padded to them */      \
+                for (int k = 0; k < NT; k++)                                                   \
+                    memcpy(xs + (size_t)(b * NT + k) * 128,                                    \
+                           Xb + (size_t)k * ldxb + (size_t)g0 * K3_MXFP4_GROUP + 128 * b,      \
+                           128 * sizeof(float));                                               \
+            for (int r = 0; r < pr; r++) /* each row prefetches its span of the next row */    \
+                SPAN(p0 + r * prow, s0 + r * srow, prow, srow, g0, g1, groups, xs, acc[r][0],  \
+                     g0 == 0, (long)prow, 1, NT);                                              \
+        }                                                                                      \
+        for (int r = 0; r < pr; r++)                                                           \
+            for (int k = 0; k < NT; k++)                                                       \
+                Y[(size_t)k * ldy + r] = k3_lane_reduce(acc[r][k]);                            \
+    }                                                                                          \
     void NAME(const uint8_t *packed, const uint8_t *scales, int nrows, int cols, const float *Xb, \
               int ldxb, float *Y, int ldy, int T)                                              \
     {                                                                                          \
         int groups = cols / K3_MXFP4_GROUP;                                                    \
         size_t prow = (size_t)cols / 2, srow = (size_t)groups;                                 \
-        for (int r = 0; r < nrows; r++) {                                                      \
-            const uint8_t *p = packed + r * prow, *s = scales + r * srow;                      \
-            K3_TOKEN_BLOCKS(T, t, ROW(p, s, groups, Xb + (size_t)t * ldxb, ldxb,               \
-                                      Y + (size_t)t * ldy + r, ldy, NT_));                     \
+        if (T < K3_TOKEN_BLOCK || (size_t)T * cols * sizeof(float) <= K3_X_L1_BYTES) {         \
+            for (int r = 0; r < nrows; r++) {                                                  \
+                const uint8_t *p = packed + r * prow, *s = scales + r * srow;                  \
+                K3_TOKEN_BLOCKS(T, t, ROW(p, s, groups, Xb + (size_t)t * ldxb, ldxb,           \
+                                          Y + (size_t)t * ldy + r, ldy, NT_));                 \
+            }                                                                                  \
+            return;                                                                            \
+        }                                                                                      \
+        float acc[K3_MXFP4_PANEL_ROWS][K3_MXFP4_TILE_TOKENS][K3_LANES]                         \
+            __attribute__((aligned(64)));                                                      \
+        float xs[K3_MXFP4_TILE_TOKENS * K3_MXFP4_SPAN_GROUPS * K3_MXFP4_GROUP]                 \
+            __attribute__((aligned(64)));                                                      \
+        for (int r0 = 0; r0 < nrows; r0 += K3_MXFP4_PANEL_ROWS) {                              \
+            int pr = nrows - r0 < K3_MXFP4_PANEL_ROWS ? nrows - r0 : K3_MXFP4_PANEL_ROWS;      \
+            const uint8_t *p0 = packed + r0 * prow, *s0 = scales + r0 * srow;                  \
+            K3_TOKEN_TILES(T, t, NAME##_tile(p0, s0, pr, groups, Xb + (size_t)t * ldxb, ldxb,  \
+                                             Y + (size_t)t * ldy + r0, ldy, acc, xs, NT_));    \
         }                                                                                      \
     }
 
