@@ -98,19 +98,21 @@ extern const int32_t k3_mxfp4_lane_group[4][16];
         }                                                                                      \
     } while (0)
 
-/* MXFP4 with many tokens (T·cols floats of activations past K3_X_L1_BYTES): one row at a
- * time against K3_TOKEN_BLOCK tokens, the activations of those tokens no longer stay in L1
- * while the row streams past, and the kernel waits on L2 instead of computing.  So the
- * rows are cut into spans of K3_MXFP4_SPAN_GROUPS groups, whose activations for a tile of
- * K3_MXFP4_TILE_TOKENS tokens stay in L1 while every row of a panel of
- * K3_MXFP4_PANEL_ROWS rows takes its span against them (each weight block decoded once per
- * tile of tokens), the 16 lane sums of each (row, token) kept in a small array between
- * spans.  Every (row, token) still adds its blocks in row order, so the bytes are the
- * reference's.  The panel's weights stay in L2 from one tile of tokens to the next.
- * Measured: bench/results/kernels-choices.md, "Many tokens". */
+/* MXFP4 with many tokens (T ≥ K3_TOKEN_BLOCK and T·cols floats of activations past
+ * K3_X_L1_BYTES): one row at a time against K3_TOKEN_BLOCK tokens, the activations of those
+ * tokens no longer stay in L1 while the row streams past, and the kernel waits on L2
+ * instead of computing.  So the rows are cut into spans of K3_MXFP4_SPAN_GROUPS groups;
+ * the activations of a tile of K3_MXFP4_TILE_TOKENS tokens for one span are copied into a
+ * buffer that stays in L1 while every row of a panel of K3_MXFP4_PANEL_ROWS rows takes its
+ * span against them (each weight block decoded once per tile of tokens), the 16 lane sums
+ * of each (row, token) kept in an array between spans (on the stack: 32 KiB, and the tile
+ * 16 KiB).  The copy costs once per panel, hence the panel's size; its weights stay in L2
+ * from one tile of tokens to the next.  Every (row, token) still adds its blocks in row
+ * order, so the bytes are the reference's.  Measured: bench/results/kernels-choices.md,
+ * "Many tokens". */
 #define K3_MXFP4_TILE_TOKENS 8
 #define K3_MXFP4_SPAN_GROUPS 16
-#define K3_MXFP4_PANEL_ROWS 16
+#define K3_MXFP4_PANEL_ROWS 64
 
 /* Runs CALL for tokens t .. t + NT_ - 1 of T: whole tiles of K3_MXFP4_TILE_TOKENS, then the
  * 1 to 7 left, NT_ a constant in each. */
