@@ -136,17 +136,38 @@ extern const int32_t k3_mxfp4_lane_group[4][16];
         }                                                                                      \
     } while (0)
 
-/* The k3_rows_mxfp4_fn NAME of a variant around its always_inline kernels, NT and RB
- * constants: ROW(p, s, groups, Xb, ldxb, Y, ldy, NT), one whole row against NT ≤
- * K3_TOKEN_BLOCK tokens (K3_TOKEN_BLOCKS), and SPAN(p, s, prow, srow, g0, g1, groups, xs,
- * sums, first, ahead, RB, NT), groups g0 .. g1-1 (g0 a multiple of 16) of RB rows (row r at
- * p + r·prow, s + r·srow) against NT ≤ K3_MXFP4_TILE_TOKENS tokens whose activations for
- * those groups are in xs, block by block and in each block token by token (xs + (b·NT +
- * k)·128: constant offsets, where the rows of X would take a register per token), adding
- * to the 16 lane sums of row r and token k at sums[(r·K3_MXFP4_TILE_TOKENS + k)·16 ..] (from
- * zero when first) and prefetching its weights ahead bytes on.  Expanded inside the
- * variant's K3_TARGET_BEGIN region. */
-#define K3_MXFP4_ROWS(NAME, ROW, SPAN)                                                         \
+/* The rows r0 .. nrows-1 of a k3_rows_mxfp4_fn's arguments, one at a time, by its
+ * always_inline one-row kernel ROW(p, s, groups, Xb, ldxb, Y, ldy, NT), one whole row
+ * against NT ≤ K3_TOKEN_BLOCK tokens, NT a constant (K3_TOKEN_BLOCKS). */
+#define K3_MXFP4_ROW_BY_ROW(ROW)                                                               \
+    do {                                                                                       \
+        int groups = cols / K3_MXFP4_GROUP;                                                    \
+        size_t prow = (size_t)cols / 2, srow = (size_t)groups;                                 \
+        for (int r = 0; r < nrows; r++) {                                                      \
+            const uint8_t *p = packed + r * prow, *s = scales + r * srow;                      \
+            K3_TOKEN_BLOCKS(T, t, ROW(p, s, groups, Xb + (size_t)t * ldxb, ldxb,               \
+                                      Y + (size_t)t * ldy + r, ldy, NT_));                     \
+        }                                                                                      \
+    } while (0)
+
+/* The k3_rows_mxfp4_fn NAME of a variant around ROW (K3_MXFP4_ROW_BY_ROW).  Expanded inside
+ * the variant's K3_TARGET_BEGIN region. */
+#define K3_MXFP4_ROWS(NAME, ROW)                                                               \
+    void NAME(const uint8_t *packed, const uint8_t *scales, int nrows, int cols, const float *Xb, \
+              int ldxb, float *Y, int ldy, int T)                                              \
+    {                                                                                          \
+        K3_MXFP4_ROW_BY_ROW(ROW);                                                              \
+    }
+
+/* The same with many tokens in spans, tiles and panels (above): ROW for fewer than
+ * K3_TOKEN_BLOCK tokens or activations that fit K3_X_L1_BYTES, else SPAN(p, s, g0, g1,
+ * groups, xs, sums, first, ahead, NT), groups g0 .. g1-1 (g0 a multiple of 16) of one row
+ * against NT ≤ K3_MXFP4_TILE_TOKENS tokens whose activations for those groups are in xs,
+ * block by block and in each block token by token (xs + (b·NT + k)·128: constant
+ * offsets, where the rows of X would take an integer register per token), adding to the
+ * 16 lane sums of token k at sums[k·16 ..] (from zero when first) and prefetching its
+ * weights ahead bytes on. */
+#define K3_MXFP4_TILED_ROWS(NAME, ROW, SPAN)                                                   \
     _Static_assert(K3_MXFP4_SPAN_GROUPS % 16 == 0, "spans start at a scale load of 16");       \
     static inline __attribute__((always_inline)) void                                          \
     NAME##_tile(const uint8_t *p0, const uint8_t *s0, int pr, int groups, const float *Xb,     \
@@ -162,8 +183,8 @@ extern const int32_t k3_mxfp4_lane_group[4][16];
                            Xb + (size_t)k * ldxb + (size_t)g0 * K3_MXFP4_GROUP + 128 * b,      \
                            128 * sizeof(float));                                               \
             for (int r = 0; r < pr; r++) /* each row prefetches its span of the next row */    \
-                SPAN(p0 + r * prow, s0 + r * srow, prow, srow, g0, g1, groups, xs, acc[r][0],  \
-                     g0 == 0, (long)prow, 1, NT);                                              \
+                SPAN(p0 + r * prow, s0 + r * srow, g0, g1, groups, xs, acc[r][0], g0 == 0,     \
+                     (long)prow, NT);                                                          \
         }                                                                                      \
         for (int r = 0; r < pr; r++)                                                           \
             for (int k = 0; k < NT; k++)                                                       \
@@ -172,16 +193,12 @@ extern const int32_t k3_mxfp4_lane_group[4][16];
     void NAME(const uint8_t *packed, const uint8_t *scales, int nrows, int cols, const float *Xb, \
               int ldxb, float *Y, int ldy, int T)                                              \
     {                                                                                          \
-        int groups = cols / K3_MXFP4_GROUP;                                                    \
-        size_t prow = (size_t)cols / 2, srow = (size_t)groups;                                 \
         if (T < K3_TOKEN_BLOCK || (size_t)T * cols * sizeof(float) <= K3_X_L1_BYTES) {         \
-            for (int r = 0; r < nrows; r++) {                                                  \
-                const uint8_t *p = packed + r * prow, *s = scales + r * srow;                  \
-                K3_TOKEN_BLOCKS(T, t, ROW(p, s, groups, Xb + (size_t)t * ldxb, ldxb,           \
-                                          Y + (size_t)t * ldy + r, ldy, NT_));                 \
-            }                                                                                  \
+            K3_MXFP4_ROW_BY_ROW(ROW);                                                          \
             return;                                                                            \
         }                                                                                      \
+        int groups = cols / K3_MXFP4_GROUP;                                                    \
+        size_t prow = (size_t)cols / 2, srow = (size_t)groups;                                 \
         float acc[K3_MXFP4_PANEL_ROWS][K3_MXFP4_TILE_TOKENS][K3_LANES]                         \
             __attribute__((aligned(64)));                                                      \
         float xs[K3_MXFP4_TILE_TOKENS * K3_MXFP4_SPAN_GROUPS * K3_MXFP4_GROUP]                 \

@@ -6,9 +6,7 @@
  * the reference.  Scales follow k3_e8m0_scale (0 → 2^-127, 255 → 0), 8 decoded together
  * and spread to their lanes by a permute per half block. */
 #include <immintrin.h>
-#include <stdbool.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "engine/kernels/avx2.h"
 #include "engine/kernels/kernels.h"
@@ -57,23 +55,22 @@ static inline __m256 lanes_sum(const __m256 v[8], const float *x)
     return _mm256_add_ps(a, c);
 }
 
-/* Groups g_begin .. g_end-1 of one row (g_begin a multiple of 8, g_end too or = groups)
- * against NT tokens (a constant after inlining, so lo[], hi[] stay in registers), token
- * k's activations for block b (from g_begin) at X + b·bstride + k·kstride; each block's
- * weights decoded once for all NT; prefetching ahead bytes past each block. */
 static inline __attribute__((always_inline)) void
-groups_mxfp4(const uint8_t *p, const uint8_t *s, int g_begin, int g_end, int groups,
-             const float *X, size_t bstride, size_t kstride, __m256 *lo, __m256 *hi, long ahead,
-             int NT)
+row_mxfp4_tokens(const uint8_t *p, const uint8_t *s, int groups, const float *Xb, int ldxb,
+                 float *Y, int ldy, int NT)
 {
     const __m256 magnitudes = _mm256_loadu_ps(k3_e2m1_values);
-    for (int g0 = g_begin; g0 < g_end; g0 += 8) {
+    __m256 lo[K3_TOKEN_BLOCK], hi[K3_TOKEN_BLOCK];
+#pragma GCC unroll 4
+    for (int k = 0; k < NT; k++)
+        lo[k] = hi[k] = _mm256_setzero_ps();
+    for (int g0 = 0; g0 < groups; g0 += 8) {
         int n = groups - g0 < 8 ? groups - g0 : 8;
         __m256 sc = scales8(s + g0, n);
         for (int bb = 0; 4 * bb < n; bb++) {
             int g = g0 + 4 * bb, have = n - 4 * bb; /* groups of this block in the row */
             const uint8_t *pb = p + (size_t)g * (K3_MXFP4_GROUP / 2);
-            _mm_prefetch((const char *)pb + ahead, _MM_HINT_T0);
+            _mm_prefetch((const char *)pb + K3_PREFETCH_AHEAD, _MM_HINT_T0);
             __m256i dlo, dhi;
             if (have >= 4) {
                 dlo = _mm256_loadu_si256((const __m256i *)pb);
@@ -96,57 +93,20 @@ groups_mxfp4(const uint8_t *p, const uint8_t *s, int g_begin, int g_end, int gro
             const int32_t *lane_group = k3_mxfp4_lane_group[bb];
             __m256 slo = _mm256_permutevar8x32_ps(sc, _mm256_loadu_si256((const __m256i *)lane_group));
             __m256 shi = _mm256_permutevar8x32_ps(sc, _mm256_loadu_si256((const __m256i *)(lane_group + 8)));
-#pragma GCC unroll 8
+#pragma GCC unroll 4
             for (int k = 0; k < NT; k++) {
-                const float *x = X + (size_t)(g - g_begin) / 4 * bstride + k * kstride;
+                const float *x = Xb + (size_t)k * ldxb + (size_t)g * K3_MXFP4_GROUP;
                 lo[k] = _mm256_fmadd_ps(lanes_sum(vlo, x), slo, lo[k]);
                 hi[k] = _mm256_fmadd_ps(lanes_sum(vhi, x + 8), shi, hi[k]);
             }
         }
     }
-}
-
-/* One whole row against NT ≤ K3_TOKEN_BLOCK tokens. */
-static inline __attribute__((always_inline)) void
-row_mxfp4_tokens(const uint8_t *p, const uint8_t *s, int groups, const float *Xb, int ldxb,
-                 float *Y, int ldy, int NT)
-{
-    __m256 lo[K3_TOKEN_BLOCK], hi[K3_TOKEN_BLOCK];
-#pragma GCC unroll 4
-    for (int k = 0; k < NT; k++)
-        lo[k] = hi[k] = _mm256_setzero_ps();
-    groups_mxfp4(p, s, 0, groups, groups, Xb, 128, (size_t)ldxb, lo, hi, K3_PREFETCH_AHEAD, NT);
 #pragma GCC unroll 4
     for (int k = 0; k < NT; k++)
         Y[(size_t)k * ldy] = k3_avx2_reduce16(lo[k], hi[k]);
 }
 
-/* A span of RB rows, row r at p + r·prow, s + r·srow, against NT ≤ K3_MXFP4_TILE_TOKENS
- * tokens (activations in xs, K3_MXFP4_ROWS), the lane sums of row r and token k in
- * sums[(r·K3_MXFP4_TILE_TOKENS + k)·16 ..] (from zero when first). */
-static inline __attribute__((always_inline)) void
-span_mxfp4_tokens(const uint8_t *p, const uint8_t *s, size_t prow, size_t srow, int g0, int g1,
-                  int groups, const float *xs, float *sums, bool first, long ahead, int RB, int NT)
-{
-    for (int r = 0; r < RB; r++) {
-        float *rs = sums + K3_LANES * K3_MXFP4_TILE_TOKENS * r;
-        __m256 lo[K3_MXFP4_TILE_TOKENS], hi[K3_MXFP4_TILE_TOKENS];
-#pragma GCC unroll 8
-        for (int k = 0; k < NT; k++) {
-            lo[k] = first ? _mm256_setzero_ps() : _mm256_load_ps(rs + K3_LANES * k);
-            hi[k] = first ? _mm256_setzero_ps() : _mm256_load_ps(rs + K3_LANES * k + 8);
-        }
-        groups_mxfp4(p + r * prow, s + r * srow, g0, g1, groups, xs, (size_t)NT * 128, 128, lo, hi,
-                     ahead, NT);
-#pragma GCC unroll 8
-        for (int k = 0; k < NT; k++) {
-            _mm256_store_ps(rs + K3_LANES * k, lo[k]);
-            _mm256_store_ps(rs + K3_LANES * k + 8, hi[k]);
-        }
-    }
-}
-
-K3_MXFP4_ROWS(k3_rows_mxfp4_avx2, row_mxfp4_tokens, span_mxfp4_tokens)
+K3_MXFP4_ROWS(k3_rows_mxfp4_avx2, row_mxfp4_tokens)
 
 K3_TARGET_END
 

@@ -6,7 +6,8 @@
  * activations and the scale's fma, as the reference.  The 16 group
  * scales of 4 blocks are decoded together with k3_e8m0_scale's rule (0 → 2^-127,
  * 255 → 0) and spread to their lanes by one permute per block.  The mat-mul decodes each
- * block once for up to K3_TOKEN_BLOCK tokens. */
+ * block once for up to K3_TOKEN_BLOCK tokens, or with many tokens once per tile of
+ * K3_MXFP4_TILE_TOKENS in spans and panels (kernels_isa.h). */
 #include <immintrin.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -97,28 +98,22 @@ row_mxfp4_tokens(const uint8_t *p, const uint8_t *s, int groups, const float *Xb
         Y[(size_t)k * ldy] = k3_avx512_reduce16(acc[k]);
 }
 
-/* A span of RB rows, row r at p + r·prow, s + r·srow, against NT ≤ K3_MXFP4_TILE_TOKENS
- * tokens (activations in xs, K3_MXFP4_ROWS), the lane sums of row r and token k in
- * sums[(r·K3_MXFP4_TILE_TOKENS + k)·16 ..] (from zero when first). */
+/* A span of one row against NT ≤ K3_MXFP4_TILE_TOKENS tokens (K3_MXFP4_TILED_ROWS). */
 static inline __attribute__((always_inline)) void
-span_mxfp4_tokens(const uint8_t *p, const uint8_t *s, size_t prow, size_t srow, int g0, int g1,
-                  int groups, const float *xs, float *sums, bool first, long ahead, int RB, int NT)
+span_mxfp4_tokens(const uint8_t *p, const uint8_t *s, int g0, int g1, int groups,
+                  const float *xs, float *sums, bool first, long ahead, int NT)
 {
-    for (int r = 0; r < RB; r++) {
-        float *rs = sums + K3_LANES * K3_MXFP4_TILE_TOKENS * r;
-        __m512 acc[K3_MXFP4_TILE_TOKENS];
+    __m512 acc[K3_MXFP4_TILE_TOKENS];
 #pragma GCC unroll 8
-        for (int k = 0; k < NT; k++)
-            acc[k] = first ? _mm512_setzero_ps() : _mm512_load_ps(rs + K3_LANES * k);
-        groups_mxfp4(p + r * prow, s + r * srow, g0, g1, groups, xs, (size_t)NT * 128, 128, acc,
-                     ahead, NT);
+    for (int k = 0; k < NT; k++)
+        acc[k] = first ? _mm512_setzero_ps() : _mm512_load_ps(sums + K3_LANES * k);
+    groups_mxfp4(p, s, g0, g1, groups, xs, (size_t)NT * 128, 128, acc, ahead, NT);
 #pragma GCC unroll 8
-        for (int k = 0; k < NT; k++)
-            _mm512_store_ps(rs + K3_LANES * k, acc[k]);
-    }
+    for (int k = 0; k < NT; k++)
+        _mm512_store_ps(sums + K3_LANES * k, acc[k]);
 }
 
-K3_MXFP4_ROWS(k3_rows_mxfp4_avx512, row_mxfp4_tokens, span_mxfp4_tokens)
+K3_MXFP4_TILED_ROWS(k3_rows_mxfp4_avx512, row_mxfp4_tokens, span_mxfp4_tokens)
 
 K3_TARGET_END
 
