@@ -43,6 +43,19 @@ typedef void k3_situ_fn(float *y, const float *g, const float *u, int n, float b
  * prefetchers worse).  Measured: bench/results/kernels-choices.md, "Rows together". */
 #define K3_X_L1_BYTES (16 * 1024)
 
+/* The bf16 mat-muls take the tokens in chunks whose activations stay within this many
+ * bytes, so they stay in L2 while the weights stream past them: with all of 256 tokens at
+ * once each group of rows fetched them again from L3 (bench/results/kernels-choices.md,
+ * "Many tokens").  A chunk is a whole number of K3_TOKEN_BLOCK tokens, at least one. */
+#define K3_X_L2_BYTES (512 * 1024)
+
+static inline int k3_bf16_token_chunk(int cols)
+{
+    size_t per_token = (size_t)(cols > 0 ? cols : 1) * sizeof(float);
+    int chunk = (int)(K3_X_L2_BYTES / per_token) / K3_TOKEN_BLOCK * K3_TOKEN_BLOCK;
+    return chunk > K3_TOKEN_BLOCK ? chunk : K3_TOKEN_BLOCK;
+}
+
 /* The SIMD mat-vecs prefetch their weights this many bytes ahead: the hardware
  * prefetchers alone left a core computing from RAM far below its L2 rate, and 4 KiB beat
  * 1, 2 and 8 KiB (bench/results/kernels-choices.md, "Prefetch distance"). */
