@@ -2,7 +2,9 @@
  * "avx512vnni" variants (they differ in the int8 path only): one zmm holds the 16 lanes of kernels.h, so
  * element i lands in lane i mod 16 as in the reference; mul then add, never FMA; the
  * same pairwise lane tree; a partial last block of 16 goes through the scalar tail.
- * The mat-mul keeps one weight row in registers for up to K3_TOKEN_BLOCK tokens. */
+ * The mat-mul keeps one weight row in registers for up to K3_TOKEN_BLOCK tokens, or with
+ * long activations K3_ROW_BLOCK rows, and takes many tokens a chunk at a time
+ * (K3_X_L2_BYTES). */
 #include <immintrin.h>
 #include <stdbool.h>
 #include <stdint.h>
