@@ -112,7 +112,7 @@ block_bf16(const uint16_t *W, int cols, const float *X, int ldx, float *Y, int l
 static void rows_bf16_avx512(const uint16_t *W, int nrows, int cols, const float *X, int ldx,
                              float *Y, int ldy, int T)
 {
-    int chunk = k3_bf16_token_chunk(cols);
+    int chunk = k3_token_chunk(cols);
     if (T > chunk) { /* the tokens a chunk at a time (K3_X_L2_BYTES) */
         for (int c0 = 0; c0 < T; c0 += chunk)
             rows_bf16_avx512(W, nrows, cols, X + (size_t)c0 * ldx, ldx, Y + (size_t)c0 * ldy, ldy,

@@ -43,13 +43,14 @@ typedef void k3_situ_fn(float *y, const float *g, const float *u, int n, float b
  * prefetchers worse).  Measured: bench/results/kernels-choices.md, "Rows together". */
 #define K3_X_L1_BYTES (16 * 1024)
 
-/* The bf16 mat-muls take the tokens in chunks whose activations stay within this many
- * bytes, so they stay in L2 while the weights stream past them: with all of 256 tokens at
- * once each group of rows fetched them again from L3 (bench/results/kernels-choices.md,
- * "Many tokens").  A chunk is a whole number of K3_TOKEN_BLOCK tokens, at least one. */
+/* The mat-muls that take one row (or four) against every token in turn (bf16 AVX-512,
+ * MXFP4 AVX2) take many tokens in chunks whose activations stay within this many bytes,
+ * so they stay in L2 while the weights stream past them: with all of 256 tokens at once
+ * each row fetched them again from L3 (bench/results/kernels-choices.md, "Many tokens").
+ * A chunk is a whole number of K3_TOKEN_BLOCK tokens, at least one. */
 #define K3_X_L2_BYTES (512 * 1024)
 
-static inline int k3_bf16_token_chunk(int cols)
+static inline int k3_token_chunk(int cols)
 {
     size_t per_token = (size_t)(cols > 0 ? cols : 1) * sizeof(float);
     int chunk = (int)(K3_X_L2_BYTES / per_token) / K3_TOKEN_BLOCK * K3_TOKEN_BLOCK;
@@ -149,17 +150,23 @@ extern const int32_t k3_mxfp4_lane_group[4][16];
         }                                                                                      \
     } while (0)
 
-/* The rows r0 .. nrows-1 of a k3_rows_mxfp4_fn's arguments, one at a time, by its
+/* The rows 0 .. nrows-1 of a k3_rows_mxfp4_fn's arguments, one at a time, by its
  * always_inline one-row kernel ROW(p, s, groups, Xb, ldxb, Y, ldy, NT), one whole row
- * against NT ≤ K3_TOKEN_BLOCK tokens, NT a constant (K3_TOKEN_BLOCKS). */
+ * against NT ≤ K3_TOKEN_BLOCK tokens, NT a constant (K3_TOKEN_BLOCKS); many tokens a chunk
+ * at a time (K3_X_L2_BYTES). */
 #define K3_MXFP4_ROW_BY_ROW(ROW)                                                               \
     do {                                                                                       \
-        int groups = cols / K3_MXFP4_GROUP;                                                    \
+        int groups = cols / K3_MXFP4_GROUP, chunk = k3_token_chunk(cols);                      \
         size_t prow = (size_t)cols / 2, srow = (size_t)groups;                                 \
-        for (int r = 0; r < nrows; r++) {                                                      \
-            const uint8_t *p = packed + r * prow, *s = scales + r * srow;                      \
-            K3_TOKEN_BLOCKS(T, t, ROW(p, s, groups, Xb + (size_t)t * ldxb, ldxb,               \
-                                      Y + (size_t)t * ldy + r, ldy, NT_));                     \
+        for (int c0 = 0; c0 < T; c0 += chunk) { /* K3_X_L2_BYTES */                            \
+            int nc = T - c0 < chunk ? T - c0 : chunk;                                          \
+            const float *Xc = Xb + (size_t)c0 * ldxb;                                          \
+            float *Yc = Y + (size_t)c0 * ldy;                                                  \
+            for (int r = 0; r < nrows; r++) {                                                  \
+                const uint8_t *p = packed + r * prow, *s = scales + r * srow;                  \
+                K3_TOKEN_BLOCKS(nc, t, ROW(p, s, groups, Xc + (size_t)t * ldxb, ldxb,          \
+                                           Yc + (size_t)t * ldy + r, ldy, NT_));               \
+            }                                                                                  \
         }                                                                                      \
     } while (0)
 
