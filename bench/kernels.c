@@ -13,6 +13,12 @@
  * moe_intermediate 3072, vocab 163840) with its per-token counts, so the per-token
  * compute of one decode token is the sum over its matrices; full K3 (hidden 7168, latent
  * 3584, the 12288-wide KDA projections, lm_head 163840 × 7168).
+ *
+ * With many tokens per call (a prompt's pass) the products stop waiting on memory, so
+ * the set "gflops" reports GFLOP/s (2 flops per weight per token) of the MXFP4 and bf16
+ * mat-muls at full K3's expert shapes for --gflops-tokens tokens, against the FMA peak of
+ * the same cores measured in turn with them (independent FMA chains in zmm registers, or
+ * ymm without AVX-512, on every thread).
  * Built and driven by bench/kernels.sh.  Usage: kernels [--option value]... (--help). */
 #include <errno.h>
 #include <math.h>
@@ -25,7 +31,7 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
-#include <emmintrin.h>
+#include <immintrin.h>
 
 #include "engine/base/options.h"
 #include "engine/kernels/kernels.h"
@@ -39,15 +45,17 @@
  * and the calibration report. */
 static const struct k3_opt_choice variant_choices[] = {
     {"all", 15}, {"avx512vnni", 1}, {"avx512", 2}, {"avx2", 4}, {"scalar", 8}, {NULL, 0}};
-static const struct k3_opt_choice set_choices[] = {{"bench", 1}, {"k3", 2}, {NULL, 0}};
+static const struct k3_opt_choice set_choices[] = {
+    {"bench", 1}, {"k3", 2}, {"gflops", 4}, {NULL, 0}};
 
 static struct opts {
     unsigned variants, sets; /* bits of variant_choices, set_choices */
-    struct k3_opt_ints threads, tokens;
+    struct k3_opt_ints threads, tokens, gflops_tokens;
     const char *only, *csv, *json; /* NULL: all cases, no CSV, no calibration */
     int reps, arena_mib, copy_mib, lm_head, thp, teams;
     uint64_t seed;
-} o = {.variants = 15, .sets = 3, .threads = {2, {1, 2}}, .tokens = {1, {1}}, .reps = 5,
+} o = {.variants = 15, .sets = 7, .threads = {2, {1, 2}}, .tokens = {1, {1}},
+       .gflops_tokens = {5, {1, 4, 16, 64, 256}}, .reps = 5,
        .arena_mib = 512, .copy_mib = 256, .lm_head = 1, .thp = 1, .teams = 1, .seed = 1};
 
 #define MAX_REPS 64
@@ -58,9 +66,12 @@ static const struct k3_opt opt_table[] = {
     {.name = "threads", .type = K3_OPT_INTS, .dst = &o.threads, .arg = "N,..",
      .help = "comma list of OpenMP thread counts", .min = 1, .max = 4096},
     {.name = "sets", .type = K3_OPT_SET, .dst = &o.sets, .choices = set_choices,
-     .help = "shape sets: bench (k3-bench), k3 (full K3)"},
+     .help = "shape sets: bench (k3-bench), k3 (full K3), gflops (GFLOP/s against the FMA "
+             "peak, full K3 expert shapes)"},
     {.name = "tokens", .type = K3_OPT_INTS, .dst = &o.tokens, .arg = "T,..",
      .help = "comma list of tokens per call (T); 1 = decode", .min = 1, .max = 1024},
+    {.name = "gflops-tokens", .type = K3_OPT_INTS, .dst = &o.gflops_tokens, .arg = "T,..",
+     .help = "set gflops: comma list of tokens per call", .min = 1, .max = 1024},
     {.name = "only", .type = K3_OPT_STRING, .dst = &o.only, .arg = "TEXT",
      .help = "only cases whose name contains this text", .def = "all"},
     {.name = "reps", .type = K3_OPT_INT, .dst = &o.reps, .arg = "N",
@@ -82,7 +93,8 @@ static const struct k3_opt opt_table[] = {
     {.name = "csv", .type = K3_OPT_STRING, .dst = &o.csv, .arg = "FILE",
      .help = "write results to this CSV file", .def = "none"},
     {.name = "json", .type = K3_OPT_STRING, .dst = &o.json, .arg = "FILE",
-     .help = "write the planner's calibration (k3-uring plan --calibration) here", .def = "none"},
+     .help = "write the planner's calibration (k3-uring plan --calibration) and set gflops's "
+             "GFLOP/s here", .def = "none"},
 };
 #define N_OPTS K3_OPTS_COUNT(opt_table)
 
@@ -490,14 +502,32 @@ static struct {
 
 static FILE *csv;
 
+/* A row of the CSV; gflops (NULL: not measured, empty fields) the GFLOP/s of section
+ * "gflops", peak the FMA peak measured beside them and of_peak the median of each rep's
+ * GFLOP/s over that rep's peak. */
+static void csv_row_gflops(const char *section, const char *name, const char *kind, int rows,
+                           int cols, int T, const char *variant, int threads, double bytes,
+                           struct stat3 g, double us, double frac, double frac_read,
+                           const struct stat3 *gflops, double peak, double of_peak)
+{
+    if (!csv)
+        return;
+    fprintf(csv, "%s,\"%s\",%s,%d,%d,%d,%s,%d,%.0f,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f", section, name,
+            kind, rows, cols, T, variant, threads, bytes, g.median, g.min, g.max, us, frac,
+            frac_read);
+    if (gflops)
+        fprintf(csv, ",%.2f,%.2f,%.2f,%.2f,%.4f\n", gflops->median, gflops->min, gflops->max, peak,
+                of_peak);
+    else
+        fprintf(csv, ",,,,,\n");
+}
+
 static void csv_row(const char *section, const char *name, const char *kind, int rows, int cols,
                     int T, const char *variant, int threads, double bytes, struct stat3 g, double us,
                     double frac, double frac_read)
 {
-    if (csv)
-        fprintf(csv, "%s,\"%s\",%s,%d,%d,%d,%s,%d,%.0f,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f\n", section,
-                name, kind, rows, cols, T, variant, threads, bytes, g.median, g.min, g.max, us, frac,
-                frac_read);
+    csv_row_gflops(section, name, kind, rows, cols, T, variant, threads, bytes, g, us, frac,
+                   frac_read, NULL, 0, 0);
 }
 
 /* The variants --variants asks for that this CPU has, best first; how many. */
@@ -538,7 +568,8 @@ static int open_csv(void)
         return -1;
     }
     fprintf(csv, "section,name,kind,rows,cols,tokens,variant,threads,bytes,gbps_median,"
-                 "gbps_min,gbps_max,us_median,frac_of_copy,frac_of_read\n");
+                 "gbps_min,gbps_max,us_median,frac_of_copy,frac_of_read,gflops_median,"
+                 "gflops_min,gflops_max,peak_gflops,frac_of_peak\n");
     return 0;
 }
 
@@ -572,7 +603,17 @@ struct weights {
     float *X, *Y, *U;    /* [max T][cols], [max T][rows], [max T][rows] */
 };
 
-static int weights_prepare(const struct bcase *c, struct weights *w)
+/* The most tokens of a list of token counts. */
+static int max_tokens(const struct k3_opt_ints *tokens)
+{
+    int max_T = 1;
+    for (int i = 0; i < tokens->n; i++)
+        max_T = tokens->v[i] > max_T ? tokens->v[i] : max_T;
+    return max_T;
+}
+
+/* The weights of case c, activations for up to max_T tokens. */
+static int weights_prepare(const struct bcase *c, int max_T, struct weights *w)
 {
     size_t bytes = case_bytes(c), arena_bytes = (size_t)o.arena_mib << 20;
     *w = (struct weights){.base = run.arena, .stride = (bytes + 4095) / 4096 * 4096};
@@ -592,9 +633,6 @@ static int weights_prepare(const struct bcase *c, struct weights *w)
                            at + half * (n_sub / 2 + n_sub / 32) + n_sub / 2, n_sub / 32,
                            o.seed * 1000003 + (2 * k + half) * n_sub);
     }
-    int max_T = 1;
-    for (int i = 0; i < o.tokens.n; i++)
-        max_T = o.tokens.v[i] > max_T ? o.tokens.v[i] : max_T;
     w->X = malloc(sizeof(float) * (size_t)max_T * c->cols);
     w->Y = malloc(sizeof(float) * (size_t)max_T * c->rows);
     w->U = malloc(sizeof(float) * (size_t)max_T * c->rows);
@@ -715,7 +753,7 @@ static int measure_case(int ci)
     static struct samples s;
     const struct bcase *c = &cases[ci];
     struct weights w;
-    int rc = weights_prepare(c, &w);
+    int rc = weights_prepare(c, max_tokens(&o.tokens), &w);
     for (int xi = 0; !rc && xi < o.tokens.n; xi++) {
         struct ceiling cl;
         bool with_ceiling = c->kind == MXFP4 && o.tokens.v[xi] == 1;
@@ -734,6 +772,8 @@ static int measure_case(int ci)
 
 static int measure_cases(void)
 {
+    if (!set_chosen("bench") && !set_chosen("k3"))
+        return 0;
     printf("\n%-48s %-5s %-10s %2s %-10s %3s %10s %22s %9s %6s %6s\n", "case", "set", "kind", "T",
            "variant", "thr", "MB/call", "GB/s median [min-max]", "us/call", "x copy", "x read");
     for (int ci = 0; ci < N_CASES; ci++) {
@@ -749,6 +789,254 @@ static int measure_cases(void)
         if (measure_case(ci))
             return -1;
     }
+    return 0;
+}
+
+/* ---- GFLOP/s against the FMA peak ----------------------------------------------------- */
+
+/* Full K3's expert shapes (latent 3584, moe_intermediate 3072; the bf16 mat-mul at the same
+ * shapes), every one at each of --gflops-tokens. */
+static const struct bcase gcases[] = {
+    {"gflops", "K3 expert w1/w3 3072x3584", MXFP4, 3072, 3584, 0},
+    {"gflops", "K3 expert w2 3584x3072", MXFP4, 3584, 3072, 0},
+    {"gflops", "K3 expert w1+w3+SiTU fused 3072x3584", MXFP4_SITU, 3072, 3584, 0},
+    {"gflops", "bf16 3072x3584", BF16, 3072, 3584, 0},
+    {"gflops", "bf16 3584x3072", BF16, 3584, 3072, 0},
+};
+#define N_GCASES (int)(sizeof gcases / sizeof gcases[0])
+
+/* One measurement takes about this many flops (fewer calls when the arena has fewer
+ * copies), and the peak's loop about FMA_PEAK_SECONDS on each thread. */
+#define GFLOPS_CALL_FLOPS 4e9
+#define FMA_PEAK_SECONDS 0.02
+/* The scalar reference takes seconds per call past this many tokens: not measured there. */
+#define GFLOPS_SCALAR_MAX_T 4
+
+static volatile float fma_sink;
+
+/* n rounds of 24 independent FMA chains (4-cycle latency at 2 per cycle needs 8; 24 leave
+ * no doubt), zmm: the flops done. */
+K3_TARGET_BEGIN("avx512f")
+static double fma_chains_zmm(long n)
+{
+    __m512 a[24], b = _mm512_set1_ps(0.999f), c = _mm512_set1_ps(1e-3f);
+    for (int i = 0; i < 24; i++)
+        a[i] = _mm512_set1_ps((float)i);
+    for (long k = 0; k < n; k++)
+#pragma GCC unroll 24
+        for (int i = 0; i < 24; i++)
+            a[i] = _mm512_fmadd_ps(a[i], b, c);
+    __m512 sum = a[0];
+    for (int i = 1; i < 24; i++)
+        sum = _mm512_add_ps(sum, a[i]);
+    fma_sink = _mm512_reduce_add_ps(sum);
+    return 24.0 * 16 * 2 * (double)n;
+}
+K3_TARGET_END
+
+/* The same in ymm (14 chains and the two constants fill the 16 registers), for a CPU
+ * without AVX-512. */
+K3_TARGET_BEGIN("avx2,fma")
+static double fma_chains_ymm(long n)
+{
+    __m256 a[14], b = _mm256_set1_ps(0.999f), c = _mm256_set1_ps(1e-3f);
+    for (int i = 0; i < 14; i++)
+        a[i] = _mm256_set1_ps((float)i);
+    for (long k = 0; k < n; k++)
+#pragma GCC unroll 14
+        for (int i = 0; i < 14; i++)
+            a[i] = _mm256_fmadd_ps(a[i], b, c);
+    float out[8];
+    __m256 sum = a[0];
+    for (int i = 1; i < 14; i++)
+        sum = _mm256_add_ps(sum, a[i]);
+    _mm256_storeu_ps(out, sum);
+    fma_sink = out[0];
+    return 14.0 * 8 * 2 * (double)n;
+}
+K3_TARGET_END
+
+static struct {
+    bool zmm;      /* the peak in zmm (AVX-512), else ymm */
+    long rounds;   /* of fma_chains per thread per measurement */
+} peak;
+
+static double fma_chains(long n)
+{
+    return peak.zmm ? fma_chains_zmm(n) : fma_chains_ymm(n);
+}
+
+/* The FMA peak of threads threads (GFLOP/s, summed): each thread its own chains, timed on
+ * its own. */
+static double fma_peak(int threads)
+{
+    double total = 0;
+    omp_set_num_threads(threads);
+#pragma omp parallel reduction(+ : total)
+    {
+        double t0 = now(), flops = fma_chains(peak.rounds);
+        total += flops / (now() - t0) / 1e9;
+    }
+    return total;
+}
+
+static void fma_peak_prepare(void)
+{
+    __builtin_cpu_init();
+    peak.zmm = __builtin_cpu_supports("avx512f");
+    double t0 = now(), flops = fma_chains(1 << 20), rate = flops / (now() - t0);
+    peak.rounds = (long)(FMA_PEAK_SECONDS * rate / (flops / (1 << 20)));
+    if (peak.rounds < 1000)
+        peak.rounds = 1000;
+}
+
+/* The variants of the GFLOP/s table: avx512vnni's f32 and bf16 kernels are avx512's. */
+static bool gflops_variant(int vi)
+{
+    if (strcmp(run.vars[vi]->name, "avx512vnni"))
+        return true;
+    for (int i = 0; i < run.n_vars; i++)
+        if (!strcmp(run.vars[i]->name, "avx512"))
+            return false;
+    return true;
+}
+
+static double call_flops(const struct bcase *c, int T)
+{
+    return 2.0 * c->rows * c->cols * T * (c->kind == MXFP4_SITU ? 2 : 1);
+}
+
+/* Medians kept for the JSON and the goal: [case][token count][variant][thread count]. */
+static struct {
+    struct stat3 gflops[N_GCASES][K3_OPT_INTS_MAX][4][MAX_THREADS];
+    struct stat3 peak[N_GCASES][K3_OPT_INTS_MAX][MAX_THREADS];
+    struct stat3 frac[N_GCASES][K3_OPT_INTS_MAX][4][MAX_THREADS]; /* of each rep's peak */
+    bool measured[N_GCASES][K3_OPT_INTS_MAX][4];
+} gf;
+
+/* Case gi at every token count: per rep, per thread count, the peak and then each variant,
+ * in turn (the host's pace drifts). */
+static int measure_gflops_case(int gi)
+{
+    const struct bcase *c = &gcases[gi];
+    struct weights w;
+    if (weights_prepare(c, max_tokens(&o.gflops_tokens), &w))
+        return -1;
+    struct k3numa_teams *teams[MAX_THREADS] = {NULL};
+    int rc = 0;
+    for (int ti = 0; !rc && ti < o.threads.n; ti++) {
+        omp_set_num_threads(o.threads.v[ti]);
+        if (o.teams && c->kind != BF16 && k3numa_teams_create(&teams[ti], NULL)) {
+            fprintf(stderr, "kernels: out of memory for a team\n");
+            rc = -1;
+        }
+    }
+    static double g[4][MAX_THREADS][MAX_REPS], pk[MAX_THREADS][MAX_REPS],
+        frac[4][MAX_THREADS][MAX_REPS];
+    for (int xi = 0; !rc && xi < o.gflops_tokens.n; xi++) {
+        int T = o.gflops_tokens.v[xi];
+        double flops = call_flops(c, T);
+        size_t calls = (size_t)(GFLOPS_CALL_FLOPS / flops);
+        calls = calls < 1 ? 1 : calls > w.n_copies ? w.n_copies : calls;
+        struct pass warm = {c, w.base, w.stride, 1, w.X, w.Y, w.U, T},
+                    every = {c, w.base, w.stride, calls, w.X, w.Y, w.U, T};
+        bool runs[4];
+        for (int vi = 0; vi < run.n_vars; vi++)
+            runs[vi] = gflops_variant(vi) &&
+                       (strcmp(run.vars[vi]->name, "scalar") || T <= GFLOPS_SCALAR_MAX_T);
+        for (int ti = 0; ti < o.threads.n; ti++)
+            for (int vi = 0; vi < run.n_vars; vi++)
+                if (runs[vi]) { /* warm: the thread pool, the team, the pages of one copy */
+                    omp_set_num_threads(o.threads.v[ti]);
+                    k3_kernels_select(run.vars[vi]->name);
+                    run_pass(teams[ti], &warm);
+                }
+        for (int r = 0; r < o.reps; r++)
+            for (int ti = 0; ti < o.threads.n; ti++) {
+                pk[ti][r] = fma_peak(o.threads.v[ti]);
+                omp_set_num_threads(o.threads.v[ti]);
+                for (int vi = 0; vi < run.n_vars; vi++) {
+                    if (!runs[vi])
+                        continue;
+                    k3_kernels_select(run.vars[vi]->name);
+                    double t0 = now();
+                    run_pass(teams[ti], &every);
+                    g[vi][ti][r] = flops * (double)calls / (now() - t0) / 1e9;
+                    frac[vi][ti][r] = g[vi][ti][r] / pk[ti][r];
+                }
+            }
+        for (int ti = 0; ti < o.threads.n; ti++) {
+            int threads = o.threads.v[ti];
+            struct stat3 p = stats(pk[ti], o.reps);
+            gf.peak[gi][xi][ti] = p;
+            for (int vi = 0; vi < run.n_vars; vi++) {
+                gf.measured[gi][xi][vi] = runs[vi];
+                if (!runs[vi])
+                    continue;
+                struct stat3 q = stats(g[vi][ti], o.reps), f = stats(frac[vi][ti], o.reps);
+                gf.gflops[gi][xi][vi][ti] = q;
+                gf.frac[gi][xi][vi][ti] = f;
+                double bytes = (double)case_bytes(c), us = flops / q.median / 1e3;
+                struct stat3 gbps = {bytes / us / 1e3, 0, 0};
+                printf("%-38s %-10.10s %4d %-10s %3d %8.1f [%6.1f-%6.1f] %8.1f %7.1f%% "
+                       "[%4.1f-%4.1f]\n", c->name, kind_name[c->kind], T, run.vars[vi]->name,
+                       threads, q.median, q.min, q.max, p.median, 100 * f.median, 100 * f.min,
+                       100 * f.max);
+                csv_row_gflops("gflops", c->name, kind_name[c->kind], c->rows, c->cols, T,
+                               run.vars[vi]->name, threads, bytes, gbps, us,
+                               gbps.median / run.mem[ti].copy.median, 0, &q, p.median, f.median);
+            }
+        }
+        fflush(stdout);
+    }
+    for (int ti = 0; ti < o.threads.n; ti++)
+        k3numa_teams_destroy(teams[ti]);
+    weights_free(&w);
+    return rc;
+}
+
+/* The issue's goal for the many-token kernels: at the most threads and 16 tokens or more,
+ * the best variant's MXFP4 and bf16 mat-muls at half the FMA peak or more. */
+static void report_gflops_goal(void)
+{
+    int most = o.threads.n - 1, vi = 0;
+    while (vi < run.n_vars - 1 && !gflops_variant(vi))
+        vi++;
+    double worst[2] = {1e9, 1e9}, best[2] = {0, 0};
+    for (int gi = 0; gi < N_GCASES; gi++)
+        for (int xi = 0; xi < o.gflops_tokens.n; xi++) {
+            if (o.gflops_tokens.v[xi] < 16 || !gf.measured[gi][xi][vi])
+                continue;
+            int k = gcases[gi].kind == BF16;
+            double frac = gf.frac[gi][xi][vi][most].median;
+            worst[k] = frac < worst[k] ? frac : worst[k];
+            best[k] = frac > best[k] ? frac : best[k];
+        }
+    if (best[0] == 0 && best[1] == 0)
+        return;
+    printf("\ngoal (%s, %d threads, 16 tokens or more): >= 50%% of the FMA peak;",
+           run.vars[vi]->name, o.threads.v[most]);
+    for (int k = 0; k < 2; k++)
+        if (best[k] > 0)
+            printf(" %s %.0f-%.0f%%", k ? "bf16" : "MXFP4", 100 * worst[k], 100 * best[k]);
+    printf(" (the worst and the best case)\n");
+}
+
+static int measure_gflops(void)
+{
+    if (!set_chosen("gflops"))
+        return 0;
+    fma_peak_prepare();
+    printf("\nGFLOP/s (2 flops per weight per token; MXFP4 fused: both matrices) against the "
+           "FMA peak measured in turn with them (%s FMA chains, every thread; of peak: the "
+           "median over the reps of each one's GFLOP/s over its peak); weights cycle through "
+           "copies in RAM\n", peak.zmm ? "zmm" : "ymm");
+    printf("%-38s %-10s %4s %-10s %3s %8s %15s %8s %8s %11s\n", "case", "kind", "T", "variant",
+           "thr", "GFLOP/s", "[min-max]", "peak", "of peak", "[min-max]");
+    for (int gi = 0; gi < N_GCASES; gi++)
+        if ((!o.only || strstr(gcases[gi].name, o.only)) && measure_gflops_case(gi))
+            return -1;
+    report_gflops_goal();
     return 0;
 }
 
@@ -889,6 +1177,52 @@ static void report_goals(int t1, int one_t, int most)
                qb / qn / 1e3, n, qb / qn / 1e3 / copy, q1 / qn);
 }
 
+/* Set gflops's medians, when measured, as ",\n  "gflops": [...]" (one object a line). */
+static void write_gflops_json(FILE *f)
+{
+    if (!set_chosen("gflops"))
+        return;
+    fprintf(f, ",\n  \"gflops_source\": \"bench/kernels.sh: 2 flops per weight per token, full "
+               "K3 expert shapes, medians of %d reps; peak: %s FMA chains on every thread, "
+               "measured in turn\",\n  \"gflops\": [", o.reps, peak.zmm ? "zmm" : "ymm");
+    const char *sep = "";
+    for (int gi = 0; gi < N_GCASES; gi++)
+        for (int xi = 0; xi < o.gflops_tokens.n; xi++)
+            for (int vi = 0; vi < run.n_vars; vi++)
+                for (int ti = 0; gf.measured[gi][xi][vi] && ti < o.threads.n; ti++) {
+                    double g = gf.gflops[gi][xi][vi][ti].median, p = gf.peak[gi][xi][ti].median,
+                           fr = gf.frac[gi][xi][vi][ti].median;
+                    fprintf(f, "%s\n    {\"case\": \"%s\", \"kind\": \"%s\", \"rows\": %d, "
+                               "\"cols\": %d, \"tokens\": %d, \"variant\": \"%s\", "
+                               "\"threads\": %d, \"gflops\": %.2f, \"peak_gflops\": %.2f, "
+                               "\"frac_of_peak\": %.4f}",
+                            sep, gcases[gi].name, kind_name[gcases[gi].kind], gcases[gi].rows,
+                            gcases[gi].cols, o.gflops_tokens.v[xi], run.vars[vi]->name,
+                            o.threads.v[ti], g, p, fr);
+                    sep = ",";
+                }
+    fprintf(f, "\n  ]");
+}
+
+/* Only set gflops's figures (the run measured no calibration). */
+static int write_gflops_only(void)
+{
+    FILE *f = fopen(o.json, "w");
+    if (!f) {
+        fprintf(stderr, "kernels: %s: %s\n", o.json, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "{\n  \"cores_measured\": %d", o.threads.v[o.threads.n - 1]);
+    write_gflops_json(f);
+    fprintf(f, "\n}\n");
+    if (fclose(f)) {
+        fprintf(stderr, "kernels: %s: %s\n", o.json, strerror(errno));
+        return -1;
+    }
+    printf("kernels: GFLOP/s figures (no calibration in this run): %s\n", o.json);
+    return 0;
+}
+
 /* The calibration k3-uring plan --calibration reads: the first (best) variant at one
  * thread (one core alone; the plan caps cores x rate by the memory bandwidth itself). */
 static int write_calibration(double cal[4][MAX_THREADS][2], int one)
@@ -910,7 +1244,9 @@ static int write_calibration(double cal[4][MAX_THREADS][2], int one)
                 threads, cal[0][ti][0] * threads, cal[0][ti][1] * threads,
                 run.mem[ti].copy.median, run.mem[ti].read.median);
     }
-    fprintf(f, "  \"cores_measured\": %d\n}\n", o.threads.v[o.threads.n - 1]);
+    fprintf(f, "  \"cores_measured\": %d", o.threads.v[o.threads.n - 1]);
+    write_gflops_json(f);
+    fprintf(f, "\n}\n");
     if (fclose(f)) {
         fprintf(stderr, "kernels: %s: %s\n", o.json, strerror(errno));
         return -1;
@@ -926,16 +1262,18 @@ static int report_summaries(void)
     for (int i = 0; i < o.tokens.n; i++)
         if (o.tokens.v[i] == 1)
             t1 = i;
-    if (!set_chosen("bench") || t1 < 0 || (o.only && o.only[0]))
-        return 0;
-    static double cal[4][MAX_THREADS][2];
-    report_per_token(t1);
-    report_planner(t1, cal);
-    int one = one_thread_index(), most = o.threads.n - 1;
-    if (one >= 0 && most != one)
-        report_goals(t1, one, most);
-    if (o.json && o.json[0] && one >= 0)
-        return write_calibration(cal, one);
+    if (set_chosen("bench") && t1 >= 0 && !(o.only && o.only[0])) {
+        static double cal[4][MAX_THREADS][2];
+        report_per_token(t1);
+        report_planner(t1, cal);
+        int one = one_thread_index(), most = o.threads.n - 1;
+        if (one >= 0 && most != one)
+            report_goals(t1, one, most);
+        if (o.json && o.json[0] && one >= 0)
+            return write_calibration(cal, one);
+    }
+    if (o.json && o.json[0] && set_chosen("gflops"))
+        return write_gflops_only();
     return 0;
 }
 
@@ -943,9 +1281,9 @@ static int report_summaries(void)
  * widest case, a slot per thread. */
 static void *bind_mxfp4_scratch(void)
 {
-    int max_T = 1, max_cols = 1, threads = omp_get_max_threads();
-    for (int i = 0; i < o.tokens.n; i++)
-        max_T = o.tokens.v[i] > max_T ? o.tokens.v[i] : max_T;
+    int max_T = max_tokens(&o.tokens), max_cols = 1, threads = omp_get_max_threads();
+    if (set_chosen("gflops") && max_tokens(&o.gflops_tokens) > max_T)
+        max_T = max_tokens(&o.gflops_tokens);
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         max_cols = cases[i].cols > max_cols ? cases[i].cols : max_cols;
     size_t bytes = k3_mxfp4_scratch_bytes(max_T, max_cols, threads);
@@ -984,6 +1322,8 @@ int main(int argc, char **argv)
     run.arena = big_alloc((size_t)o.arena_mib << 20);
     void *scratch = bind_mxfp4_scratch();
     rc = measure_cases();
+    if (!rc)
+        rc = measure_gflops();
     /* The memory again (the machine is shared, its bandwidth drifts), before the summaries
      * so that the goals can be set against both ends of the run. */
     if (!rc)

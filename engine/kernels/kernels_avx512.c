@@ -2,7 +2,9 @@
  * "avx512vnni" variants (they differ in the int8 path only): one zmm holds the 16 lanes of kernels.h, so
  * element i lands in lane i mod 16 as in the reference; mul then add, never FMA; the
  * same pairwise lane tree; a partial last block of 16 goes through the scalar tail.
- * The mat-mul keeps one weight row in registers for up to K3_TOKEN_BLOCK tokens. */
+ * The mat-mul keeps one weight row in registers for up to K3_TOKEN_BLOCK tokens, or with
+ * long activations K3_ROW_BLOCK rows, and takes many tokens a chunk at a time
+ * (K3_X_L2_BYTES). */
 #include <immintrin.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -110,6 +112,13 @@ block_bf16(const uint16_t *W, int cols, const float *X, int ldx, float *Y, int l
 static void rows_bf16_avx512(const uint16_t *W, int nrows, int cols, const float *X, int ldx,
                              float *Y, int ldy, int T)
 {
+    int chunk = k3_token_chunk(cols);
+    if (T > chunk) { /* the tokens a chunk at a time (K3_X_L2_BYTES) */
+        for (int c0 = 0; c0 < T; c0 += chunk)
+            rows_bf16_avx512(W, nrows, cols, X + (size_t)c0 * ldx, ldx, Y + (size_t)c0 * ldy, ldy,
+                             T - c0 < chunk ? T - c0 : chunk);
+        return;
+    }
     int rows_together = (size_t)T * cols * sizeof(float) > K3_X_L1_BYTES ? K3_ROW_BLOCK : 1;
     for (int r = 0; r < nrows; r += rows_together) {
         const uint16_t *w = W + (size_t)r * cols;

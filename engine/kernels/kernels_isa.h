@@ -43,6 +43,20 @@ typedef void k3_situ_fn(float *y, const float *g, const float *u, int n, float b
  * prefetchers worse).  Measured: bench/results/kernels-choices.md, "Rows together". */
 #define K3_X_L1_BYTES (16 * 1024)
 
+/* The mat-muls that take one row (or four) against every token in turn (bf16 AVX-512,
+ * MXFP4 AVX2) take many tokens in chunks whose activations stay within this many bytes,
+ * so they stay in L2 while the weights stream past them: with all of 256 tokens at once
+ * each row fetched them again from L3 (bench/results/kernels-choices.md, "Many tokens").
+ * A chunk is a whole number of K3_TOKEN_BLOCK tokens, at least one. */
+#define K3_X_L2_BYTES (512 * 1024)
+
+static inline int k3_token_chunk(int cols)
+{
+    size_t per_token = (size_t)(cols > 0 ? cols : 1) * sizeof(float);
+    int chunk = (int)(K3_X_L2_BYTES / per_token) / K3_TOKEN_BLOCK * K3_TOKEN_BLOCK;
+    return chunk > K3_TOKEN_BLOCK ? chunk : K3_TOKEN_BLOCK;
+}
+
 /* The SIMD mat-vecs prefetch their weights this many bytes ahead: the hardware
  * prefetchers alone left a core computing from RAM far below its L2 rate, and 4 KiB beat
  * 1, 2 and 8 KiB (bench/results/kernels-choices.md, "Prefetch distance"). */
@@ -98,19 +112,122 @@ extern const int32_t k3_mxfp4_lane_group[4][16];
         }                                                                                      \
     } while (0)
 
-/* The k3_rows_mxfp4_fn NAME of a variant around its always_inline one-row kernel
- * ROW(p, s, groups, Xb, ldxb, Y, ldy, NT), NT a constant (K3_TOKEN_BLOCKS).  Expanded
- * inside the variant's K3_TARGET_BEGIN region. */
+/* MXFP4 with many tokens (T ≥ K3_TOKEN_BLOCK and T·cols floats of activations past
+ * K3_X_L1_BYTES): one row at a time against K3_TOKEN_BLOCK tokens, the activations of those
+ * tokens no longer stay in L1 while the row streams past, and the kernel waits on L2
+ * instead of computing.  So the rows are cut into spans of K3_MXFP4_SPAN_GROUPS groups;
+ * the activations of a tile of K3_MXFP4_TILE_TOKENS tokens for one span are copied into a
+ * buffer that stays in L1 while every row of a panel of K3_MXFP4_PANEL_ROWS rows takes its
+ * span against them (each weight block decoded once per tile of tokens), the 16 lane sums
+ * of each (row, token) kept in an array between spans (on the stack: 32 KiB, and the tile
+ * 16 KiB).  The copy costs once per panel, hence the panel's size; its weights stay in L2
+ * from one tile of tokens to the next.  Every (row, token) still adds its blocks in row
+ * order, so the bytes are the reference's.  Measured: bench/results/kernels-choices.md,
+ * "Many tokens". */
+#define K3_MXFP4_TILE_TOKENS 8
+#define K3_MXFP4_SPAN_GROUPS 16
+#define K3_MXFP4_PANEL_ROWS 64
+
+/* Runs CALL for tokens t .. t + NT_ - 1 of T: whole tiles of K3_MXFP4_TILE_TOKENS, then the
+ * 1 to 7 left, NT_ a constant in each. */
+#define K3_TOKEN_TILES(T, t, CALL)                                                             \
+    do {                                                                                       \
+        _Static_assert(K3_MXFP4_TILE_TOKENS == 8, "the remainders below are 1 to 7 tokens");   \
+        int t = 0;                                                                             \
+        for (; t + K3_MXFP4_TILE_TOKENS <= (T); t += K3_MXFP4_TILE_TOKENS) {                   \
+            enum { NT_ = K3_MXFP4_TILE_TOKENS };                                               \
+            CALL;                                                                              \
+        }                                                                                      \
+        switch ((T) - t) {                                                                     \
+        case 7: { enum { NT_ = 7 }; CALL; } break;                                             \
+        case 6: { enum { NT_ = 6 }; CALL; } break;                                             \
+        case 5: { enum { NT_ = 5 }; CALL; } break;                                             \
+        case 4: { enum { NT_ = 4 }; CALL; } break;                                             \
+        case 3: { enum { NT_ = 3 }; CALL; } break;                                             \
+        case 2: { enum { NT_ = 2 }; CALL; } break;                                             \
+        case 1: { enum { NT_ = 1 }; CALL; } break;                                             \
+        default: break;                                                                        \
+        }                                                                                      \
+    } while (0)
+
+/* The rows 0 .. nrows-1 of a k3_rows_mxfp4_fn's arguments, one at a time, by its
+ * always_inline one-row kernel ROW(p, s, groups, Xb, ldxb, Y, ldy, NT), one whole row
+ * against NT ≤ K3_TOKEN_BLOCK tokens, NT a constant (K3_TOKEN_BLOCKS); many tokens a chunk
+ * at a time (K3_X_L2_BYTES). */
+#define K3_MXFP4_ROW_BY_ROW(ROW)                                                               \
+    do {                                                                                       \
+        int groups = cols / K3_MXFP4_GROUP, chunk = k3_token_chunk(cols);                      \
+        size_t prow = (size_t)cols / 2, srow = (size_t)groups;                                 \
+        for (int c0 = 0; c0 < T; c0 += chunk) { /* K3_X_L2_BYTES */                            \
+            int nc = T - c0 < chunk ? T - c0 : chunk;                                          \
+            const float *Xc = Xb + (size_t)c0 * ldxb;                                          \
+            float *Yc = Y + (size_t)c0 * ldy;                                                  \
+            for (int r = 0; r < nrows; r++) {                                                  \
+                const uint8_t *p = packed + r * prow, *s = scales + r * srow;                  \
+                K3_TOKEN_BLOCKS(nc, t, ROW(p, s, groups, Xc + (size_t)t * ldxb, ldxb,          \
+                                           Yc + (size_t)t * ldy + r, ldy, NT_));               \
+            }                                                                                  \
+        }                                                                                      \
+    } while (0)
+
+/* The k3_rows_mxfp4_fn NAME of a variant around ROW (K3_MXFP4_ROW_BY_ROW).  Expanded inside
+ * the variant's K3_TARGET_BEGIN region. */
 #define K3_MXFP4_ROWS(NAME, ROW)                                                               \
     void NAME(const uint8_t *packed, const uint8_t *scales, int nrows, int cols, const float *Xb, \
               int ldxb, float *Y, int ldy, int T)                                              \
     {                                                                                          \
+        K3_MXFP4_ROW_BY_ROW(ROW);                                                              \
+    }
+
+/* The same with many tokens in spans, tiles and panels (above): ROW for fewer than
+ * K3_TOKEN_BLOCK tokens or activations that fit K3_X_L1_BYTES, else SPAN(p, s, g0, g1,
+ * groups, xs, sums, first, ahead, NT), groups g0 .. g1-1 (g0 a multiple of 16) of one row
+ * against NT ≤ K3_MXFP4_TILE_TOKENS tokens whose activations for those groups are in xs,
+ * block by block and in each block token by token (xs + (b·NT + k)·128: constant
+ * offsets, where the rows of X would take an integer register per token), adding to the
+ * 16 lane sums of token k at sums[k·16 ..] (from zero when first) and prefetching its
+ * weights ahead bytes on. */
+#define K3_MXFP4_TILED_ROWS(NAME, ROW, SPAN)                                                   \
+    _Static_assert(K3_MXFP4_SPAN_GROUPS % 16 == 0, "spans start at a scale load of 16");       \
+    static inline __attribute__((always_inline)) void                                          \
+    NAME##_tile(const uint8_t *p0, const uint8_t *s0, int pr, int groups, const float *Xb,     \
+                int ldxb, float *Y, int ldy, float (*acc)[K3_MXFP4_TILE_TOKENS][K3_LANES],     \
+                float *xs, int NT)                                                             \
+    {                                                                                          \
+        size_t prow = (size_t)groups * (K3_MXFP4_GROUP / 2), srow = (size_t)groups;            \
+        for (int g0 = 0; g0 < groups; g0 += K3_MXFP4_SPAN_GROUPS) {                            \
+            int g1 = groups - g0 < K3_MXFP4_SPAN_GROUPS ? groups : g0 + K3_MXFP4_SPAN_GROUPS;  \
+            for (int b = 0; 4 * b < g1 - g0; b++) /* whole blocks: X is padded to them */      \
+                for (int k = 0; k < NT; k++)                                                   \
+                    memcpy(xs + (size_t)(b * NT + k) * 128,                                    \
+                           Xb + (size_t)k * ldxb + (size_t)g0 * K3_MXFP4_GROUP + 128 * b,      \
+                           128 * sizeof(float));                                               \
+            for (int r = 0; r < pr; r++) /* each row prefetches its span of the next row */    \
+                SPAN(p0 + r * prow, s0 + r * srow, g0, g1, groups, xs, acc[r][0], g0 == 0,     \
+                     (long)prow, NT);                                                          \
+        }                                                                                      \
+        for (int r = 0; r < pr; r++)                                                           \
+            for (int k = 0; k < NT; k++)                                                       \
+                Y[(size_t)k * ldy + r] = k3_lane_reduce(acc[r][k]);                            \
+    }                                                                                          \
+    void NAME(const uint8_t *packed, const uint8_t *scales, int nrows, int cols, const float *Xb, \
+              int ldxb, float *Y, int ldy, int T)                                              \
+    {                                                                                          \
+        if (T < K3_TOKEN_BLOCK || (size_t)T * cols * sizeof(float) <= K3_X_L1_BYTES) {         \
+            K3_MXFP4_ROW_BY_ROW(ROW);                                                          \
+            return;                                                                            \
+        }                                                                                      \
         int groups = cols / K3_MXFP4_GROUP;                                                    \
         size_t prow = (size_t)cols / 2, srow = (size_t)groups;                                 \
-        for (int r = 0; r < nrows; r++) {                                                      \
-            const uint8_t *p = packed + r * prow, *s = scales + r * srow;                      \
-            K3_TOKEN_BLOCKS(T, t, ROW(p, s, groups, Xb + (size_t)t * ldxb, ldxb,               \
-                                      Y + (size_t)t * ldy + r, ldy, NT_));                     \
+        float acc[K3_MXFP4_PANEL_ROWS][K3_MXFP4_TILE_TOKENS][K3_LANES]                         \
+            __attribute__((aligned(64)));                                                      \
+        float xs[K3_MXFP4_TILE_TOKENS * K3_MXFP4_SPAN_GROUPS * K3_MXFP4_GROUP]                 \
+            __attribute__((aligned(64)));                                                      \
+        for (int r0 = 0; r0 < nrows; r0 += K3_MXFP4_PANEL_ROWS) {                              \
+            int pr = nrows - r0 < K3_MXFP4_PANEL_ROWS ? nrows - r0 : K3_MXFP4_PANEL_ROWS;      \
+            const uint8_t *p0 = packed + r0 * prow, *s0 = scales + r0 * srow;                  \
+            K3_TOKEN_TILES(T, t, NAME##_tile(p0, s0, pr, groups, Xb + (size_t)t * ldxb, ldxb,  \
+                                             Y + (size_t)t * ldy + r0, ldy, acc, xs, NT_));    \
         }                                                                                      \
     }
 

@@ -6,9 +6,12 @@
  * activations and the scale's fma, as the reference.  The 16 group
  * scales of 4 blocks are decoded together with k3_e8m0_scale's rule (0 → 2^-127,
  * 255 → 0) and spread to their lanes by one permute per block.  The mat-mul decodes each
- * block once for up to K3_TOKEN_BLOCK tokens. */
+ * block once for up to K3_TOKEN_BLOCK tokens, or with many tokens once per tile of
+ * K3_MXFP4_TILE_TOKENS in spans and panels (kernels_isa.h). */
 #include <immintrin.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "engine/kernels/avx512.h"
 #include "engine/kernels/kernels.h"
@@ -30,52 +33,87 @@ static inline __m512 scales16(const uint8_t *scales, int n)
     return _mm512_maskz_mov_ps(valid, _mm512_castsi512_ps(bits));
 }
 
-/* One row against NT tokens (a constant after inlining, so acc[] stays in registers). */
+/* Groups g_begin .. g_end-1 of one row (g_begin a multiple of 16, g_end too or = groups)
+ * against NT tokens (a constant after inlining, so acc[] stays in registers), token k's
+ * activations for block b (from g_begin) at X + b·bstride + k·kstride; each block's weights
+ * decoded once for all NT; prefetching ahead bytes past each block.  The tokens'
+ * chains advance side by side, element pair j of every token before pair j + 1 of any:
+ * the core then always has independent fmas ready, where token after token it waited on
+ * each chain's latency. */
 static inline __attribute__((always_inline)) void
-row_mxfp4_tokens(const uint8_t *p, const uint8_t *s, int groups, const float *Xb, int ldxb,
-                 float *Y, int ldy, int NT)
+groups_mxfp4(const uint8_t *p, const uint8_t *s, int g_begin, int g_end, int groups,
+             const float *X, size_t bstride, size_t kstride, __m512 *acc, long ahead, int NT)
 {
     const __m512 table = _mm512_loadu_ps(k3_e2m1_values);
-    __m512 acc[K3_TOKEN_BLOCK];
-#pragma GCC unroll 4
-    for (int k = 0; k < NT; k++)
-        acc[k] = _mm512_setzero_ps();
-    for (int g0 = 0; g0 < groups; g0 += 16) {
+    for (int g0 = g_begin; g0 < g_end; g0 += 16) {
         int n = groups - g0 < 16 ? groups - g0 : 16;
         __m512 sc = scales16(s + g0, n);
         for (int bb = 0; 4 * bb < n; bb++) {
             int g = g0 + 4 * bb, have = n - 4 * bb; /* groups of this block in the row */
             const uint8_t *pb = p + (size_t)g * (K3_MXFP4_GROUP / 2);
-            _mm_prefetch((const char *)pb + K3_PREFETCH_AHEAD, _MM_HINT_T0);
+            _mm_prefetch((const char *)pb + ahead, _MM_HINT_T0);
             __m512i d = have >= 4 ? _mm512_loadu_si512(pb)
                                   : _mm512_maskz_loadu_epi8((1ull << 16 * have) - 1, pb);
             __mmask16 lanes = have >= 4 ? 0xFFFF : (__mmask16)((1u << 4 * have) - 1);
-            __m512 v[8];
-            v[0] = _mm512_permutexvar_ps(d, table);
+            const float *x = X + (size_t)(g - g_begin) / 4 * bstride;
+            __m512 a[K3_MXFP4_TILE_TOKENS], c[K3_MXFP4_TILE_TOKENS];
+            __m512 v0 = _mm512_permutexvar_ps(d, table);
+            __m512 v1 = _mm512_permutexvar_ps(_mm512_srli_epi32(d, 4), table);
 #pragma GCC unroll 8
-            for (int j = 1; j < 8; j++)
-                v[j] = _mm512_permutexvar_ps(_mm512_srli_epi32(d, 4 * j), table);
-            __m512 scale = _mm512_permutexvar_ps(_mm512_loadu_si512(k3_mxfp4_lane_group[bb]), sc);
-#pragma GCC unroll 4
             for (int k = 0; k < NT; k++) {
-                const float *x = Xb + (size_t)k * ldxb + (size_t)g * K3_MXFP4_GROUP;
-                __m512 a = _mm512_mul_ps(_mm512_loadu_ps(x), v[0]);
-                __m512 c = _mm512_mul_ps(_mm512_loadu_ps(x + 16), v[1]);
-#pragma GCC unroll 3
-                for (int j = 2; j < 8; j += 2) {
-                    a = _mm512_fmadd_ps(_mm512_loadu_ps(x + 16 * j), v[j], a);
-                    c = _mm512_fmadd_ps(_mm512_loadu_ps(x + 16 * j + 16), v[j + 1], c);
-                }
-                acc[k] = _mm512_mask3_fmadd_ps(_mm512_add_ps(a, c), scale, acc[k], lanes);
+                a[k] = _mm512_mul_ps(_mm512_loadu_ps(x + k * kstride), v0);
+                c[k] = _mm512_mul_ps(_mm512_loadu_ps(x + k * kstride + 16), v1);
             }
+#pragma GCC unroll 3
+            for (int j = 2; j < 8; j += 2) {
+                __m512 va = _mm512_permutexvar_ps(_mm512_srli_epi32(d, 4 * j), table);
+                __m512 vc = _mm512_permutexvar_ps(_mm512_srli_epi32(d, 4 * j + 4), table);
+#pragma GCC unroll 8
+                for (int k = 0; k < NT; k++) {
+                    const float *xk = x + k * kstride + 16 * j;
+                    a[k] = _mm512_fmadd_ps(_mm512_loadu_ps(xk), va, a[k]);
+                    c[k] = _mm512_fmadd_ps(_mm512_loadu_ps(xk + 16), vc, c[k]);
+                }
+            }
+            __m512 scale = _mm512_permutexvar_ps(_mm512_loadu_si512(k3_mxfp4_lane_group[bb]), sc);
+#pragma GCC unroll 8
+            for (int k = 0; k < NT; k++)
+                acc[k] = _mm512_mask3_fmadd_ps(_mm512_add_ps(a[k], c[k]), scale, acc[k], lanes);
         }
     }
+}
+
+/* One whole row against NT ≤ K3_TOKEN_BLOCK tokens. */
+static inline __attribute__((always_inline)) void
+row_mxfp4_tokens(const uint8_t *p, const uint8_t *s, int groups, const float *Xb, int ldxb,
+                 float *Y, int ldy, int NT)
+{
+    __m512 acc[K3_TOKEN_BLOCK];
+#pragma GCC unroll 4
+    for (int k = 0; k < NT; k++)
+        acc[k] = _mm512_setzero_ps();
+    groups_mxfp4(p, s, 0, groups, groups, Xb, 128, (size_t)ldxb, acc, K3_PREFETCH_AHEAD, NT);
 #pragma GCC unroll 4
     for (int k = 0; k < NT; k++)
         Y[(size_t)k * ldy] = k3_avx512_reduce16(acc[k]);
 }
 
-K3_MXFP4_ROWS(k3_rows_mxfp4_avx512, row_mxfp4_tokens)
+/* A span of one row against NT ≤ K3_MXFP4_TILE_TOKENS tokens (K3_MXFP4_TILED_ROWS). */
+static inline __attribute__((always_inline)) void
+span_mxfp4_tokens(const uint8_t *p, const uint8_t *s, int g0, int g1, int groups,
+                  const float *xs, float *sums, bool first, long ahead, int NT)
+{
+    __m512 acc[K3_MXFP4_TILE_TOKENS];
+#pragma GCC unroll 8
+    for (int k = 0; k < NT; k++)
+        acc[k] = first ? _mm512_setzero_ps() : _mm512_load_ps(sums + K3_LANES * k);
+    groups_mxfp4(p, s, g0, g1, groups, xs, (size_t)NT * 128, 128, acc, ahead, NT);
+#pragma GCC unroll 8
+    for (int k = 0; k < NT; k++)
+        _mm512_store_ps(sums + K3_LANES * k, acc[k]);
+}
+
+K3_MXFP4_TILED_ROWS(k3_rows_mxfp4_avx512, row_mxfp4_tokens, span_mxfp4_tokens)
 
 K3_TARGET_END
 

@@ -103,7 +103,7 @@ static void *xmalloc(size_t n)
 }
 
 /* The largest MXFP4 call of these tests: tokens, activations. */
-enum { MAX_TOKENS = 33, MAX_INPUTS = 12288 };
+enum { MAX_TOKENS = 64, MAX_INPUTS = 12288 };
 
 /* Binds scratch for MXFP4 calls of up to T tokens of n activations from callers threads at
  * once (mxfp4.h) in place of the one bound before, until the next call. */
@@ -295,7 +295,102 @@ static void test_matmuls(const struct k3_kernel_ops *k, uint64_t seed)
            k->name);
 }
 
-/* Selects variant name and runs every comparison; 77 when the CPU lacks it. */
+/* ---- tiles of tokens ----------------------------------------------------------------- */
+
+/* Token counts that leave every remainder of the kernels' token tiles (1 to 7 past a tile
+ * of 4 or 8), one whole tile and several, and the shapes they run at: row counts that
+ * leave remainders of the row blocks and panels, row lengths whose last span of groups or
+ * last block is partial (bf16 alone: a tail past the last 16). */
+static const int tile_tokens[] = {1, 3, 4, 7, 16, 33, 64};
+static const struct shape tile_shapes[] = {{37, 1056, 0}, {70, 3584, 0}, {9, 704, 0}, {13, 1000, 0}};
+
+/* ask: "bf16", "bf16_situ", "mxfp4" or "mxfp4_situ".  want: the reference (Y, then SiTU with
+ * u when fused); the public entry at 1 and 2 threads must give its bytes. */
+static void check_tile(const struct k3_kernel_ops *k, const char *ask, struct shape sh,
+                       const void *w, const void *ws, const void *u, const void *us,
+                       const float *X, int ldx, const float *want, int ldy)
+{
+    size_t ny = (size_t)sh.T * ldy;
+    float *got = xmalloc(sizeof *got * ny);
+    for (int threads = 1; threads <= 2; threads++) {
+        omp_set_num_threads(threads);
+        for (size_t i = 0; i < ny; i++)
+            got[i] = -7.0f; /* the gaps between rows keep their bytes */
+        if (!strcmp(ask, "bf16"))
+            k3_matmul_bf16(w, sh.rows, sh.cols, X, ldx, got, ldy, sh.T);
+        else if (!strcmp(ask, "bf16_situ"))
+            k3_matmul_bf16_situ(w, u, sh.rows, sh.cols, X, ldx, got, ldy, sh.T, 4.0f, 25.0f);
+        else if (!strcmp(ask, "mxfp4"))
+            k3_matmul_mxfp4(w, ws, sh.rows, sh.cols, X, ldx, got, ldy, sh.T);
+        else
+            k3_matmul_mxfp4_situ(w, ws, u, us, sh.rows, sh.cols, X, ldx, got, ldy, sh.T, 4.0f,
+                                 25.0f);
+        long d = first_diff(want, got, ny);
+        CHECK(d < 0, "%s %s %dx%d T=%d, %d thread(s): [%ld] (token %ld, row %ld) %a vs reference %a",
+              k->name, ask, sh.rows, sh.cols, sh.T, threads, d, d < 0 ? 0 : d / ldy,
+              d < 0 ? 0 : d % ldy, d < 0 ? 0 : got[d], d < 0 ? 0 : want[d]);
+    }
+    free(got);
+}
+
+/* The mat-muls at every token count of tile_tokens: the bytes of the reference, which
+ * takes the tokens one at a time, whatever tiles of tokens and rows the variant uses. */
+static void test_tiles(const struct k3_kernel_ops *k, uint64_t seed)
+{
+    struct k3_rng r;
+    k3_rng_seed(&r, seed);
+    int failures = check_failures;
+    for (int si = 0; si < N_OF(tile_shapes); si++)
+        for (int ti = 0; ti < N_OF(tile_tokens); ti++) {
+            struct shape sh = tile_shapes[si];
+            sh.T = tile_tokens[ti];
+            int ldx = sh.cols + 1, ldy = sh.rows + 3;
+            size_t nw = (size_t)sh.rows * sh.cols, nx = (size_t)sh.T * ldx, ny = (size_t)sh.T * ldy;
+            uint16_t *W = xmalloc(sizeof *W * nw), *U = xmalloc(sizeof *U * nw);
+            float *X = xmalloc(sizeof *X * nx), *want = xmalloc(sizeof *want * ny);
+            float *u = xmalloc(sizeof *u * ny);
+            fill_bf16(W, nw, &r, 1);
+            fill_bf16(U, nw, &r, 0);
+            fill_x(X, nx, &r, ti % 2);
+            for (size_t i = 0; i < ny; i++)
+                want[i] = u[i] = -7.0f;
+            k3_rows_bf16_scalar(W, sh.rows, sh.cols, X, ldx, want, ldy, sh.T);
+            check_tile(k, "bf16", sh, W, NULL, NULL, NULL, X, ldx, want, ldy);
+            k3_rows_bf16_scalar(U, sh.rows, sh.cols, X, ldx, u, ldy, sh.T);
+            for (int t = 0; t < sh.T; t++)
+                for (int i = 0; i < sh.rows; i++) {
+                    size_t at = (size_t)t * ldy + i;
+                    want[at] = k3_situ(want[at], u[at], 4.0f, 25.0f);
+                }
+            check_tile(k, "bf16_situ", sh, W, NULL, U, NULL, X, ldx, want, ldy);
+            free(W), free(U);
+            if (sh.cols % K3_MXFP4_GROUP) { /* bf16 only: the format needs whole groups */
+                free(X), free(want), free(u);
+                continue;
+            }
+
+            size_t np = nw / 2, ns = nw / 32;
+            uint8_t *p1 = xmalloc(np), *s1 = xmalloc(ns), *p3 = xmalloc(np), *s3 = xmalloc(ns);
+            fill_mxfp4(p1, np, s1, ns, &r, ti % 2);
+            fill_mxfp4(p3, np, s3, ns, &r, 0);
+            for (size_t i = 0; i < ny; i++)
+                want[i] = u[i] = -7.0f;
+            reference_mxfp4(p1, s1, sh.rows, sh.cols, X, ldx, want, ldy, sh.T);
+            check_tile(k, "mxfp4", sh, p1, s1, NULL, NULL, X, ldx, want, ldy);
+            reference_mxfp4(p3, s3, sh.rows, sh.cols, X, ldx, u, ldy, sh.T);
+            for (int t = 0; t < sh.T; t++)
+                for (int i = 0; i < sh.rows; i++) {
+                    size_t at = (size_t)t * ldy + i;
+                    want[at] = k3_situ(want[at], u[at], 4.0f, 25.0f);
+                }
+            check_tile(k, "mxfp4_situ", sh, p1, s1, p3, s3, X, ldx, want, ldy);
+            free(p1), free(s1), free(p3), free(s3), free(X), free(want), free(u);
+        }
+    if (check_failures == failures)
+        printf("%s: mat-muls at T = 1, 3, 4, 7, 16, 33, 64 bytewise equal to the scalar "
+               "reference at 1 and 2 threads\n", k->name);
+}
+
 /* Inputs for SiTU: a sweep through both polynomial/exp branch points, the clamps of the
  * exponential, zeros, subnormals, infinities and NaNs of both signs, then random ones. */
 static int situ_inputs(float *g, float *u, int max, struct k3_rng *r)
@@ -342,6 +437,7 @@ static void test_situ(const struct k3_kernel_ops *k, uint64_t seed)
     printf("%s: SiTU bytewise equal to the scalar reference on %d inputs\n", k->name, n);
 }
 
+/* Selects variant name and runs every comparison; 77 when the CPU lacks it. */
 static inline int run_variant_tests(const char *name)
 {
     const struct k3_kernel_ops *k = k3_kernels_find(name);
@@ -354,6 +450,7 @@ static inline int run_variant_tests(const char *name)
     bind_mxfp4_scratch(MAX_TOKENS, MAX_INPUTS, 1);
     test_dots(k, 1);
     test_matmuls(k, 2);
+    test_tiles(k, 6);
     test_situ(k, 5);
     return check_result();
 }

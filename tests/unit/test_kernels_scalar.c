@@ -135,6 +135,7 @@ int main(void)
     /* The scalar variant through the public entries: itself, and 1 vs 2 threads. */
     test_dots(&k3_kernels_scalar, 3);
     test_matmuls(&k3_kernels_scalar, 4);
+    test_tiles(&k3_kernels_scalar, 7);
     test_activation_accuracy();
     return check_result();
 }
