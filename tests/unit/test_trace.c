@@ -24,6 +24,18 @@
 #define N_TEAMS 2
 #define TID_TEAM0 10
 
+/* A traced run's parts, closed in reverse. */
+static void close_run(struct k3_trace *t, struct k3_seq *q, struct k3_forward *f,
+                      struct k3_stream *s, struct k3_model *m)
+{
+    struct k3_err e = {{0}};
+    REQUIRE(k3_trace_close(t, &e) == 0, "%s", e.msg);
+    k3_seq_free(q);
+    k3_forward_free(f);
+    k3_stream_close(s);
+    k3_model_close(m);
+}
+
 static void make_trace(const char *path)
 {
     char dirs[N_DRIVES][4200];
@@ -66,11 +78,7 @@ static void make_trace(const char *path)
         REQUIRE(k3_forward_tokens(&f, &q, &next, 1, logits, false, &e) == 0, "%s", e.msg);
         k3_trace_end(t);
     }
-    REQUIRE(k3_trace_close(t, &e) == 0, "%s", e.msg);
-    k3_seq_free(&q);
-    k3_forward_free(&f);
-    k3_stream_close(s);
-    k3_model_close(&m);
+    close_run(t, &q, &f, s, &m);
     k3_placement_free(&pl);
 }
 
@@ -113,11 +121,7 @@ static void failed_step_then_good(void)
     k3_trace_begin(t, "token", NULL);
     REQUIRE(k3_forward_tokens(&f, &q, &token, 1, logits, false, &e) == 0, "%s", e.msg);
     k3_trace_end(t);
-    REQUIRE(k3_trace_close(t, &e) == 0, "%s", e.msg);
-    k3_seq_free(&q);
-    k3_forward_free(&f);
-    k3_stream_close(s);
-    k3_model_close(&m);
+    close_run(t, &q, &f, s, &m);
 
     json_error_t jerr;
     json_t *root = json_load_file(path, 0, &jerr);
