@@ -150,24 +150,28 @@ extern const int32_t k3_mxfp4_lane_group[4][16];
         }                                                                                      \
     } while (0)
 
-/* The rows 0 .. nrows-1 of a k3_rows_mxfp4_fn's arguments, one at a time, by its
- * always_inline one-row kernel ROW(p, s, groups, Xb, ldxb, Y, ldy, NT), one whole row
- * against NT ≤ K3_TOKEN_BLOCK tokens, NT a constant (K3_TOKEN_BLOCKS); many tokens a chunk
- * at a time (K3_X_L2_BYTES). */
+/* The rows 0 .. nrows-1 of a k3_rows_mxfp4_fn's arguments for tokens 0 .. NTOK-1 of XB
+ * into YB, one at a time, by its always_inline one-row kernel ROW(p, s, groups, Xb, ldxb,
+ * Y, ldy, NT), one whole row against NT ≤ K3_TOKEN_BLOCK tokens, NT a constant
+ * (K3_TOKEN_BLOCKS). */
+#define K3_MXFP4_ROW_LOOP(ROW, NTOK, XB, YB)                                                   \
+    do {                                                                                       \
+        int groups = cols / K3_MXFP4_GROUP;                                                    \
+        size_t prow = (size_t)cols / 2, srow = (size_t)groups;                                 \
+        for (int r = 0; r < nrows; r++) {                                                      \
+            const uint8_t *p = packed + r * prow, *s = scales + r * srow;                      \
+            K3_TOKEN_BLOCKS(NTOK, t, ROW(p, s, groups, (XB) + (size_t)t * ldxb, ldxb,          \
+                                         (YB) + (size_t)t * ldy + r, ldy, NT_));               \
+        }                                                                                      \
+    } while (0)
+
+/* The same for all T tokens of Xb, many tokens a chunk at a time (K3_X_L2_BYTES). */
 #define K3_MXFP4_ROW_BY_ROW(ROW)                                                               \
     do {                                                                                       \
-        int groups = cols / K3_MXFP4_GROUP, chunk = k3_token_chunk(cols);                      \
-        size_t prow = (size_t)cols / 2, srow = (size_t)groups;                                 \
-        for (int c0 = 0; c0 < T; c0 += chunk) { /* K3_X_L2_BYTES */                            \
-            int nc = T - c0 < chunk ? T - c0 : chunk;                                          \
-            const float *Xc = Xb + (size_t)c0 * ldxb;                                          \
-            float *Yc = Y + (size_t)c0 * ldy;                                                  \
-            for (int r = 0; r < nrows; r++) {                                                  \
-                const uint8_t *p = packed + r * prow, *s = scales + r * srow;                  \
-                K3_TOKEN_BLOCKS(nc, t, ROW(p, s, groups, Xc + (size_t)t * ldxb, ldxb,          \
-                                           Yc + (size_t)t * ldy + r, ldy, NT_));               \
-            }                                                                                  \
-        }                                                                                      \
+        int chunk = k3_token_chunk(cols);                                                      \
+        for (int c0 = 0; c0 < T; c0 += chunk)                                                  \
+            K3_MXFP4_ROW_LOOP(ROW, T - c0 < chunk ? T - c0 : chunk, Xb + (size_t)c0 * ldxb,    \
+                              Y + (size_t)c0 * ldy);                                           \
     } while (0)
 
 /* The k3_rows_mxfp4_fn NAME of a variant around ROW (K3_MXFP4_ROW_BY_ROW).  Expanded inside
@@ -214,7 +218,8 @@ extern const int32_t k3_mxfp4_lane_group[4][16];
               int ldxb, float *Y, int ldy, int T)                                              \
     {                                                                                          \
         if (T < K3_TOKEN_BLOCK || (size_t)T * cols * sizeof(float) <= K3_X_L1_BYTES) {         \
-            K3_MXFP4_ROW_BY_ROW(ROW);                                                          \
+            /* never more than a chunk of tokens (K3_X_L2_BYTES) here */                       \
+            K3_MXFP4_ROW_LOOP(ROW, T, Xb, Y);                                                  \
             return;                                                                            \
         }                                                                                      \
         int groups = cols / K3_MXFP4_GROUP;                                                    \
