@@ -101,8 +101,9 @@ static void trace_round(struct k3_forward *f, int l)
 
 /* Computes the records of experts[0..n) as they land: whatever has landed (when the
  * store queues some of them, up to half its reads in flight, so that the other half
- * keeps the drives busy) goes to the teams whose nodes hold it, all teams computing at once; then each record computed
- * gives its slot back to the store for the next queued read, until all n are done. */
+ * keeps the drives busy) goes to the teams whose nodes hold it, all teams computing at
+ * once; then each record computed gives its slot back to the store for the next queued
+ * read, until all n are done. */
 static int routed_experts(struct k3_forward *f, int l, const int *experts, int n,
                           struct k3_err *err)
 {

@@ -128,9 +128,9 @@ static void unpin_all(struct k3_stream *s, int layer)
     }
 }
 
-/* Batch entry i's record is in a slot already (prefetched for this layer, or cached from
- * an earlier token): pinned now, so nothing evicts it before it is computed.  Returns
- * false when it is not there. */
+/* Whether batch entry i's record is in a slot already (prefetched for this layer, or
+ * cached from an earlier token): 1, its slot noted (the caller pins it, so nothing evicts
+ * it before it is computed); 0 when it is not there; -1 on error. */
 static int take_held(struct k3_stream *s, int i, struct k3_err *err)
 {
     struct batch_entry *en = &s->batch[i];
