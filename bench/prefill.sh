@@ -15,6 +15,10 @@
 #      --prefill-chunk of CHUNKS (prompt rows a step takes beside decode rows): the
 #      stream's time between tokens before and at most while the prompt is read, and
 #      the prompt's time to first token.
+#   4. the same prompts (DM_PROMPTS) under the drive model: the pack on DM_DRIVES folders,
+#      each served as a drive of DM_RATE would, traced: prompt seconds against the union
+#      at the modelled rate, the time reads were in flight, and how much of the routed
+#      experts' compute ran under reads (bench/pass_overlap.py).
 #
 # usage: bench/prefill.sh CHECKPOINT
 # knobs (environment), each printed with its value when the script starts:
@@ -28,7 +32,10 @@
 #   LONG      part 3: the prompt's ids                          (512)
 #   CHUNKS    part 3: --prefill-chunk values                     ("16 128 2048")
 #   STREAM_TOKENS  part 3: the stream's tokens, to outlast the prompt at chunk 16 (LONG/16 + 24)
+#   DM_DRIVES DM_RATE  part 4: modelled drives and each one's rate  (4 314MB/s,80us)
+#   DM_PROMPTS         part 4: prompt lengths                    ("256 1024 4096")
 #   THREADS   compute threads, 0 = a core each                  (0)
+#   PARTS     which parts to run                                ("1 2 3 4")
 # Writes bench/results/prefill-DATE.json (every figure) and .log (every run's statistics).
 set -euo pipefail
 prog=prefill.sh
@@ -47,14 +54,19 @@ turn2=${TURN2:-64}
 long=${LONG:-512}
 chunks=${CHUNKS:-16 128 2048}
 stream_tokens=${STREAM_TOKENS:-$((long / 16 + 24))}
+dm_drives=${DM_DRIVES:-4}
+dm_rate=${DM_RATE:-314MB/s,80us}
+dm_prompts=${DM_PROMPTS:-256 1024 4096}
 threads=${THREADS:-0}
+parts=${PARTS:-1 2 3 4}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 [[ -x $k3 ]] || die "$k3: not built (make)"
 [[ $(id -u) -eq 0 ]] || die "needs root (the page cache is dropped, a memory cgroup made)"
 command -v fio >/dev/null || die "needs fio (apt-get install fio)"
 for tool in curl jq; do command -v $tool >/dev/null || die "needs $tool"; done
 for v in K3=$k3 WORK=$work RAM=$ram CGROUP=$cgroup_limit "PROMPTS=$prompts" "CHUNKED=$chunked" \
-         TURN1=$turn1 TURN2=$turn2 LONG=$long "CHUNKS=$chunks" STREAM_TOKENS=$stream_tokens THREADS=$threads OMP_WAIT_POLICY=$OMP_WAIT_POLICY; do
+         TURN1=$turn1 TURN2=$turn2 LONG=$long "CHUNKS=$chunks" STREAM_TOKENS=$stream_tokens DM_DRIVES=$dm_drives \
+         DM_RATE=$dm_rate "DM_PROMPTS=$dm_prompts" THREADS=$threads "PARTS=$parts" OMP_WAIT_POLICY=$OMP_WAIT_POLICY; do
   say "$v"
 done
 say "load: $(uptime | sed 's/.*load/load/')"
@@ -64,14 +76,18 @@ stamp=$(date -u +%Y%m%d-%H%M%S)
 out="$root/bench/results/prefill-$stamp.json"
 log="$root/bench/results/prefill-$stamp.log"
 : >"$log"
+# ensure_pack FOLDER...: the checkpoint packed over the folders (made once, kept).
+ensure_pack() {
+  [[ -f $1/k3-uring.manifest ]] && return 0
+  local need=$(( $(du -sb "$ckpt" | cut -f1) / 1000000000 + 2 ))
+  (( $(free_bytes "$work") / 1000000000 >= need )) || die "$work: a pack of $ckpt needs about $need GB"
+  rm -rf "$@" && mkdir -p "$@"
+  say "packing $ckpt onto $*"
+  "$k3" pack --checkpoint "$ckpt" --drives "$(IFS=,; echo "$*")" -q || die "pack onto $*"
+}
 pack="$work/d0"
-if [[ ! -f $pack/k3-uring.manifest ]]; then
-  need=$(( $(du -sb "$ckpt" | cut -f1) / 1000000000 + 2 ))
-  (( $(free_bytes "$work") / 1000000000 >= need )) || die "$work: the pack needs about $need GB"
-  rm -rf "$pack" && mkdir -p "$pack"
-  say "packing $ckpt onto $pack"
-  "$k3" pack --checkpoint "$ckpt" --drives "$pack" -q || die "pack onto $pack"
-fi
+want() { [[ " $parts " == *" $1 "* ]]; }
+if want 1 || want 2 || want 3; then ensure_pack "$pack"; fi
 
 # The memory cgroup every run goes into (cgroup v1; CGROUP= runs without one).
 cg=""
@@ -87,10 +103,9 @@ in_cgroup=()
 # shellcheck disable=SC2016
 [[ -z $cg ]] || in_cgroup=(bash -c 'echo $$ >"$1/cgroup.procs"; shift; exec "$@"' _ "$cg")
 
-shard=$pack/k3-uring.data
-fio_size=$(( $(stat -c %s "$shard") / 2 / 1048576 ))M
 fio_rate() {
-  local json
+  local json shard=$pack/k3-uring.data
+  local fio_size=$(( $(stat -c %s "$shard") / 2 / 1048576 ))M
   json=$(mktemp)
   drop_caches
   fio --name=disk --filename="$shard" --readonly --rw=read --bs=4M --iodepth=16 \
@@ -102,37 +117,43 @@ fio_rate() {
 # ids N: N seeded pseudo-random ids of the vocabulary.
 vocab=$(jq '.text_config.vocab_size // .vocab_size' "$ckpt/config.json")
 ids() { awk -v n="$1" -v v="$vocab" 'BEGIN { srand(7); for (i = 0; i < n; i++) printf "%s%d", (i ? "," : ""), int(rand() * (v - 256)) + 1 }'; }
-# prompt_run N [ARGS]: "seconds stall MB_read records_read MB_asked" of the prompt.
+# prompt_run N DRIVES [ARGS]: "seconds stall MB_read records_read MB_asked" of the prompt.
 prompt_run() {
-  local n=$1
-  shift
+  local n=$1 drives=$2
+  shift 2
   drop_caches
-  "${in_cgroup[@]}" "$k3" run --drives "$pack" --ram "$ram" -t "$threads" --ids "$(ids "$n")" -n 1 \
+  "${in_cgroup[@]}" "$k3" run --drives "$drives" --ram "$ram" -t "$threads" --ids "$(ids "$n")" -n 1 \
     --stats "$@" 2>"$work/err" >/dev/null || die "run of $n ids $*: $(tail -1 "$work/err")"
   { echo "== run of $n ids $*"; cat "$work/err"; } >>"$log"
   sed -n 's/^k3-uring: prompt [0-9]*: \([0-9.]*\) s, \([0-9.]*\) MB in .*stall \([0-9.]*\) s, \([0-9]*\) records read, [0-9]* cache hits, [0-9]* records asked (\([0-9.]*\) MB).*/\1 \3 \2 \4 \5/p' "$work/err"
 }
 
-rows=()
+json_parts=()
 summary=()
-for n in $prompts; do
-  rate=$(fio_rate)
-  read -r t stall mb _ asked_mb < <(prompt_run "$n") || die "no prompt statistics for $n ids"
-  union_gb=$(awk -v a="$asked_mb" 'BEGIN { printf "%.3f", a / 1000 }')
-  compute=$(awk -v t="$t" -v s="$stall" 'BEGIN { printf "%.3f", t - s }')
-  floor=$(awk -v u="$union_gb" -v r="$rate" -v c="$compute" 'BEGIN { f = u / r; printf "%.3f", (f > c ? f : c) }')
-  row="\"tokens\":$n,\"seconds\":$t,\"stall\":$stall,\"read_gb\":$(awk -v m="$mb" 'BEGIN { printf "%.3f", m / 1000 }'),\"union_gb\":$union_gb,\"fio_gbps\":$rate,\"compute\":$compute,\"floor\":$floor"
-  line=$(awk -v n="$n" -v t="$t" -v m="$mb" -v u="$union_gb" -v r="$rate" -v c="$compute" -v f="$floor" \
-    'BEGIN { printf "%5d ids: %7.1f s (%.3f s a token), read %6.2f GB = %.3f x the union (%.2f GB), fio %.2f GB/s, compute %.1f s, floor %.1f s: %.2f x the floor", n, t, t / n, m / 1000, m / 1000 / u, u, r, c, f, t / f }')
-  if [[ " $chunked " == *" $n "* ]]; then
-    read -r t32 _ mb32 _ _ < <(prompt_run "$n" -b 32) || die "no statistics for $n ids in 32-row passes"
-    row+=",\"seconds_b32\":$t32,\"read_gb_b32\":$(awk -v m="$mb32" 'BEGIN { printf "%.3f", m / 1000 }')"
-    line+=$(awk -v t="$t32" -v m="$mb32" -v a="$t" 'BEGIN { printf "; in 32-row passes %.1f s, %.2f GB (%.1fx)", t, m / 1000, t / a }')
-  fi
-  rows+=("{$row}")
-  summary+=("$line")
-  say "$line"
-done
+
+# ---- 1. prompts off the disk ----
+part_prompts() {
+  local n rate t stall mb asked_mb union_gb compute floor row line t32 mb32 rows=()
+  for n in $prompts; do
+    rate=$(fio_rate)
+    read -r t stall mb _ asked_mb < <(prompt_run "$n" "$pack") || die "no prompt statistics for $n ids"
+    union_gb=$(awk -v a="$asked_mb" 'BEGIN { printf "%.3f", a / 1000 }')
+    compute=$(awk -v t="$t" -v s="$stall" 'BEGIN { printf "%.3f", t - s }')
+    floor=$(awk -v u="$union_gb" -v r="$rate" -v c="$compute" 'BEGIN { f = u / r; printf "%.3f", (f > c ? f : c) }')
+    row="\"tokens\":$n,\"seconds\":$t,\"stall\":$stall,\"read_gb\":$(awk -v m="$mb" 'BEGIN { printf "%.3f", m / 1000 }'),\"union_gb\":$union_gb,\"fio_gbps\":$rate,\"compute\":$compute,\"floor\":$floor"
+    line=$(awk -v n="$n" -v t="$t" -v m="$mb" -v u="$union_gb" -v r="$rate" -v c="$compute" -v f="$floor" \
+      'BEGIN { printf "%5d ids: %7.1f s (%.3f s a token), read %6.2f GB = %.3f x the union (%.2f GB), fio %.2f GB/s, compute %.1f s, floor %.1f s: %.2f x the floor", n, t, t / n, m / 1000, m / 1000 / u, u, r, c, f, t / f }')
+    if [[ " $chunked " == *" $n "* ]]; then
+      read -r t32 _ mb32 _ _ < <(prompt_run "$n" "$pack" -b 32) || die "no statistics for $n ids in 32-row passes"
+      row+=",\"seconds_b32\":$t32,\"read_gb_b32\":$(awk -v m="$mb32" 'BEGIN { printf "%.3f", m / 1000 }')"
+      line+=$(awk -v t="$t32" -v m="$mb32" -v a="$t" 'BEGIN { printf "; in 32-row passes %.1f s, %.2f GB (%.1fx)", t, m / 1000, t / a }')
+    fi
+    rows+=("{$row}")
+    summary+=("$line")
+    say "$line"
+  done
+  json_parts+=("\"prompts\":[$(IFS=,; echo "${rows[*]}")]")
+}
 
 # ---- 2. a two-turn conversation through serve ----
 # start_serve ARGS...: a server on the pack (in the cgroup), ARGS added; sets url and pid.
@@ -155,7 +176,7 @@ stop_serve() {
   cat "$work/serve.log" >>"$log"
 }
 serve_turns() { # PROMPT_IDS...: "seconds read_bytes cached" of each prompt in turn, one server
-  local p before after
+  local p before after t
   start_serve --parallel 1 --ctx-size $((turn1 + turn2 + 64))
   for p in "$@"; do
     before=$(curl -s "$url/metrics" | awk '/^k3_read_bytes_total/ { print $2 }')
@@ -168,18 +189,23 @@ serve_turns() { # PROMPT_IDS...: "seconds read_bytes cached" of each prompt in t
   done
   stop_serve
 }
-first_ids=$(ids "$turn1")
-new_ids=$(ids $((turn1 + turn2)) | cut -d, -f$((turn1 + 1))-)
-mapfile -t conv < <(serve_turns "$first_ids" "$first_ids,$new_ids")
-mapfile -t fresh < <(serve_turns "$first_ids,$new_ids")
-mapfile -t alone < <(serve_turns "$new_ids")
-export turn2
-read -r ttft2 bytes2 cached2 <<<"${conv[1]}"
-read -r ttft_fresh bytes_fresh _ <<<"${fresh[0]}"
-read -r ttft_alone bytes_alone _ <<<"${alone[0]}"
-turns=$(awk -v a="$ttft2" -v b="$bytes2" -v c="$cached2" -v f="$ttft_fresh" -v fb="$bytes_fresh" -v n="$ttft_alone" -v nb="$bytes_alone" \
-  'BEGIN { printf "second turn: %.2f s to first token, %.2f GB read, %d tokens resumed; a fresh server %.2f s, %.2f GB (%.2fx); its %s new tokens alone %.2f s, %.2f GB (%.2fx)", a, b / 1e9, c, f, fb / 1e9, a / f, ENVIRON["turn2"], n, nb / 1e9, a / n }')
-say "$turns"
+part_turns() {
+  local first_ids new_ids conv fresh alone ttft2 bytes2 cached2 ttft_fresh bytes_fresh ttft_alone bytes_alone turns
+  first_ids=$(ids "$turn1")
+  new_ids=$(ids $((turn1 + turn2)) | cut -d, -f$((turn1 + 1))-)
+  mapfile -t conv < <(serve_turns "$first_ids" "$first_ids,$new_ids")
+  mapfile -t fresh < <(serve_turns "$first_ids,$new_ids")
+  mapfile -t alone < <(serve_turns "$new_ids")
+  read -r ttft2 bytes2 cached2 <<<"${conv[1]}"
+  read -r ttft_fresh bytes_fresh _ <<<"${fresh[0]}"
+  read -r ttft_alone bytes_alone _ <<<"${alone[0]}"
+  turns=$(awk -v a="$ttft2" -v b="$bytes2" -v c="$cached2" -v f="$ttft_fresh" -v fb="$bytes_fresh" -v n="$ttft_alone" -v nb="$bytes_alone" -v t2="$turn2" \
+    'BEGIN { printf "second turn: %.2f s to first token, %.2f GB read, %d tokens resumed; a fresh server %.2f s, %.2f GB (%.2fx); its %s new tokens alone %.2f s, %.2f GB (%.2fx)", a, b / 1e9, c, f, fb / 1e9, a / f, t2, n, nb / 1e9, a / n }')
+  say "$turns"
+  summary+=("$turns")
+  json_parts+=("$(printf '"turns":{"turn1":%s,"turn2":%s,"ttft":%s,"read_bytes":%s,"cached":%s,"fresh_ttft":%s,"fresh_read_bytes":%s,"alone_ttft":%s,"alone_read_bytes":%s}' \
+    "$turn1" "$turn2" "$ttft2" "$bytes2" "$cached2" "$ttft_fresh" "$bytes_fresh" "$ttft_alone" "$bytes_alone")")
+}
 
 # ---- 3. a long prompt arriving while a stream decodes ----
 # stream_gaps CHUNK: "median_gap max_gap long_ttft" with --prefill-chunk CHUNK: the
@@ -209,23 +235,53 @@ stream_gaps() {
     "$(awk '$1 == "b" { print $2 }' "$work/gaps" | sort -g | awk '{ v[NR] = $1 } END { printf "%.3f", v[int((NR + 1) / 2)] }')" \
     "$(awk '$1 == "w" && $2 > m { m = $2 } END { printf "%.3f", m }' "$work/gaps")" "$t_long"
 }
-gap_rows=()
-for chunk in $chunks; do
-  read -r median worst t_long < <(stream_gaps "$chunk")
-  line=$(printf -- '--prefill-chunk %5d: the stream tokens %.2f s apart before, at most %.2f s while %d prompt ids were read; their first token after %.1f s' "$chunk" "$median" "$worst" "$long" "$t_long")
-  say "$line"
-  summary+=("$line")
-  gap_rows+=("{\"prefill_chunk\":$chunk,\"median_gap\":$median,\"max_gap\":$worst,\"long_ttft\":$t_long}")
-done
+part_schedule() {
+  local chunk median worst t_long line rows=()
+  for chunk in $chunks; do
+    read -r median worst t_long < <(stream_gaps "$chunk")
+    line=$(printf -- '--prefill-chunk %5d: the stream tokens %.2f s apart before, at most %.2f s while %d prompt ids were read; their first token after %.1f s' "$chunk" "$median" "$worst" "$long" "$t_long")
+    say "$line"
+    summary+=("$line")
+    rows+=("{\"prefill_chunk\":$chunk,\"median_gap\":$median,\"max_gap\":$worst,\"long_ttft\":$t_long}")
+  done
+  json_parts+=("\"long_prompt\":$long,\"stream_gaps\":[$(IFS=,; echo "${rows[*]}")]")
+}
 
+# ---- 4. prompts under the drive model ----
+# The pack on DM_DRIVES folders of WORK; the same cgroup and budget as part 1.
+part_drive_model() {
+  local n t stall mb asked_mb late floor overlap line rows=() rate_mbps i dirs=() dm_list
+  for ((i = 0; i < dm_drives; i++)); do dirs+=("$work/dm$dm_drives/d$i"); done
+  ensure_pack "${dirs[@]}"
+  dm_list=$(IFS=,; echo "${dirs[*]}")
+  rate_mbps=$(to_bytes "${dm_rate%%/*}" | awk '{ printf "%.0f", $1 / 1e6 }')
+  for n in $dm_prompts; do
+    read -r t stall mb _ asked_mb < <(prompt_run "$n" "$dm_list" --drive-model "$dm_rate" --trace "$work/trace.json") ||
+      die "no prompt statistics for $n ids under the drive model"
+    late=$(sed -n 's/.*reads late, \([0-9.]*\) s of waiting the storage.*/\1/p' "$work/err")
+    floor=$(awk -v a="$asked_mb" -v d="$dm_drives" -v r="$rate_mbps" 'BEGIN { printf "%.3f", a / (d * r) }')
+    overlap=$(python3 "$root/bench/pass_overlap.py" "$work/trace.json") || die "bench/pass_overlap.py on the trace of $n ids"
+    line=$(jq -r --argjson n "$n" --argjson t "$t" --argjson f "$floor" --arg late "${late:-0}" \
+      '"\($n) ids under the drive model: \($t) s, the union at the modelled rate \($f) s; reads in flight \(.reads_in_flight) s; routed experts computed \(.expert_compute) s, \(.expert_compute_under_reads) s of it under reads; the storage late for \($late) s"' <<<"$overlap")
+    say "$line"
+    summary+=("$line")
+    rows+=("$(jq -c --argjson n "$n" --argjson t "$t" --argjson s "$stall" --argjson a "$asked_mb" --argjson f "$floor" --argjson late "${late:-0}" \
+      '{tokens: $n, seconds: $t, stall: $s, union_gb: ($a / 1000), modelled_floor: $f, storage_late: $late} + .' <<<"$overlap")")
+  done
+  rm -f "$work/trace.json"
+  json_parts+=("\"drive_model\":{\"drives\":$dm_drives,\"rate\":\"$dm_rate\",\"prompts\":[$(IFS=,; echo "${rows[*]}")]}")
+}
+
+want 1 && part_prompts
+want 2 && part_turns
+want 3 && part_schedule
+want 4 && part_drive_model
 {
-  printf '{"checkpoint":"%s","ram":"%s","cgroup":"%s","threads":%s,"load":"%s",\n' \
+  printf '{"checkpoint":"%s","ram":"%s","cgroup":"%s","threads":%s,"load":"%s"' \
     "$ckpt" "$ram" "$cgroup_limit" "$threads" "$(cut -d' ' -f1-3 /proc/loadavg)"
-  printf ' "prompts":[%s],\n' "$(IFS=,; echo "${rows[*]}")"
-  printf ' "turns":{"turn1":%s,"turn2":%s,"ttft":%s,"read_bytes":%s,"cached":%s,"fresh_ttft":%s,"fresh_read_bytes":%s,"alone_ttft":%s,"alone_read_bytes":%s}\n' \
-    "$turn1" "$turn2" "$ttft2" "$bytes2" "$cached2" "$ttft_fresh" "$bytes_fresh" "$ttft_alone" "$bytes_alone"
-  printf ' ,"long_prompt":%s,"stream_gaps":[%s]\n' "$long" "$(IFS=,; echo "${gap_rows[*]}")"
-  printf '}\n'
+  printf ',\n %s' "${json_parts[@]}"
+  printf '\n}\n'
 } >"$out"
+jq empty "$out" || die "$out: not valid JSON"
 say "wrote $out"
-printf '%s\n' "${summary[@]}" "$turns"
+printf '%s\n' "${summary[@]}"

@@ -69,6 +69,7 @@ stage decode "fio bc python3 gnuplot" "decode on 1..N drives against fio and the
 stage serve "python3" "serve: 1..16 streaming clients sharing each layer's expert reads" "$root/bench/serve.sh"
 stage drive-model "python3 bc" "the drive model checked; pipelined against --sync under it (its pack in /dev/shm)" "$root/bench/drive-model.sh"
 stage ranks "mpirun bc" "two mpirun ranks, each on its own emulated box, against one box, I/O-bound" "$root/bench/ranks.sh"
+stage prefill "fio curl jq python3" "prompts in passes: off one drive in a memory cgroup, two turns through serve, serve's schedule, the drive model traced" "$root/bench/prefill.sh"
 stage slice "python3 bc fio" "k3-slice (K3's widths): full K3 projected from its layers; its s/token against the planner" "$root/bench/slice-plan.sh"
 
 # The environment a stage script gets: the knobs as this run resolved them.
@@ -194,6 +195,14 @@ space_lines() {
   if [[ " $stages " == *" ranks "* ]]; then # bench/ranks.sh: measured, 3.1 GB + 3 packs
     printf 'ranks\t%s\t%s\t%s\n' "$(mount_of "$bench_emulate_root")" 9000000000 \
       "the ranks stage's k3-bench-64 and its three packs on 8 loop filesystems"
+  fi
+  if [[ " $stages " == *" prefill "* ]]; then # bench/prefill.sh: a 1-drive and a 4-drive pack, kept
+    local pw=${WORK:-/work/data/prefill} p
+    for p in d0 dm4/d0; do
+      [[ -f $pw/$p/k3-uring.manifest ]] ||
+        printf 'prefill\t%s\t%s\t%s\n' "$(mount_of "$pw")" "$((bench_k3bench_bytes * 101 / 100))" \
+          "the prefill stage's pack of k3-bench in $pw/${p%/d0} (made once, kept)"
+    done
   fi
   if [[ " $stages " == *" slice "* && ! -d $slice_ckpt ]]; then # bench/slice-plan.sh
     printf 'slice\t%s\t%s\t%s\n' "$(mount_of "$slice_ckpt")" "$bench_k3slice_bytes" \
