@@ -217,5 +217,6 @@ const struct k3_kernel_ops k3_kernels_avx2 = {
     .rows_bf16 = rows_bf16_avx2,
     .rows_mxfp4 = k3_rows_mxfp4_avx2,
     .rows_mxfp4_q8 = k3_rows_mxfp4_q8_avx2,
+    .rows_q8_0 = k3_rows_q8_0_avx2,
     .situ = situ_avx2,
 };
