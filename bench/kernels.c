@@ -835,7 +835,7 @@ static const struct bcase gcases[] = {
     {"gflops", "bf16 3584x3072", BF16, 3584, 3072, 0},
     {"q8_0", "K3 shared gate/up q8_0 6144x7168", Q8_0, 6144, 7168, 0},
     {"q8_0", "K3 KDA o_proj q8_0 7168x12288", Q8_0, 7168, 12288, 0},
-    {"q8_0", "bf16 6144x7168 (beside q8_0)", BF16, 6144, 7168, 0},
+    {"q8_0", "K3 shared gate/up bf16 6144x7168", BF16, 6144, 7168, 0},
 };
 #define N_GCASES (int)(sizeof gcases / sizeof gcases[0])
 

@@ -14,7 +14,9 @@
 static bool avx2_supported(void)
 {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); /* MXFP4 fuses */
+    /* MXFP4 and Q8_0 fuse; Q8_0 widens its half scales by F16C (older than AVX2) */
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
 }
 
 K3_TARGET_BEGIN("avx2")

@@ -2,7 +2,7 @@
  * block's 32 int8 widened in four quarters (elements k and k + 16 of lane k), then per
  * token and half a multiply, the fused second product and the fused scale, as the
  * reference.  One row at a time against up to K3_TOKEN_BLOCK tokens, many tokens a chunk
- * at a time (K3_X_L2_BYTES). */
+ * at a time (K3_X_L2_BYTES).  The half scale by F16C (the avx2 variant requires it). */
 #include <immintrin.h>
 #include <stdint.h>
 
@@ -11,7 +11,7 @@
 #include "engine/kernels/kernels_isa.h"
 #include "engine/kernels/q8_0.h"
 
-K3_TARGET_BEGIN("avx2,fma")
+K3_TARGET_BEGIN("avx2,fma,f16c")
 
 static inline __m256 widen8(const int8_t *q)
 {
@@ -31,7 +31,7 @@ row_q8_0_tokens(const struct k3_q8_0_block *w, int blocks, const float *X, int l
             _mm_prefetch((const char *)(w + b) + K3_PREFETCH_AHEAD, _MM_HINT_T0);
         __m256 q0 = widen8(w[b].q), q1 = widen8(w[b].q + 8);
         __m256 q2 = widen8(w[b].q + 16), q3 = widen8(w[b].q + 24);
-        __m256 d = _mm256_set1_ps(k3_f16_to_f32(w[b].d));
+        __m256 d = _mm256_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(w[b].d))));
         const float *x = X + (size_t)b * K3_Q8_0_BLOCK;
 #pragma GCC unroll 4
         for (int k = 0; k < NT; k++) {

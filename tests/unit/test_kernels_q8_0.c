@@ -118,7 +118,7 @@ static long first_diff(const float *a, const float *b, size_t n)
 static void test_variant(const char *name)
 {
     static const int rows_list[] = {1, 3, 7, 17}, blocks_list[] = {1, 3, 5, 33},
-                     T_list[] = {1, 2, 3, 4, 7, 16, 33, 64};
+                     T_list[] = {1, 2, 3, 4, 7, 16, 33, 64, 130};
     struct k3_rng r;
     k3_rng_seed(&r, 23);
     for (size_t ri = 0; ri < sizeof rows_list / sizeof *rows_list; ri++)
