@@ -383,6 +383,10 @@ static int check_packed_tensors(const struct k3_packed *p, const struct k3_ckpt_
         if (check_tensor(file, name, (enum k3_dtype)pt->dtype, (int)pt->ndim, pt->shape,
                          k3_spec_dtype(s), alt, s->ndim, s->shape, err))
             return -1;
+        if (pt->dtype == K3_DT_Q8_0 && p->header.version < K3_PACK_VERSION_Q8_0)
+            return k3_errf(err, "%s: manifest tensor %s is Q8_0 in a format version %u pack "
+                           "(Q8_0 needs version %u)", file, name, p->header.version,
+                           K3_PACK_VERSION_Q8_0);
         if (pt->bytes != k3_dtype_bytes((enum k3_dtype)pt->dtype, spec_numel(s)))
             return k3_errf(err, "%s: manifest tensor %s is %llu bytes, its dtype and shape "
                            "make %llu", file, name, (unsigned long long)pt->bytes,

@@ -474,7 +474,7 @@ static void shared_header(const struct packer *pk, int n_sections, struct k3_pac
 {
     const struct k3_pack_plan *pp = &pk->pp;
     *h = (struct k3_pack_header){
-        .version = K3_PACK_VERSION,
+        .version = pk->o->trunk_type == K3_TRUNK_Q8_0 ? K3_PACK_VERSION_Q8_0 : K3_PACK_VERSION,
         .header_bytes = sizeof *h,
         .drive_count = (uint32_t)pk->n_drives,
         .chunk_bytes = pk->o->whole_records ? 0
