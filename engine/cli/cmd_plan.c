@@ -169,11 +169,14 @@ static int budget_input(const struct k3_config *c, const char *config, int n_dri
 #define DEFAULT_MXFP4_GBPS_PER_CORE 9.86
 #define DEFAULT_BF16_GBPS_PER_CORE 28.5
 /* Q8_0 (the trunk's large matrices as --trunk-type q8_0 holds them): its rates as
- * fractions of bf16's measured beside them in one run (bench/kernels.sh --sets bench,q8_0:
- * bench/results/kernels-Q8RUN.json), so a calibration file without q8_0's own keys
- * (q8_0_gbps_per_core, q8_0_gflops_per_core) scales its bf16 rates by them. */
-#define Q8_0_GBPS_OF_BF16 1.6
-#define Q8_0_GFLOPS_OF_BF16 1.0
+ * fractions of bf16's measured beside them in one run, so that a calibration file without
+ * q8_0's own keys (q8_0_gbps_per_core, q8_0_gflops_per_core) scales its bf16 rates by
+ * them.  bench/kernels.sh --sets bench,q8_0 --only "shared gate/up" (one thread,
+ * bench/results/kernels-20261202-051952.csv): one row, 2.17 GB/s of Q8_0 weights against
+ * 3.68 of bf16 (0.59 per byte, 1.1x per weight); many rows, of the FMA peak measured in
+ * turn, 47% and 53% against bf16's 65% and 55% at 16 and 64 tokens (0.84). */
+#define Q8_0_GBPS_OF_BF16 0.59
+#define Q8_0_GFLOPS_OF_BF16 0.84
 /* The read path's own CPU, one core's seconds per GB read: submissions, completions and
  * the checksums, which run over the compute threads.  `k3-uring iobench` prints it
  * (io_uring, a k3-bench-64 pack on this project's 2-vCPU Xeon, quiet: 0.40-0.43, half of
