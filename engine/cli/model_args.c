@@ -58,8 +58,8 @@ static void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARG
         {.name = "ram", .type = K3_OPT_SIZE, .dst = &a->rt.ram, .choices = ram_choices, .min = 1,
          .help = "RAM budget; floor: every segment streamed, trunk: the whole trunk resident"},
         {.name = "trunk-type", .type = K3_OPT_STRING, .dst = &a->rt.trunk_type, .arg = "bf16|q8_0",
-         .help = "hold the trunk's large matrices as bf16 or Q8_0 (default: as the pack holds "
-         "them; bf16 for -m DIR, where q8_0 quantizes each segment as it is read)"},
+         .help = "hold the trunk's large matrices as bf16 or Q8_0 (with -m DIR, q8_0 quantizes "
+         "each segment as it is read)", .def = "as the pack holds them; bf16 for -m DIR"},
         {.name = "io", .type = K3_OPT_ENUM, .dst = &a->rt.io, .choices = io_choices,
          .help = "read backend"},
         {.name = "batch-size", .short_name = 'b', .type = K3_OPT_INT, .dst = &a->rt.batch,
