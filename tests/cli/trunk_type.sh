@@ -2,8 +2,9 @@
 # --trunk-type q8_0: the determinism contract within one trunk type.  k3-tiny's checkpoint
 # quantized as it loads (-m DIR --trunk-type q8_0) and packed as Q8_0 on 1 and 2 drives
 # give the same logits and tokens at the floor and an ample budget, 1 and 2 threads,
-# cache on and off, prompt passes of 5 rows; those bytes are not bf16's (the matrices
-# really are Q8_0), and the Q8_0 pack is smaller.  A pack opened as the other type, and an
+# cache on and off, io_uring and the pread pool, --sync, prediction off, prompt passes of
+# 5 rows; those bytes are not bf16's (the matrices really are Q8_0), and the Q8_0 pack
+# is smaller.  A pack opened as the other type, and an
 # unknown type's name, each get one line naming it.
 source "$(dirname "$0")/lib.sh"
 m=$(tiny_model)
@@ -44,9 +45,11 @@ for ram in floor 256M; do
     done
   done
 done
+same "2 drives io=pread" --drives "$d/q2/d0,$d/q2/d1" --io pread --ram floor
+same "2 drives --sync --predict off" --drives "$d/q2/d0,$d/q2/d1" --sync --predict off
 same "passes of 5 rows" --drives "$d/q2/d0,$d/q2/d1" -b 5 --ram floor
 same "-m DIR passes of 5 rows, --sync" -m "$m" --trunk-type q8_0 -b 5 --sync
-echo "20 configurations of q8_0 compared with -m DIR --trunk-type q8_0"
+echo "22 configurations of q8_0 compared with -m DIR --trunk-type q8_0"
 
 expect_error 2 "--trunk-type fp8: not a trunk type (bf16, q8_0)" \
   "$K3" run -m "$m" --ids 1,2 -n 1 --trunk-type fp8
