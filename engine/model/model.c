@@ -1,5 +1,6 @@
 #include "engine/model/model.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,6 +230,8 @@ void k3_model_segment_landed(const struct k3_model *m, int seg, uint8_t *base)
 
 int k3_model_use_trunk_type(struct k3_model *m, int want, struct k3_err *err)
 {
+    for (int seg = 0; seg < k3_seg_count(&m->cfg); seg++)
+        assert(!m->segment_base[seg]); /* before a stream binds (or lands) any segment */
     if (want == K3_TRUNK_AS_STORED || (enum k3_trunk_type)want == m->trunk_type)
         return 0;
     if (!m->packed->checkpoint)
