@@ -19,6 +19,12 @@
  * mat-muls at full K3's expert shapes for --gflops-tokens tokens, against the FMA peak of
  * the same cores measured in turn with them (independent FMA chains in zmm registers, or
  * ymm without AVX-512, on every thread).
+ *
+ * The set "q8_0" measures the trunk held as Q8_0 (pack --trunk-type q8_0): k3-bench's
+ * trunk matrices that Q8_0 takes (engine/model/trunk_type.h) with their per-token counts,
+ * whose GB/s per core is the planner's q8_0 rate, and the Q8_0 mat-mul's GFLOP/s at full
+ * K3's trunk shapes for --gflops-tokens tokens (with --sets bench,q8_0 the calibration
+ * file carries both).
  * Built and driven by bench/kernels.sh.  Usage: kernels [--option value]... (--help). */
 #include <errno.h>
 #include <math.h>
@@ -37,6 +43,7 @@
 #include "engine/kernels/kernels.h"
 #include "engine/kernels/kernels_isa.h"
 #include "engine/kernels/mxfp4.h"
+#include "engine/kernels/q8_0.h"
 #include "numa/teams.h"
 
 /* ---- options ------------------------------------------------------------------------ */
@@ -46,7 +53,7 @@
 static const struct k3_opt_choice variant_choices[] = {
     {"all", 15}, {"avx512vnni", 1}, {"avx512", 2}, {"avx2", 4}, {"scalar", 8}, {NULL, 0}};
 static const struct k3_opt_choice set_choices[] = {
-    {"bench", 1}, {"k3", 2}, {"gflops", 4}, {NULL, 0}};
+    {"bench", 1}, {"k3", 2}, {"gflops", 4}, {"q8_0", 8}, {NULL, 0}};
 
 static struct opts {
     unsigned variants, sets; /* bits of variant_choices, set_choices */
@@ -67,7 +74,8 @@ static const struct k3_opt opt_table[] = {
      .help = "comma list of OpenMP thread counts", .min = 1, .max = 4096},
     {.name = "sets", .type = K3_OPT_SET, .dst = &o.sets, .choices = set_choices,
      .help = "shape sets: bench (k3-bench), k3 (full K3), gflops (GFLOP/s against the FMA "
-             "peak, full K3 expert shapes)"},
+             "peak, full K3 expert shapes), q8_0 (the trunk as Q8_0: k3-bench's decode mix and "
+             "GFLOP/s at full K3's trunk shapes)"},
     {.name = "tokens", .type = K3_OPT_INTS, .dst = &o.tokens, .arg = "T,..",
      .help = "comma list of tokens per call (T); 1 = decode", .min = 1, .max = 1024},
     {.name = "gflops-tokens", .type = K3_OPT_INTS, .dst = &o.gflops_tokens, .arg = "T,..",
@@ -339,9 +347,9 @@ static long ceiling_calls(const struct k3_kernel_ops *k, const struct ceiling *c
 
 /* ---- cases -------------------------------------------------------------------------- */
 
-enum kind { BF16, MXFP4, MXFP4_SITU, MXFP4_UNFUSED, MXFP4_Q8 };
+enum kind { BF16, MXFP4, MXFP4_SITU, MXFP4_UNFUSED, MXFP4_Q8, Q8_0 };
 static const char *const kind_name[] = {"bf16", "mxfp4", "mxfp4+situ fused", "mxfp4+situ unfused",
-                                        "mxfp4 int8-act"};
+                                        "mxfp4 int8-act", "q8_0"};
 
 struct bcase {
     const char *set, *name;
@@ -386,6 +394,19 @@ static const struct bcase cases[] = {
     {"k3", "expert w1/w3", MXFP4, 3072, 3584, 0},
     {"k3", "expert w2", MXFP4, 3584, 3072, 0},
     {"k3", "lm_head", BF16, 163840, 7168, 0},
+    /* k3-bench's trunk as Q8_0 holds it: the matrices of trunk_type.h's rule, with their
+     * per-token counts (the others stay bf16, measured above) */
+    {"q8_0", "attn 2048x2048 (KDA q,k,v,g,o x3; MLA g,o x2)", Q8_0, 2048, 2048, 19},
+    {"q8_0", "dense gate/up", Q8_0, 8192, 2048, 2},
+    {"q8_0", "dense down", Q8_0, 2048, 8192, 1},
+    {"q8_0", "MLA q_a", Q8_0, 512, 2048, 2},
+    {"q8_0", "MLA q_b", Q8_0, 3072, 512, 2},
+    {"q8_0", "MLA kv_a", Q8_0, 576, 2048, 2},
+    {"q8_0", "latent down", Q8_0, 1024, 2048, 4},
+    {"q8_0", "latent up", Q8_0, 2048, 1024, 4},
+    {"q8_0", "shared gate/up", Q8_0, 6144, 2048, 8},
+    {"q8_0", "shared down", Q8_0, 2048, 6144, 4},
+    {"q8_0", "lm_head", Q8_0, 163840, 2048, 1},
 };
 #define N_CASES (int)(sizeof cases / sizeof cases[0])
 
@@ -394,6 +415,7 @@ static size_t case_bytes(const struct bcase *c)
     size_t n = (size_t)c->rows * c->cols;
     switch (c->kind) {
     case BF16: return 2 * n;
+    case Q8_0: return k3_q8_0_row_bytes((int64_t)n);
     case MXFP4:
     case MXFP4_Q8: return n / 2 + n / 32;
     default: return 2 * (n / 2 + n / 32);
@@ -408,7 +430,7 @@ struct copy {
 static struct copy copy_at(const struct bcase *c, const uint8_t *base)
 {
     size_t n = (size_t)c->rows * c->cols, np = n / 2, ns = n / 32;
-    if (c->kind == BF16)
+    if (c->kind == BF16 || c->kind == Q8_0)
         return (struct copy){base, NULL, NULL, NULL};
     if (c->kind == MXFP4_Q8)
         return (struct copy){base, base + np, NULL, NULL};
@@ -423,6 +445,10 @@ static void run_call(const struct bcase *c, struct copy w, const float *X, float
         break;
     case MXFP4:
         k3_matmul_mxfp4(w.a, w.b, c->rows, c->cols, X, c->cols, Y, c->rows, T);
+        break;
+    case Q8_0:
+        k3_matmul_q8_0((const struct k3_q8_0_block *)w.a, c->rows, c->cols, X, c->cols, Y,
+                       c->rows, T);
         break;
     case MXFP4_Q8: /* quantizes X itself, as the engine's flag would */
         k3_matmul_mxfp4_q8(w.a, w.b, c->rows, c->cols, X, c->cols, Y, c->rows, T);
@@ -617,6 +643,8 @@ static int max_tokens(const struct k3_opt_ints *tokens)
 static int weights_prepare(const struct bcase *c, int max_T, struct weights *w)
 {
     size_t bytes = case_bytes(c), arena_bytes = (size_t)o.arena_mib << 20;
+    if (c->kind == Q8_0) /* room for the bf16 it is quantized from */
+        bytes = 2 * (size_t)c->rows * c->cols;
     *w = (struct weights){.base = run.arena, .stride = (bytes + 4095) / 4096 * 4096};
     w->n_copies = arena_bytes / w->stride;
     if (w->n_copies < 2) {
@@ -626,9 +654,11 @@ static int weights_prepare(const struct bcase *c, int max_T, struct weights *w)
     size_t n_sub = (size_t)c->rows * c->cols;
     for (size_t k = 0; k < w->n_copies; k++) {
         uint8_t *at = w->base + k * w->stride;
-        if (c->kind == BF16)
+        if (c->kind == BF16 || c->kind == Q8_0)
             fill_bf16((uint16_t *)at, n_sub, o.seed * 1000003 + k * n_sub);
-        else
+        if (c->kind == Q8_0) /* the bf16 quantized in place, as -m DIR --trunk-type q8_0 does */
+            k3_q8_0_quantize_bf16((const uint16_t *)at, (int64_t)n_sub, (struct k3_q8_0_block *)at);
+        else if (c->kind != BF16)
             for (int half = 0; half < (c->kind == MXFP4 || c->kind == MXFP4_Q8 ? 1 : 2); half++)
                 fill_mxfp4(at + half * (n_sub / 2 + n_sub / 32), n_sub / 2,
                            at + half * (n_sub / 2 + n_sub / 32) + n_sub / 2, n_sub / 32,
@@ -773,7 +803,7 @@ static int measure_case(int ci)
 
 static int measure_cases(void)
 {
-    if (!set_chosen("bench") && !set_chosen("k3"))
+    if (!set_chosen("bench") && !set_chosen("k3") && !set_chosen("q8_0"))
         return 0;
     printf("\n%-48s %-5s %-10s %2s %-10s %3s %10s %22s %9s %6s %6s\n", "case", "set", "kind", "T",
            "variant", "thr", "MB/call", "GB/s median [min-max]", "us/call", "x copy", "x read");
@@ -803,6 +833,9 @@ static const struct bcase gcases[] = {
     {"gflops", "K3 expert w1+w3+SiTU fused 3072x3584", MXFP4_SITU, 3072, 3584, 0},
     {"gflops", "bf16 3072x3584", BF16, 3072, 3584, 0},
     {"gflops", "bf16 3584x3072", BF16, 3584, 3072, 0},
+    {"q8_0", "K3 shared gate/up q8_0 6144x7168", Q8_0, 6144, 7168, 0},
+    {"q8_0", "K3 KDA o_proj q8_0 7168x12288", Q8_0, 7168, 12288, 0},
+    {"q8_0", "K3 shared gate/up bf16 6144x7168", BF16, 6144, 7168, 0},
 };
 #define N_GCASES (int)(sizeof gcases / sizeof gcases[0])
 
@@ -1013,7 +1046,8 @@ static void report_gflops_goal(void)
     double worst[2] = {1e9, 1e9}, best[2] = {0, 0}, top[2] = {1e9, 1e9};
     for (int gi = 0; gi < N_GCASES; gi++)
         for (int xi = 0; xi < o.gflops_tokens.n; xi++) {
-            if (o.gflops_tokens.v[xi] < 16 || !gf.measured[gi][xi][vi])
+            if (o.gflops_tokens.v[xi] < 16 || !gf.measured[gi][xi][vi] ||
+                strcmp(gcases[gi].set, "gflops"))
                 continue;
             int k = gcases[gi].kind == BF16;
             double frac = gf.frac[gi][xi][vi][most].median;
@@ -1035,7 +1069,7 @@ static void report_gflops_goal(void)
 
 static int measure_gflops(void)
 {
-    if (!set_chosen("gflops"))
+    if (!set_chosen("gflops") && !set_chosen("q8_0"))
         return 0;
     fma_peak_prepare();
     printf("\nGFLOP/s (2 flops per weight per token; MXFP4 fused: both matrices) against the "
@@ -1046,7 +1080,8 @@ static int measure_gflops(void)
     printf("%-38s %-10s %4s %-10s %3s %8s %15s %8s %8s %11s %7s\n", "case", "kind", "T",
            "variant", "thr", "GFLOP/s", "[min-max]", "peak", "of peak", "[min-max]", "best");
     for (int gi = 0; gi < N_GCASES; gi++)
-        if ((!o.only || strstr(gcases[gi].name, o.only)) && measure_gflops_case(gi))
+        if (set_chosen(gcases[gi].set) && (!o.only || strstr(gcases[gi].name, o.only)) &&
+            measure_gflops_case(gi))
             return -1;
     report_gflops_goal();
     return 0;
@@ -1090,33 +1125,40 @@ static void report_per_token(int t1)
 }
 
 /* The planner's rates: weight bytes one core turns into results per second, weights in
- * RAM, over k3-bench's per-token mix (MXFP4: the experts; bf16: the trunk), into
- * cal[variant][thread count][mxfp4, bf16]. */
-static void report_planner(int t1, double cal[4][MAX_THREADS][2])
+ * RAM, over k3-bench's per-token mix (MXFP4: the experts; bf16: the trunk; q8_0: the
+ * trunk's Q8_0 matrices, set q8_0), into cal[variant][thread count][mxfp4, bf16, q8_0]
+ * (0: not measured). */
+static void report_planner(int t1, double cal[4][MAX_THREADS][3])
 {
     printf("\nplanner rates (k3-bench decode mix, T = 1, weights in RAM; per core = rate / "
            "threads):\n");
     for (int vi = 0; vi < run.n_vars; vi++)
         for (int ti = 0; ti < o.threads.n; ti++) {
             int threads = o.threads.v[ti];
-            double us[2] = {0, 0}, b[2] = {0, 0};
+            static const char *const name[3] = {"MXFP4", "bf16", "q8_0"},
+                                     *row[3] = {"mxfp4 GB/s per core", "bf16 GB/s per core",
+                                                "q8_0 GB/s per core"},
+                                     *kind[3] = {"mxfp4", "bf16", "q8_0"};
+            double us[3] = {0, 0, 0}, b[3] = {0, 0, 0};
             for (int ci = 0; ci < N_CASES; ci++) {
                 const struct bcase *c = &cases[ci];
-                if (strcmp(c->set, "bench") || !c->per_token || (c->kind != MXFP4 && c->kind != BF16))
+                if ((strcmp(c->set, "bench") && strcmp(c->set, "q8_0")) || !c->per_token ||
+                    (c->kind != MXFP4 && c->kind != BF16 && c->kind != Q8_0) ||
+                    !run.res[ci][vi][ti][t1].us)
                     continue;
-                int k = c->kind == BF16;
+                int k = c->kind == Q8_0 ? 2 : c->kind == BF16;
                 us[k] += run.res[ci][vi][ti][t1].us * c->per_token;
                 b[k] += (double)case_bytes(c) * c->per_token;
             }
-            for (int k = 0; k < 2; k++) {
+            for (int k = 0; k < 3; k++) {
+                if (!b[k])
+                    continue;
                 double rate = b[k] / us[k] / 1e3, copy = run.mem[ti].copy.median;
                 cal[vi][ti][k] = rate / threads;
                 printf("  %-10s %d thread(s): %-5s %6.2f GB/s = %6.2f GB/s per core = %.2f x "
                        "STREAM copy\n",
-                       run.vars[vi]->name, threads, k ? "bf16" : "MXFP4", rate, cal[vi][ti][k],
-                       rate / copy);
-                csv_row("planner", k ? "bf16 GB/s per core" : "mxfp4 GB/s per core",
-                        k ? "bf16" : "mxfp4", 0, 0, 1, run.vars[vi]->name, threads, b[k],
+                       run.vars[vi]->name, threads, name[k], rate, cal[vi][ti][k], rate / copy);
+                csv_row("planner", row[k], kind[k], 0, 0, 1, run.vars[vi]->name, threads, b[k],
                         (struct stat3){cal[vi][ti][k], 0, 0}, us[k], rate / copy, 0);
             }
         }
@@ -1192,7 +1234,7 @@ static void report_goals(int t1, int one_t, int most)
 /* Set gflops's medians, when measured, as ",\n  "gflops": [...]" (one object a line). */
 static void write_gflops_json(FILE *f)
 {
-    if (!set_chosen("gflops"))
+    if (!set_chosen("gflops") && !set_chosen("q8_0"))
         return;
     fprintf(f, ",\n  \"gflops_source\": \"bench/kernels.sh: 2 flops per weight per token, full "
                "K3 expert shapes, medians of %d reps; peak: %s FMA chains on every thread, "
@@ -1238,7 +1280,7 @@ static int write_gflops_only(void)
 
 /* The calibration k3-uring plan --calibration reads: the first (best) variant at one
  * thread (one core alone; the plan caps cores x rate by the memory bandwidth itself). */
-static int write_calibration(double cal[4][MAX_THREADS][2], int one)
+static int write_calibration(double cal[4][MAX_THREADS][3], int one)
 {
     FILE *f = fopen(o.json, "w");
     if (!f) {
@@ -1250,6 +1292,8 @@ static int write_calibration(double cal[4][MAX_THREADS][2], int one)
     fprintf(f, "  \"variant\": \"%s\",\n", run.vars[0]->name);
     fprintf(f, "  \"mxfp4_gbps_per_core\": %.3f,\n  \"bf16_gbps_per_core\": %.3f,\n",
             cal[0][one][0], cal[0][one][1]);
+    if (cal[0][one][2] > 0)
+        fprintf(f, "  \"q8_0_gbps_per_core\": %.3f,\n", cal[0][one][2]);
     for (int ti = 0; ti < o.threads.n; ti++) {
         int threads = o.threads.v[ti];
         fprintf(f, "  \"threads_%d\": {\"mxfp4_gbps\": %.3f, \"bf16_gbps\": %.3f, "
@@ -1275,8 +1319,12 @@ static int report_summaries(void)
     for (int i = 0; i < o.tokens.n; i++)
         if (o.tokens.v[i] == 1)
             t1 = i;
+    if (set_chosen("q8_0") && !set_chosen("bench") && t1 >= 0) {
+        static double cal[4][MAX_THREADS][3];
+        report_planner(t1, cal); /* the q8_0 rate alone: a calibration needs set bench too */
+    }
     if (set_chosen("bench") && t1 >= 0 && !(o.only && o.only[0])) {
-        static double cal[4][MAX_THREADS][2];
+        static double cal[4][MAX_THREADS][3];
         report_per_token(t1);
         report_planner(t1, cal);
         int one = one_thread_index(), most = o.threads.n - 1;
@@ -1285,7 +1333,7 @@ static int report_summaries(void)
         if (o.json && o.json[0] && one >= 0)
             return write_calibration(cal, one);
     }
-    if (o.json && o.json[0] && set_chosen("gflops"))
+    if (o.json && o.json[0] && (set_chosen("gflops") || set_chosen("q8_0")))
         return write_gflops_only();
     return 0;
 }

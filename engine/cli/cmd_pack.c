@@ -112,7 +112,7 @@ static int rank_drives(const char *drive_list, int r, char *list, size_t cap, co
 int cmd_pack(int argc, char **argv)
 {
     static const struct k3_opt_choice chunk_choices[] = {{"record", CHUNK_RECORD}, {NULL, 0}};
-    const char *checkpoint = NULL, *drive_list = NULL;
+    const char *checkpoint = NULL, *drive_list = NULL, *trunk_type = "bf16";
     bool quiet = false;
     int replicas = 1, ranks = 0, rank = -1;
     uint64_t chunk = 0;
@@ -133,6 +133,9 @@ int cmd_pack(int argc, char **argv)
         {.name = "rank", .type = K3_OPT_INT, .dst = &rank, .arg = "r",
          .help = "write rank r's share only", .min = 0, .max = K3_MAX_RANKS - 1,
          .def = "every rank's, each onto its own drives"},
+        {.name = "trunk-type", .type = K3_OPT_STRING, .dst = &trunk_type, .arg = "bf16|q8_0",
+         .help = "the trunk's large matrices as shipped (bf16) or as Q8_0 (llama.cpp's blocks "
+                 "of 32 int8 with one scale: about half the bytes)"},
         {.name = "quiet", .short_name = 'q', .type = K3_OPT_FLAG, .dst = &quiet,
          .help = "print nothing but warnings and errors"},
     };
@@ -150,6 +153,10 @@ int cmd_pack(int argc, char **argv)
                               .whole_records = chunk == CHUNK_RECORD};
     if (!po.whole_records)
         po.chunk = k3_pack_round_up(chunk, K3_PACK_ALIGN);
+    enum k3_trunk_type tt = K3_TRUNK_BF16;
+    if (!rc && k3_trunk_type_parse(trunk_type, &tt, &err))
+        rc = -1;
+    po.trunk_type = tt;
     if (!rc && (!checkpoint || !drive_list))
         rc = k3_errf(&err, "pack: --checkpoint and --drives are required (see --help)");
     int first = 0, last = 0, n;

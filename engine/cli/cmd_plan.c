@@ -1,6 +1,7 @@
 /* `k3-uring plan`: the memory floor and how a RAM budget is spent, for any config of
- * the family, without its weights (the full K3 included); with --ranks R, s/token for R
- * such boxes sharing the routed experts (mpirun -np R). */
+ * the family, without its weights (the full K3 included), its trunk as bf16 or Q8_0
+ * (--trunk-type), and which of the two is faster on the box described; with --ranks R,
+ * s/token for R such boxes sharing the routed experts (mpirun -np R). */
 #include <jansson.h>
 #include <math.h>
 #include <omp.h>
@@ -22,6 +23,7 @@
 #include "engine/pack/pack_format.h"
 #include "engine/pack/pack_plan.h"
 #include "engine/model/tensors.h"
+#include "engine/model/trunk_type.h"
 #include "engine/stream/stream.h"
 
 /* Bytes of the file dir/name, 0 when there is none. */
@@ -59,19 +61,25 @@ static void checkpoint_sections(const char *config, const struct k3_tensor_spec 
     sec->tokconfig = file_bytes(dir, "tokenizer_config.json");
 }
 
-/* Each spec's bytes as synth stores it ([n], malloc'd; NULL when out of memory), and in
- * *vectors the small tensors' bytes as the model keeps them (f32). */
-static uint64_t *spec_bytes(const struct k3_tensor_spec *specs, int n, uint64_t *vectors)
+/* Each spec's bytes as synth stores it, its large matrices as trunk type tt holds them
+ * ([n], malloc'd; NULL when out of memory); in *vectors the small tensors' bytes as the
+ * model keeps them (f32), in *q8 the Q8_0 matrices' bytes. */
+static uint64_t *spec_bytes(const struct k3_tensor_spec *specs, int n, enum k3_trunk_type tt,
+                            uint64_t *vectors, double *q8)
 {
     uint64_t *bytes = calloc((size_t)n, sizeof *bytes);
     *vectors = 0;
+    *q8 = 0;
     for (int i = 0; bytes && i < n; i++) {
-        uint64_t numel = 1;
+        int64_t numel = 1;
         for (int d = 0; d < specs[i].ndim; d++)
-            numel *= (uint64_t)specs[i].shape[d];
-        bytes[i] = numel * (uint64_t)k3_dtype_size(k3_spec_dtype(&specs[i]));
+            numel *= specs[i].shape[d];
+        enum k3_dtype dt = k3_spec_trunk_dtype(&specs[i], tt);
+        bytes[i] = k3_dtype_bytes(dt, numel);
         if (specs[i].kind != K3_T_MATRIX)
-            *vectors += numel * 4;
+            *vectors += (uint64_t)numel * 4;
+        if (dt == K3_DT_Q8_0)
+            *q8 += (double)bytes[i];
     }
     return bytes;
 }
@@ -97,19 +105,20 @@ static double overlapping_trunk_bytes(const struct k3_tensor_spec *specs, int n,
     return sum;
 }
 
-/* What a default pack of cfg (`config` names it) over n_drives would hold, as the budget
- * sees it: the same quantities the runtime gives it for that pack (stream.c), and the
- * default run's records in flight; and in *overlapping, overlapping_trunk_bytes. */
+/* What a default pack of cfg (`config` names it) over n_drives with trunk type tt would
+ * hold, as the budget sees it: the same quantities the runtime gives it for that pack
+ * (stream.c), and the default run's records in flight; in *overlapping,
+ * overlapping_trunk_bytes, and in *q8 the trunk's Q8_0 bytes. */
 static int budget_input(const struct k3_config *c, const char *config, int n_drives, int ctx,
                         int seqs, uint64_t store, int rows, int threads, int teams,
-                        struct k3_budget_input *in,
-                        uint64_t **segments, double *overlapping, struct k3_err *err)
+                        enum k3_trunk_type tt, struct k3_budget_input *in,
+                        uint64_t **segments, double *overlapping, double *q8, struct k3_err *err)
 {
     struct k3_tensor_spec *specs;
     int n;
     if (k3_trunk_specs(c, &specs, &n))
         return k3_errf(err, "out of memory");
-    uint64_t vectors, *bytes = spec_bytes(specs, n, &vectors);
+    uint64_t vectors, *bytes = spec_bytes(specs, n, tt, &vectors, q8);
     struct k3_trunk_layout t = {0};
     struct k3_pack_plan pp = {0};
     struct k3_record_layout rec;
@@ -159,6 +168,15 @@ static int budget_input(const struct k3_config *c, const char *config, int n_dri
  * measured layers (every piece of a K3 token at K3's widths, not only the mat-vecs). */
 #define DEFAULT_MXFP4_GBPS_PER_CORE 9.86
 #define DEFAULT_BF16_GBPS_PER_CORE 28.5
+/* Q8_0 (the trunk's large matrices as --trunk-type q8_0 holds them): its rates as
+ * fractions of bf16's measured beside them in one run, so that a calibration file without
+ * q8_0's own keys (q8_0_gbps_per_core, q8_0_gflops_per_core) scales its bf16 rates by
+ * them.  bench/kernels.sh --sets bench,q8_0 --only "shared gate/up" (one thread,
+ * bench/results/kernels-20261202-051952.csv): one row, 2.17 GB/s of Q8_0 weights against
+ * 3.68 of bf16 (0.59 per byte, 1.1x per weight); many rows, of the FMA peak measured in
+ * turn, 47% and 53% against bf16's 65% and 55% at 16 and 64 tokens (0.84). */
+#define Q8_0_GBPS_OF_BF16 0.59
+#define Q8_0_GFLOPS_OF_BF16 0.84
 /* The read path's own CPU, one core's seconds per GB read: submissions, completions and
  * the checksums, which run over the compute threads.  `k3-uring iobench` prints it
  * (io_uring, a k3-bench-64 pack on this project's 2-vCPU Xeon, quiet: 0.40-0.43, half of
@@ -171,8 +189,9 @@ struct box {
     double drive_gbps;   /* per drive */
     int cores, nodes;
     double mem_gbps;     /* per NUMA node */
-    double mxfp4_core, bf16_core;     /* GB/s of weights per core, one row (decode) */
-    double mxfp4_gflops, bf16_gflops; /* GFLOP/s per core over many rows (a prompt pass) */
+    double mxfp4_core, bf16_core, q8_core;       /* GB/s of weights per core, one row (decode) */
+    double mxfp4_gflops, bf16_gflops, q8_gflops; /* GFLOP/s per core over many rows (a
+                                                  * prompt pass) */
     double read_cpu;     /* core seconds per GB read */
 };
 
@@ -187,9 +206,10 @@ static int load_calibration(const char *path, struct box *b, struct k3_err *err)
                  ? 0
                  : k3_errf(err, "--calibration %s: needs positive mxfp4_gbps_per_core and "
                                 "bf16_gbps_per_core", path);
-    const char *many[2] = {"mxfp4_gflops_per_core", "bf16_gflops_per_core"};
-    double *many_dst[2] = {&b->mxfp4_gflops, &b->bf16_gflops};
-    for (int i = 0; !rc && i < 2; i++) {
+    const char *many[4] = {"mxfp4_gflops_per_core", "bf16_gflops_per_core",
+                           "q8_0_gflops_per_core", "q8_0_gbps_per_core"};
+    double *many_dst[4] = {&b->mxfp4_gflops, &b->bf16_gflops, &b->q8_gflops, &b->q8_core};
+    for (int i = 0; !rc && i < 4; i++) {
         json_t *v = json_object_get(root, many[i]);
         if (v && !(json_is_number(v) && json_number_value(v) > 0))
             rc = k3_errf(err, "--calibration %s: %s must be a positive number", path, many[i]);
@@ -211,13 +231,18 @@ static int load_calibration(const char *path, struct box *b, struct k3_err *err)
 
 /* Without a many-row measurement (calibration keys mxfp4_gflops_per_core,
  * bf16_gflops_per_core), a prompt pass is taken to run at the one-row rates: 2 flops per
- * weight, MXFP4 at 17 bytes per 32 weights, bf16 at 2 bytes. */
+ * weight, MXFP4 at 17 bytes per 32 weights, bf16 at 2 bytes.  Q8_0's, unless given, are
+ * bf16's scaled as measured beside them. */
 static void many_row_rates(struct box *b)
 {
     if (!b->mxfp4_gflops)
         b->mxfp4_gflops = b->mxfp4_core * 2 * 32 / 17;
     if (!b->bf16_gflops)
         b->bf16_gflops = b->bf16_core;
+    if (!b->q8_core)
+        b->q8_core = b->bf16_core * Q8_0_GBPS_OF_BF16;
+    if (!b->q8_gflops)
+        b->q8_gflops = b->bf16_gflops * Q8_0_GFLOPS_OF_BF16;
 }
 
 /* Seconds to stream `bytes` of weights through the cores, capped by memory bandwidth. */
@@ -237,7 +262,8 @@ static double read_cpu_seconds(double bytes, const struct box *b)
 /* Bytes of weights a decode step computes and reads on one box. */
 struct step {
     double expert_bytes;     /* routed experts computed (MXFP4) */
-    double trunk_compute;    /* trunk weights computed (bf16), the embedding aside */
+    double trunk_compute;    /* trunk weights computed, the embedding aside */
+    double trunk_q8;         /* of which Q8_0 (the rest bf16) */
     double trunk_read;       /* trunk segments streamed */
     double read;             /* bytes read off the drives */
     double hit;              /* fraction of records found in the cache */
@@ -247,12 +273,12 @@ struct step {
  * its cache (b->cache_records, routing uniform over a layer's experts: synthetic weights;
  * real routing repeats more) holds a fraction of its records. */
 static struct step step_of(const struct k3_config *c, const struct k3_budget_input *in,
-                           const struct k3_budget *b, double experts, double owned)
+                           const struct k3_budget *b, double q8, double experts, double owned)
 {
     struct k3_record_layout rec;
     k3_record_layout_init(&rec, c);
     double moe = k3_moe_layer_count(c);
-    struct step st = {.expert_bytes = experts * moe * (double)rec.bytes};
+    struct step st = {.expert_bytes = experts * moe * (double)rec.bytes, .trunk_q8 = q8};
     st.hit = b->cache_records / (owned * moe);
     st.hit = st.hit > 1 ? 1 : st.hit;
     for (int s = 1; s < in->n_segments; s++) { /* the embedding: one row per token */
@@ -273,10 +299,17 @@ static double step_io(const struct step *st, const struct box *box)
     return st->read / (box->drives * box->drive_gbps * 1e9);
 }
 
+/* Seconds of trunk weights: bf16 bytes and Q8_0 bytes at their rates. */
+static double trunk_seconds(double bf16, double q8, const struct box *box)
+{
+    return compute_seconds(bf16, box->bf16_core, box) + compute_seconds(q8, box->q8_core, box);
+}
+
 static double step_compute(const struct step *st, const struct box *box)
 {
     return compute_seconds(st->expert_bytes, box->mxfp4_core, box) +
-           compute_seconds(st->trunk_compute, box->bf16_core, box) + read_cpu_seconds(st->read, box);
+           trunk_seconds(st->trunk_compute - st->trunk_q8, st->trunk_q8, box) +
+           read_cpu_seconds(st->read, box);
 }
 
 /* What is planned: the config, its budget and what the budget was planned from, and the
@@ -286,6 +319,8 @@ struct planned {
     const struct k3_budget_input *in;
     const struct k3_budget *b;
     double overlapping;
+    double q8;               /* the trunk's Q8_0 bytes (0 for bf16) */
+    enum k3_trunk_type tt;
 };
 
 /* s/token of a step without prediction: the drives idle through the compute before each
@@ -295,21 +330,26 @@ static double without_prediction(const struct planned *p, const struct step *st,
                                  const struct box *box, double t_c, double t_io, double t_net,
                                  double *before)
 {
-    *before = compute_seconds(st->trunk_compute - p->overlapping, box->bf16_core, box);
+    /* the overlapping matrices (shared experts, latent down) are Q8_0's when the trunk is */
+    double over_q8 = p->tt == K3_TRUNK_Q8_0 ? p->overlapping : 0;
+    *before = trunk_seconds(st->trunk_compute - st->trunk_q8 - (p->overlapping - over_q8),
+                            st->trunk_q8 - over_q8, box);
     double rest = t_c - *before;
     return *before + t_net + (t_io > rest ? t_io : rest);
 }
 
 /* s/token of one decode step on the box, as the pipelined engine would run it; returns
  * the pipelined s/token. */
-static double project(const struct planned *p, const struct box *box)
+static double project(const struct planned *p, const struct box *box, bool print)
 {
     const struct k3_config *c = p->c;
-    struct step st = step_of(c, p->in, p->b, c->top_k, c->n_experts);
+    struct step st = step_of(c, p->in, p->b, p->q8, c->top_k, c->n_experts);
     double expert_bytes = st.expert_bytes, trunk_compute = st.trunk_compute, read = st.read,
            hit = st.hit, trunk_read = st.trunk_read;
     double t_io = step_io(&st, box), t_c = step_compute(&st, box), t = t_io > t_c ? t_io : t_c;
     double before_routing, t_np = without_prediction(p, &st, box, t_c, t_io, 0, &before_routing);
+    if (!print)
+        return t;
     printf("projection for %d drives x %.2f GB/s, %d cores on %d NUMA nodes (%.0f GB/s memory "
            "each), %.2f / %.2f GB/s per core (MXFP4 / bf16), %.2f core s per GB read:\n",
            box->drives, box->drive_gbps, box->cores, box->nodes, box->mem_gbps, box->mxfp4_core,
@@ -318,7 +358,11 @@ static double project(const struct planned *p, const struct box *box)
            read / 1e9, expert_bytes * (1 - hit) / 1e9, trunk_read / 1e9, 100 * hit);
     printf("  I/O floor             %8.3f s/token\n", t_io);
     printf("  compute               %8.3f s/token  (%.2f GB MXFP4, %.2f GB bf16, %.3f s the read "
-           "path's CPU)\n", t_c, expert_bytes / 1e9, trunk_compute / 1e9, read_cpu_seconds(read, box));
+           "path's CPU)\n", t_c, expert_bytes / 1e9, (trunk_compute - st.trunk_q8) / 1e9,
+           read_cpu_seconds(read, box));
+    if (st.trunk_q8 > 0)
+        printf("  trunk as q8_0         %8.2f GB/token of Q8_0 at %.2f GB/s per core (%.1f GFLOP/s "
+               "per core over many rows)\n", st.trunk_q8 / 1e9, box->q8_core, box->q8_gflops);
     printf("  pipelined             %8.3f s/token  (the larger: reads and compute overlap)\n", t);
     printf("  without prediction    %8.3f s/token  (%.3f s of compute before each layer's "
            "routing is known, the drives idle; then the larger)\n", t_np, before_routing);
@@ -336,7 +380,7 @@ static double prompt_seconds(const struct planned *p, const struct box *box, int
                              double *reads)
 {
     const struct k3_config *c = p->c;
-    struct step st = step_of(c, p->in, p->b, c->top_k, c->n_experts);
+    struct step st = step_of(c, p->in, p->b, p->q8, c->top_k, c->n_experts);
     struct k3_record_layout rec;
     k3_record_layout_init(&rec, c);
     double E = c->n_experts, k = c->top_k, moe = k3_moe_layer_count(c);
@@ -346,6 +390,9 @@ static double prompt_seconds(const struct planned *p, const struct box *box, int
         mla += c->attn[l] == K3_ATTN_MLA;
     double flops_mxfp4 = box->cores * box->mxfp4_gflops * 1e9;
     double flops_bf16 = box->cores * box->bf16_gflops * 1e9;
+    double flops_q8 = box->cores * box->q8_gflops * 1e9;
+    double trunk_flops_s = 2 * (st.trunk_compute - st.trunk_q8) / 2 / flops_bf16 +
+                           2 * st.trunk_q8 * 32 / 34 / flops_q8; /* per row */
     double t = 0;
     *reads = 0;
     for (int at = 0; at < n; at += rows) {
@@ -354,7 +401,7 @@ static double prompt_seconds(const struct planned *p, const struct box *box, int
         double read = unions * moe * (double)rec.bytes + st.trunk_read;
         double attn = mla * per_pos * ((double)T * at + (double)T * (T + 1) / 2);
         double compute = 2 * T * k * moe * record_weights / flops_mxfp4 +
-                         2 * T * st.trunk_compute / 2 / flops_bf16 + attn / flops_bf16 +
+                         T * trunk_flops_s + attn / flops_bf16 +
                          read_cpu_seconds(read, box);
         double io = read / (box->drives * box->drive_gbps * 1e9);
         t += io > compute ? io : compute;
@@ -429,7 +476,7 @@ static void project_ranks(const struct planned *p, const struct box *box, int R,
     double busiest = dealt ? (c->top_k + R - 1) / R : busiest_experts(c->n_experts, c->top_k, R);
     double owned = dealt ? c->n_experts /* the largest share */
                          : k3_share_experts((struct k3_share){.rank = 0, .ranks = R}, c->n_experts);
-    struct step st = step_of(c, p->in, p->b, busiest, owned);
+    struct step st = step_of(c, p->in, p->b, p->q8, busiest, owned);
     double t_io = step_io(&st, box), t_c = step_compute(&st, box);
     /* Each rank sends each of its experts' outputs (latent f32) to every other rank: k
      * outputs per layer, each R - 1 times.  The busiest box's link carries the larger of
@@ -458,7 +505,7 @@ static void project_ranks(const struct planned *p, const struct box *box, int R,
            output, R - 1, total / R / 1e6);
     printf("  I/O floor             %8.3f s/token\n", t_io);
     printf("  compute               %8.3f s/token  (%.2f GB MXFP4, %.2f GB bf16, %.3f s the read "
-           "path's CPU)\n", t_c, st.expert_bytes / 1e9, st.trunk_compute / 1e9,
+           "path's CPU)\n", t_c, st.expert_bytes / 1e9, (st.trunk_compute - st.trunk_q8) / 1e9,
            read_cpu_seconds(st.read, box));
     printf("  exchange              %8.3f s/token  (%.0f x (%.1f us + %.0f KB on the busiest "
            "box's link))\n", t_net, moe, net->us, link / 1e3);
@@ -471,11 +518,75 @@ static void project_ranks(const struct planned *p, const struct box *box, int R,
            t_io + t_c + t_net);
 }
 
+/* What a plan is made from, whatever the trunk type. */
+struct box_plan {
+    const struct k3_config *c;
+    const char *config;
+    int drives, ctx, seqs, rows, threads, nodes;
+    uint64_t store;
+};
+
+/* One trunk type's budget and what project() reads of it. */
+struct plan_of {
+    struct k3_budget_input in;
+    struct k3_budget b;
+    uint64_t *segments; /* freed by the caller */
+    struct planned p;
+};
+
+/* The budget of trunk type tt at *ram (K3_RAM_FLOOR or K3_RAM_TRUNK: resolved for tt, into
+ * *ram); -1 with err when it does not fit. */
+static int plan_type(const struct box_plan *bp, enum k3_trunk_type tt, uint64_t *ram,
+                     struct plan_of *pl, struct k3_err *err)
+{
+    *pl = (struct plan_of){0};
+    double overlapping = 0, q8 = 0;
+    int rc = budget_input(bp->c, bp->config, bp->drives, bp->ctx, bp->seqs, bp->store, bp->rows,
+                          bp->threads, bp->nodes, tt, &pl->in, &pl->segments, &overlapping, &q8,
+                          err);
+    if (!rc) {
+        k3_budget_plan(&pl->in, UINT64_MAX, &pl->b, NULL); /* the floor, whatever the budget */
+        if (*ram == K3_RAM_FLOOR)
+            *ram = pl->b.floor;
+        else if (*ram == K3_RAM_TRUNK)
+            *ram = k3_budget_trunk_resident(&pl->in);
+        rc = k3_budget_plan(&pl->in, *ram, &pl->b, err);
+    }
+    pl->p = (struct planned){.c = bp->c, .in = &pl->in, .b = &pl->b, .overlapping = overlapping,
+                             .q8 = q8, .tt = tt};
+    return rc;
+}
+
+/* Which trunk type is faster on this box at the same budget: the other one planned and
+ * projected beside the one shown (t, s/token). */
+static void compare_types(const struct box_plan *bp, const struct box *box, enum k3_trunk_type tt,
+                          uint64_t ram, double t)
+{
+    enum k3_trunk_type other = tt == K3_TRUNK_BF16 ? K3_TRUNK_Q8_0 : K3_TRUNK_BF16;
+    struct plan_of pl;
+    struct k3_err err;
+    if (plan_type(bp, other, &ram, &pl, &err)) {
+        printf("  trunk type            %s: %.3f s/token; %s does not fit this budget\n",
+               k3_trunk_type_name(tt), t, k3_trunk_type_name(other));
+        free(pl.segments);
+        return;
+    }
+    double u = project(&pl.p, box, false), trunk = 0;
+    for (int i = 0; i < pl.in.n_segments; i++)
+        trunk += (double)pl.in.segment_bytes[i];
+    const char *faster = t <= u ? k3_trunk_type_name(tt) : k3_trunk_type_name(other);
+    printf("  trunk type            %s %.3f s/token; %s %.3f (its trunk %.2f GB, %.2f resident "
+           "in this budget): %s is faster here (pack --trunk-type %s)\n",
+           k3_trunk_type_name(tt), t, k3_trunk_type_name(other), u, trunk / 1e9,
+           (double)pl.b.resident_bytes / 1e9, faster, faster);
+    free(pl.segments);
+}
+
 int cmd_plan(int argc, char **argv)
 {
     static const struct k3_opt_choice ram_choices[] = {
         {"floor", K3_RAM_FLOOR}, {"trunk", K3_RAM_TRUNK}, {NULL, 0}};
-    const char *config = "k3", *calibration = NULL;
+    const char *config = "k3", *calibration = NULL, *trunk_type = "bf16";
     int ctx = 4096, seqs = 0, drives = 8, threads = 0, cores = 0, nodes = 1, ranks = 1, dealt = 0;
     int rows = K3_BATCH_DEFAULT, prompt = 0;
     static const struct k3_opt_choice split_choices[] = {{"owner", 0}, {"dealt", 1}, {NULL, 0}};
@@ -499,6 +610,9 @@ int cmd_plan(int argc, char **argv)
         {.name = "prompt", .type = K3_OPT_INT, .dst = &prompt, .arg = "N",
          .help = "also project a prompt of N tokens: in passes of the budget's rows, and in "
                  "32-row steps", .min = 0, .max = 1 << 24},
+        {.name = "trunk-type", .type = K3_OPT_STRING, .dst = &trunk_type, .arg = "bf16|q8_0",
+         .help = "the trunk's large matrices as shipped (bf16) or as Q8_0 (pack --trunk-type); "
+                 "the plan also says which is faster for this box"},
         {.name = "drives", .type = K3_OPT_INT, .dst = &drives, .arg = "N",
          .help = "drives the pack stripes over", .min = 1, .max = 256},
         {.name = "drive-gbps", .type = K3_OPT_FLOAT, .dst = &drive_gbps, .arg = "GB/s",
@@ -555,38 +669,35 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "k3-uring plan: %s\n", err.msg);
         return 1;
     }
-    struct k3_budget_input in;
-    uint64_t *segments = NULL;
-    double overlapping = 0;
     /* --parallel plans serve: its sequences and its prompt store (serve's default
      * --cache-ram unless given); without it, run's one sequence. */
     if (cache_ram == UINT64_MAX)
         cache_ram = seqs ? (uint64_t)seqs * k3_prompt_store_entry_bytes(&c, ctx) : 0;
-    rc = budget_input(&c, config, drives, ctx, seqs ? seqs : 1, cache_ram, rows, threads ? threads : box.cores, nodes, &in,
-                      &segments, &overlapping, &err);
-    struct k3_budget b;
-    if (!rc) {
-        k3_budget_plan(&in, UINT64_MAX, &b, NULL); /* the floor, whatever the budget */
-        if (ram == K3_RAM_FLOOR)
-            ram = b.floor;
-        else if (ram == K3_RAM_TRUNK)
-            ram = k3_budget_trunk_resident(&in);
+    struct box_plan bp = {.c = &c, .config = config, .drives = drives, .ctx = ctx,
+                          .seqs = seqs ? seqs : 1, .store = cache_ram, .rows = rows,
+                          .threads = threads ? threads : box.cores, .nodes = nodes};
+    enum k3_trunk_type tt = K3_TRUNK_BF16;
+    rc = k3_trunk_type_parse(trunk_type, &tt, &err);
+    if (rc) {
+        fprintf(stderr, "k3-uring plan: %s\n", err.msg);
+        k3_config_free(&c);
+        return 2;
     }
-    if (!rc)
-        rc = k3_budget_plan(&in, ram, &b, &err);
+    struct plan_of pl;
+    rc = plan_type(&bp, tt, &ram, &pl, &err);
     if (!rc) {
-        printf("%s over %d drives, %d threads:\n", config, drives, in.threads);
-        k3_budget_print(stdout, &b, &in);
-        struct planned p = {.c = &c, .in = &in, .b = &b, .overlapping = overlapping};
-        double one_box = project(&p, &box);
+        printf("%s over %d drives, %d threads:\n", config, drives, pl.in.threads);
+        k3_budget_print(stdout, &pl.b, &pl.in);
+        double one_box = project(&pl.p, &box, true);
+        compare_types(&bp, &box, tt, ram, one_box);
         if (prompt)
-            project_prompt(&p, &box, prompt);
+            project_prompt(&pl.p, &box, prompt);
         if (ranks > 1)
-            project_ranks(&p, &box, ranks, dealt, &(struct net){net_gbps, net_us}, one_box);
+            project_ranks(&pl.p, &box, ranks, dealt, &(struct net){net_gbps, net_us}, one_box);
     } else {
         fprintf(stderr, "k3-uring plan: %s\n", err.msg);
     }
-    free(segments);
+    free(pl.segments);
     k3_config_free(&c);
     return rc ? 1 : 0;
 }

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MODEL_ARGS_COUNT 15
+#define MODEL_ARGS_COUNT 16
 
 /* What the read path says while running (a drive taken as lost). */
 static void read_path_note(void *ctx, const char *line)
@@ -57,6 +57,9 @@ static void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARG
          .help = "auto: a pinned team per NUMA node, buffers on the drives' nodes; off: unpinned"},
         {.name = "ram", .type = K3_OPT_SIZE, .dst = &a->rt.ram, .choices = ram_choices, .min = 1,
          .help = "RAM budget; floor: every segment streamed, trunk: the whole trunk resident"},
+        {.name = "trunk-type", .type = K3_OPT_STRING, .dst = &a->rt.trunk_type, .arg = "bf16|q8_0",
+         .help = "hold the trunk's large matrices as bf16 or Q8_0 (with -m DIR, q8_0 quantizes "
+         "each segment as it is read)", .def = "as the pack holds them; bf16 for -m DIR"},
         {.name = "io", .type = K3_OPT_ENUM, .dst = &a->rt.io, .choices = io_choices,
          .help = "read backend"},
         {.name = "batch-size", .short_name = 'b', .type = K3_OPT_INT, .dst = &a->rt.batch,
@@ -111,6 +114,9 @@ int model_args_check(struct model_args *a, struct k3_err *err)
     if (o->model_dir && a->drive_model_text)
         return k3_errf(err, "--drive-model needs --drives: a checkpoint folder's shards are "
                             "not drives (pack it onto the drives to model)");
+    enum k3_trunk_type tt;
+    if (o->trunk_type && k3_trunk_type_parse(o->trunk_type, &tt, err))
+        return -1;
     if (cli_drive_model_parse(a->drive_model_text, &o->drive_model, err))
         return -1;
     o->numa_off = a->numa_off;

@@ -7,6 +7,7 @@
 #include "engine/forward/forward_internal.h"
 #include "engine/forward/layers.h"
 #include "engine/kernels/kernels.h"
+#include "engine/kernels/matrix.h"
 
 /* ---- Attention Residuals (§3.2) ---------------------------------------------------- */
 
@@ -148,7 +149,7 @@ static int output(struct k3_forward *f, const struct k3_step *st, struct k3_err 
     layer_hook(f, c->n_layers, s->a, s->out_rows, n);
     norm_rows(s->hn, s->a, f->m->w.final_norm, H, c->rms_eps, n_logits);
     if (n_logits)
-        k3_matmul_bf16(f->m->w.lm_head, c->vocab, H, s->hn, H, st->logits, c->vocab, n_logits);
+        k3_matmul(f->m->w.lm_head, c->vocab, H, s->hn, H, st->logits, c->vocab, n_logits);
     k3_stage_leave(f);
     return 0;
 }

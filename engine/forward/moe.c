@@ -12,6 +12,7 @@
 #include "engine/forward/forward_internal.h"
 #include "engine/forward/layers.h"
 #include "engine/kernels/kernels.h"
+#include "engine/kernels/matrix.h"
 #include "engine/kernels/mxfp4.h"
 #include "numa/teams.h"
 
@@ -19,8 +20,8 @@ void k3_mlp_rows(const struct k3_config *c, const struct k3_mlp_weights *w, int 
                  const float *in, float *out, float *act, int T)
 {
     int H = c->hidden;
-    k3_matmul_bf16_situ(w->gate, w->up, I, H, in, H, act, I, T, c->situ_beta, c->situ_linear_beta);
-    k3_matmul_bf16(w->down, H, I, act, I, out, H, T);
+    k3_matmul_situ(w->gate, w->up, I, H, in, H, act, I, T, c->situ_beta, c->situ_linear_beta);
+    k3_matmul(w->down, H, I, act, I, out, H, T);
 }
 
 /* Groups the n (row, slot) choices sel[] of E experts by expert (a counting sort). */
@@ -230,7 +231,7 @@ int k3_moe_rows(struct k3_forward *f, int l, int T, struct k3_err *err)
         k3_stage_predict(f, l, K3_AT_FFN_INPUT, T, err))
         return -1;
     k3_trace_begin(f->hooks.trace, "shared + latent", NULL);
-    k3_matmul_bf16(w->latent_down, Hl, H, s->hn, H, s->z, Hl, T);
+    k3_matmul(w->latent_down, Hl, H, s->hn, H, s->z, Hl, T);
     /* Shared experts see the full-width input; their output adds unweighted. */
     k3_mlp_rows(c, &w->shared, k3_shared_inter(c), s->hn, s->o, s->fg, T);
     k3_trace_end(f->hooks.trace);
@@ -240,7 +241,7 @@ int k3_moe_rows(struct k3_forward *f, int l, int T, struct k3_err *err)
         return -1;
 
     combine_rows(c, s, w->latent_norm, T);
-    k3_matmul_bf16(w->latent_up, H, Hl, s->lat, Hl, s->routed, H, T);
+    k3_matmul(w->latent_up, H, Hl, s->lat, Hl, s->routed, H, T);
     for (size_t i = 0; i < (size_t)T * H; i++)
         s->o[i] += s->routed[i];
     return 0;

@@ -56,6 +56,7 @@ const struct k3_kernel_ops k3_kernels_scalar = {
     .rows_bf16 = k3_rows_bf16_scalar,
     .rows_mxfp4 = k3_rows_mxfp4_scalar,
     .rows_mxfp4_q8 = k3_rows_mxfp4_q8_scalar,
+    .rows_q8_0 = k3_rows_q8_0_scalar,
     .situ = k3_situ_scalar,
 };
 

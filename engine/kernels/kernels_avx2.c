@@ -14,7 +14,9 @@
 static bool avx2_supported(void)
 {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); /* MXFP4 fuses */
+    /* MXFP4 and Q8_0 fuse; Q8_0 widens its half scales by F16C (older than AVX2) */
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
 }
 
 K3_TARGET_BEGIN("avx2")
@@ -217,5 +219,6 @@ const struct k3_kernel_ops k3_kernels_avx2 = {
     .rows_bf16 = rows_bf16_avx2,
     .rows_mxfp4 = k3_rows_mxfp4_avx2,
     .rows_mxfp4_q8 = k3_rows_mxfp4_q8_avx2,
+    .rows_q8_0 = k3_rows_q8_0_avx2,
     .situ = situ_avx2,
 };

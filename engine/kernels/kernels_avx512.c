@@ -205,6 +205,7 @@ const struct k3_kernel_ops k3_kernels_avx512 = {
     .rows_bf16 = rows_bf16_avx512,
     .rows_mxfp4 = k3_rows_mxfp4_avx512,
     .rows_mxfp4_q8 = k3_rows_mxfp4_q8_avx2,
+    .rows_q8_0 = k3_rows_q8_0_avx512,
     .situ = situ_avx512,
 };
 
@@ -217,5 +218,6 @@ const struct k3_kernel_ops k3_kernels_avx512vnni = {
     .rows_bf16 = rows_bf16_avx512,
     .rows_mxfp4 = k3_rows_mxfp4_avx512,
     .rows_mxfp4_q8 = k3_rows_mxfp4_q8_avx512vnni,
+    .rows_q8_0 = k3_rows_q8_0_avx512,
     .situ = situ_avx512,
 };

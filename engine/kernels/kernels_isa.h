@@ -27,6 +27,11 @@ struct k3_q8;
 typedef void k3_rows_mxfp4_q8_fn(const uint8_t *packed, const uint8_t *scales, int nrows,
                                  const struct k3_q8 *xq, float *Y, int ldy);
 
+/* Q8_0 rows (q8_0.h): X in natural order, cols a multiple of 32. */
+struct k3_q8_0_block;
+typedef void k3_rows_q8_0_fn(const struct k3_q8_0_block *W, int nrows, int cols, const float *X,
+                             int ldx, float *Y, int ldy, int T);
+
 /* y[i] = k3_situ(g[i], u[i], beta_gate, beta_up) for i < n (kernels.h). */
 typedef void k3_situ_fn(float *y, const float *g, const float *u, int n, float beta_gate,
                         float beta_up);
@@ -259,6 +264,7 @@ struct k3_kernel_ops {
     k3_rows_bf16_fn *rows_bf16;
     k3_rows_mxfp4_fn *rows_mxfp4;
     k3_rows_mxfp4_q8_fn *rows_mxfp4_q8; /* the optional int8-activation path */
+    k3_rows_q8_0_fn *rows_q8_0;         /* the trunk's Q8_0 matrices (q8_0.h) */
     k3_situ_fn *situ;                   /* k3_situ_n */
 };
 
@@ -281,6 +287,7 @@ k3_rows_bf16_fn k3_rows_bf16_scalar;
 k3_rows_mxfp4_fn k3_rows_mxfp4_scalar;
 k3_situ_fn k3_situ_scalar;
 k3_rows_mxfp4_q8_fn k3_rows_mxfp4_q8_scalar;
+k3_rows_q8_0_fn k3_rows_q8_0_scalar;
 
 /* AVX2 (kernels_avx2.c, mxfp4_avx2.c) and AVX-512 (kernels_avx512.c, mxfp4_avx512.c):
  * avx512 needs F, BW and VL; avx512vnni also VNNI (Cascade Lake, Zen 4 and later). */
@@ -288,6 +295,8 @@ k3_rows_mxfp4_fn k3_rows_mxfp4_avx2;
 k3_rows_mxfp4_fn k3_rows_mxfp4_avx512;
 k3_rows_mxfp4_q8_fn k3_rows_mxfp4_q8_avx2; /* also avx512's, which lacks VNNI */
 k3_rows_mxfp4_q8_fn k3_rows_mxfp4_q8_avx512vnni;
+k3_rows_q8_0_fn k3_rows_q8_0_avx2; /* q8_0_avx2.c */
+k3_rows_q8_0_fn k3_rows_q8_0_avx512; /* q8_0_avx512.c; also avx512vnni's */
 
 /* Splits rows over the OpenMP threads (each row is one thread's, so the result is the same
  * at any thread count) and calls fn(arg, first row, row count) once per thread; on the

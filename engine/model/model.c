@@ -1,5 +1,6 @@
 #include "engine/model/model.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 
 #include "engine/base/files.h"
 #include "engine/kernels/kernels.h"
+#include "engine/kernels/q8_0.h"
 #include "engine/pack/ckpt_view.h"
 #include "engine/pack/packed.h"
 #include "engine/text/tokenizer.h"
@@ -134,17 +136,19 @@ static void multiply_into(float *key, const float *v, int n)
         key[i] *= v[i];
 }
 
-/* Points the weight struct at a loaded tensor. */
-static void place(struct k3_model *m, const struct k3_tensor_spec *s, void *p)
+/* Points the weight struct at a loaded tensor, held as type (matrices). */
+static void place(struct k3_model *m, const struct k3_tensor_spec *s, void *p,
+                  enum k3_mat_type type)
 {
     struct k3_weights *w = &m->w;
     struct k3_layer_weights *L = s->layer >= 0 ? &w->layers[s->layer] : NULL;
     const uint16_t *mat = p;
+    struct k3_mat big = {.data = p, .type = type};
     float *vec = p;
     int H = m->cfg.hidden;
     switch (s->slot) {
     case K3_SLOT_EMBED: w->embed = mat; break;
-    case K3_SLOT_LM_HEAD: w->lm_head = mat; break;
+    case K3_SLOT_LM_HEAD: w->lm_head = big; break;
     case K3_SLOT_FINAL_NORM: w->final_norm = vec; break;
     /* AttnRes: the norm loads first (table order), the projection multiplies into it. */
     case K3_SLOT_OUT_RES_NORM: w->out_res_key = vec; break;
@@ -155,9 +159,9 @@ static void place(struct k3_model *m, const struct k3_tensor_spec *s, void *p)
     case K3_SLOT_ATTN_RES_PROJ: multiply_into(L->attn_res_key, vec, H); break;
     case K3_SLOT_MLP_RES_NORM: L->mlp_res_key = vec; break;
     case K3_SLOT_MLP_RES_PROJ: multiply_into(L->mlp_res_key, vec, H); break;
-    case K3_SLOT_KDA_Q: L->kda.q_proj = mat; break;
-    case K3_SLOT_KDA_K: L->kda.k_proj = mat; break;
-    case K3_SLOT_KDA_V: L->kda.v_proj = mat; break;
+    case K3_SLOT_KDA_Q: L->kda.q_proj = big; break;
+    case K3_SLOT_KDA_K: L->kda.k_proj = big; break;
+    case K3_SLOT_KDA_V: L->kda.v_proj = big; break;
     case K3_SLOT_KDA_QCONV: L->kda.q_conv = vec; break;
     case K3_SLOT_KDA_KCONV: L->kda.k_conv = vec; break;
     case K3_SLOT_KDA_VCONV: L->kda.v_conv = vec; break;
@@ -166,32 +170,38 @@ static void place(struct k3_model *m, const struct k3_tensor_spec *s, void *p)
     case K3_SLOT_KDA_B: L->kda.b_proj = mat; break;
     case K3_SLOT_KDA_ALOG: L->kda.a_log = vec; break;
     case K3_SLOT_KDA_DTBIAS: L->kda.dt_bias = vec; break;
-    case K3_SLOT_KDA_G: L->kda.g_proj = mat; break;
+    case K3_SLOT_KDA_G: L->kda.g_proj = big; break;
     case K3_SLOT_KDA_ONORM: L->kda.o_norm = vec; break;
-    case K3_SLOT_KDA_O: L->kda.o_proj = mat; break;
-    case K3_SLOT_MLA_QA: L->mla.q_a = mat; break;
+    case K3_SLOT_KDA_O: L->kda.o_proj = big; break;
+    case K3_SLOT_MLA_QA: L->mla.q_a = big; break;
     case K3_SLOT_MLA_QANORM: L->mla.q_a_norm = vec; break;
-    case K3_SLOT_MLA_QB: L->mla.q_b = mat; break;
-    case K3_SLOT_MLA_KVA: L->mla.kv_a = mat; break;
+    case K3_SLOT_MLA_QB: L->mla.q_b = big; break;
+    case K3_SLOT_MLA_KVA: L->mla.kv_a = big; break;
     case K3_SLOT_MLA_KVANORM: L->mla.kv_a_norm = vec; break;
     case K3_SLOT_MLA_KVB: L->mla.kv_b = mat; break;
-    case K3_SLOT_MLA_G: L->mla.g_proj = mat; break;
-    case K3_SLOT_MLA_O: L->mla.o_proj = mat; break;
-    case K3_SLOT_DENSE_GATE: L->dense.gate = mat; break;
-    case K3_SLOT_DENSE_UP: L->dense.up = mat; break;
-    case K3_SLOT_DENSE_DOWN: L->dense.down = mat; break;
+    case K3_SLOT_MLA_G: L->mla.g_proj = big; break;
+    case K3_SLOT_MLA_O: L->mla.o_proj = big; break;
+    case K3_SLOT_DENSE_GATE: L->dense.gate = big; break;
+    case K3_SLOT_DENSE_UP: L->dense.up = big; break;
+    case K3_SLOT_DENSE_DOWN: L->dense.down = big; break;
     case K3_SLOT_ROUTER: L->moe.router = mat; break;
     case K3_SLOT_ROUTER_BIAS: L->moe.router_bias = vec; break;
-    case K3_SLOT_SHARED_GATE: L->moe.shared.gate = mat; break;
-    case K3_SLOT_SHARED_UP: L->moe.shared.up = mat; break;
-    case K3_SLOT_SHARED_DOWN: L->moe.shared.down = mat; break;
-    case K3_SLOT_LATENT_DOWN: L->moe.latent_down = mat; break;
+    case K3_SLOT_SHARED_GATE: L->moe.shared.gate = big; break;
+    case K3_SLOT_SHARED_UP: L->moe.shared.up = big; break;
+    case K3_SLOT_SHARED_DOWN: L->moe.shared.down = big; break;
+    case K3_SLOT_LATENT_DOWN: L->moe.latent_down = big; break;
     case K3_SLOT_LATENT_NORM: L->moe.latent_norm = vec; break;
-    case K3_SLOT_LATENT_UP: L->moe.latent_up = mat; break;
+    case K3_SLOT_LATENT_UP: L->moe.latent_up = big; break;
     }
 }
 
 static int64_t spec_numel(const struct k3_tensor_spec *s) { return numel(s->shape, s->ndim); }
+
+enum k3_dtype k3_model_held_dtype(const struct k3_model *m, int i)
+{
+    const struct k3_ckpt_plan *p = &m->plan;
+    return m->quantize_on_land ? k3_spec_trunk_dtype(&p->specs[i], K3_TRUNK_Q8_0) : p->dtypes[i];
+}
 
 void k3_model_bind_segment(struct k3_model *m, int seg, const uint8_t *base)
 {
@@ -199,9 +209,40 @@ void k3_model_bind_segment(struct k3_model *m, int seg, const uint8_t *base)
     m->segment_base[seg] = base;
     for (int i = 0; i < p->n_specs; i++)
         if (p->specs[i].kind == K3_T_MATRIX && p->layout.segment[i] == seg)
-            place(m, &p->specs[i], (void *)(base + p->layout.offset[i]));
+            place(m, &p->specs[i], (void *)(base + p->layout.offset[i]),
+                  k3_model_held_dtype(m, i) == K3_DT_Q8_0 ? K3_MAT_Q8_0 : K3_MAT_BF16);
     if (seg == K3_SEG_EMBED && m->cfg.tie_embeddings)
-        m->w.lm_head = m->w.embed;
+        m->w.lm_head = k3_mat_bf16(m->w.embed);
+}
+
+void k3_model_segment_landed(const struct k3_model *m, int seg, uint8_t *base)
+{
+    const struct k3_ckpt_plan *p = &m->plan;
+    if (!m->quantize_on_land)
+        return;
+    for (int i = 0; i < p->n_specs; i++)
+        if (p->layout.segment[i] == seg && k3_spec_takes_q8_0(&p->specs[i])) {
+            uint8_t *at = base + p->layout.offset[i];
+            k3_q8_0_quantize_bf16((const uint16_t *)at, numel(p->specs[i].shape, p->specs[i].ndim),
+                                  (struct k3_q8_0_block *)at);
+        }
+}
+
+int k3_model_use_trunk_type(struct k3_model *m, int want, struct k3_err *err)
+{
+    for (int seg = 0; seg < k3_seg_count(&m->cfg); seg++)
+        assert(!m->segment_base[seg]); /* before a stream binds (or lands) any segment */
+    if (want == K3_TRUNK_AS_STORED || (enum k3_trunk_type)want == m->trunk_type)
+        return 0;
+    if (!m->packed->checkpoint)
+        return k3_errf(err, "drive %s: the pack's trunk is %s, not the %s --trunk-type asks for "
+                       "(pack again with --trunk-type %s, or leave --trunk-type out)",
+                       m->packed->drives[0].path, k3_trunk_type_name(m->trunk_type),
+                       k3_trunk_type_name((enum k3_trunk_type)want),
+                       k3_trunk_type_name((enum k3_trunk_type)want));
+    m->quantize_on_land = want == K3_TRUNK_Q8_0;
+    m->trunk_type = (enum k3_trunk_type)want;
+    return 0;
 }
 
 /* Copies small tensor i (as f32) from src into the vector arena at v; returns where the
@@ -215,7 +256,7 @@ static float *load_vector(struct k3_model *m, int i, const uint8_t *src, float *
             v[k] = k3_bf16_to_f32(((const uint16_t *)src)[k]);
     else
         memcpy(v, src, (size_t)n * sizeof(float));
-    place(m, &p->specs[i], v);
+    place(m, &p->specs[i], v, K3_MAT_BF16);
     return v + n;
 }
 
@@ -338,9 +379,22 @@ static int check_packed_tensors(const struct k3_packed *p, const struct k3_ckpt_
         if (strcmp(name, s->name))
             return k3_errf(err, "%s: manifest tensor %d is %s, expected %s", file, i, name,
                            s->name);
+        enum k3_dtype alt = k3_spec_takes_q8_0(s) ? K3_DT_Q8_0 : alt_dtype(s);
+        if (pt->dtype >= K3_DT_COUNT)
+            return k3_errf(err, "%s: manifest tensor %s has dtype %u, which this build does not "
+                           "know", file, name, pt->dtype);
         if (check_tensor(file, name, (enum k3_dtype)pt->dtype, (int)pt->ndim, pt->shape,
-                         k3_spec_dtype(s), alt_dtype(s), s->ndim, s->shape, err))
+                         k3_spec_dtype(s), alt, s->ndim, s->shape, err))
             return -1;
+        if (pt->dtype == K3_DT_Q8_0 && p->header.version < K3_PACK_VERSION_Q8_0)
+            return k3_errf(err, "%s: manifest tensor %s is Q8_0 in a format version %u pack "
+                           "(Q8_0 needs version %u)", file, name, p->header.version,
+                           K3_PACK_VERSION_Q8_0);
+        if (pt->bytes != k3_dtype_bytes((enum k3_dtype)pt->dtype, spec_numel(s)))
+            return k3_errf(err, "%s: manifest tensor %s is %llu bytes, its dtype and shape "
+                           "make %llu", file, name, (unsigned long long)pt->bytes,
+                           (unsigned long long)k3_dtype_bytes((enum k3_dtype)pt->dtype,
+                                                              spec_numel(s)));
         if (pt->object != (uint32_t)plan->layout.segment[i] ||
             pt->offset != plan->layout.offset[i])
             return k3_errf(err, "%s: manifest places tensor %s at segment %u offset %llu, "
@@ -374,6 +428,9 @@ static int packed_plan(struct k3_model *m, struct k3_err *err)
     free(bytes);
     if (!rc)
         rc = check_packed_tensors(p, plan, err);
+    if (!rc)
+        rc = k3_trunk_type_of(plan->specs, plan->dtypes, plan->n_specs, &m->trunk_type,
+                              p->drives[0].path, err);
     uint64_t records = (uint64_t)k3_moe_layer_count(&m->cfg) * (uint64_t)m->cfg.n_experts;
     if (!rc && (p->header.n_trunk_objects != (uint32_t)plan->layout.n_segments ||
                 p->header.n_objects != (uint64_t)plan->layout.n_segments + records))
@@ -450,7 +507,7 @@ uint64_t k3_model_id(const struct k3_model *m)
     uint64_t floats = 0;
     for (int i = 0; i < p->n_specs; i++) {
         const struct k3_tensor_spec *s = &p->specs[i];
-        int64_t row[4] = {p->dtypes[i], s->shape[0], s->ndim > 1 ? s->shape[1] : 0,
+        int64_t row[4] = {k3_model_held_dtype(m, i), s->shape[0], s->ndim > 1 ? s->shape[1] : 0,
                           s->ndim > 2 ? s->shape[2] : 0};
         XXH3_64bits_update(st, s->name, strlen(s->name) + 1);
         XXH3_64bits_update(st, row, sizeof row);

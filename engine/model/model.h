@@ -12,53 +12,58 @@
 #ifndef K3_MODEL_H
 #define K3_MODEL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
+#include "engine/kernels/matrix.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/config.h"
 #include "engine/base/err.h"
 #include "engine/model/share.h"
 #include "engine/model/tensors.h"
+#include "engine/model/trunk_type.h"
 
 typedef uint16_t k3_bf16;
 
+/* Matrices typed struct k3_mat are the trunk's large ones, held as bf16 or Q8_0
+ * (trunk_type.h); the others are always bf16. */
 struct k3_mlp_weights {       /* SiTU-GLU MLP of width I: dense layer 0 or the shared experts */
-    const k3_bf16 *gate;       /* [I, H] */
-    const k3_bf16 *up;         /* [I, H] */
-    const k3_bf16 *down;       /* [H, I] */
+    struct k3_mat gate;        /* [I, H] */
+    struct k3_mat up;          /* [I, H] */
+    struct k3_mat down;        /* [H, I] */
 };
 
 struct k3_kda_weights {       /* P = kda_heads * kda_head_dim, d = kda_head_dim, W = conv kernel */
-    const k3_bf16 *q_proj, *k_proj, *v_proj; /* [P, H] */
+    struct k3_mat q_proj, k_proj, v_proj; /* [P, H] */
     const float *q_conv, *k_conv, *v_conv;   /* [P, W]; tap W-1 multiplies the current token */
     const k3_bf16 *f_a;        /* [d, H] decay gate, low rank */
     const k3_bf16 *f_b;        /* [P, d] */
     const k3_bf16 *b_proj;     /* [kda_heads, H] β logits */
     const float *a_log;        /* [d]; entries [0, kda_heads) live, per head */
     const float *dt_bias;      /* [P] */
-    const k3_bf16 *g_proj;     /* [P, H] full-rank output gate */
+    struct k3_mat g_proj;      /* [P, H] full-rank output gate */
     const float *o_norm;       /* [d], shared by all heads */
-    const k3_bf16 *o_proj;     /* [H, P] */
+    struct k3_mat o_proj;      /* [H, P] */
 };
 
 struct k3_mla_weights {       /* n = mla_heads; per head nope+rope query dims, v value dims */
-    const k3_bf16 *q_a;        /* [q_lora, H] */
+    struct k3_mat q_a;         /* [q_lora, H] */
     const float *q_a_norm;     /* [q_lora] */
-    const k3_bf16 *q_b;        /* [n*(nope+rope), q_lora]; head rows [nope ; rope] */
-    const k3_bf16 *kv_a;       /* [kv_lora+rope, H]; rows [latent ; k_pe] */
+    struct k3_mat q_b;         /* [n*(nope+rope), q_lora]; head rows [nope ; rope] */
+    struct k3_mat kv_a;        /* [kv_lora+rope, H]; rows [latent ; k_pe] */
     const float *kv_a_norm;    /* [kv_lora] */
     const k3_bf16 *kv_b;       /* [n*(nope+v), kv_lora]; head rows [U^K (nope) ; U^V (v)] */
-    const k3_bf16 *g_proj;     /* [n*v, H] output gate */
-    const k3_bf16 *o_proj;     /* [H, n*v] */
+    struct k3_mat g_proj;      /* [n*v, H] output gate */
+    struct k3_mat o_proj;      /* [H, n*v] */
 };
 
 struct k3_moe_weights {
     const k3_bf16 *router;     /* [E, H] */
     const float *router_bias;  /* [E] e_score_correction_bias: selection only */
     struct k3_mlp_weights shared; /* width n_shared * moe_inter */
-    const k3_bf16 *latent_down;/* [H_l, H] routed_expert_down_proj */
+    struct k3_mat latent_down; /* [H_l, H] routed_expert_down_proj */
     const float *latent_norm;  /* [H_l] routed_expert_norm */
-    const k3_bf16 *latent_up;  /* [H, H_l] routed_expert_up_proj */
+    struct k3_mat latent_up;   /* [H, H_l] routed_expert_up_proj */
 };
 
 struct k3_layer_weights {
@@ -76,7 +81,7 @@ struct k3_layer_weights {
 
 struct k3_weights {
     const k3_bf16 *embed;        /* [V, H] */
-    const k3_bf16 *lm_head;      /* [V, H] (the embedding when tied) */
+    struct k3_mat lm_head;       /* [V, H] (the embedding when tied) */
     const float *final_norm;     /* [H] model.norm */
     float *out_res_key;          /* [H] output_attn_res_norm ⊙ output_attn_res_proj */
     struct k3_layer_weights *layers; /* [L] */
@@ -118,6 +123,9 @@ struct k3_model {
     int *moe_index;                   /* [n_layers] position among MoE layers, or -1 */
     const uint8_t **segment_base;     /* [n_segments] where each is bound; NULL: not */
     float *vectors;                   /* every small tensor, f32 */
+    enum k3_trunk_type trunk_type;    /* how the large matrices are held (trunk_type.h) */
+    bool quantize_on_land;            /* a checkpoint's bf16 trunk held as Q8_0: each
+                                       * segment quantized in place as it lands */
 };
 
 /* Opens a checkpoint folder as shipped: validates every tensor against the config, sees
@@ -131,6 +139,19 @@ int k3_model_open_checkpoint(struct k3_model *m, const char *dir, struct k3_err 
 int k3_model_open_packed(struct k3_model *m, const char *const *drives, int n,
                          struct k3_share share, struct k3_err *err);
 void k3_model_close(struct k3_model *m);
+
+/* Holds the trunk as `want` (enum k3_trunk_type, or K3_TRUNK_AS_STORED), before a
+ * stream opens: a checkpoint folder's bf16 trunk becomes Q8_0 segment by segment as it
+ * lands (its reads and memory stay bf16's; pack it for half of both); a pack holds one
+ * type, and opening it as the other is refused naming both.  -1 with err. */
+int k3_model_use_trunk_type(struct k3_model *m, int want, struct k3_err *err);
+
+/* Segment seg's bytes have just landed whole at base (read, checked): with
+ * quantize_on_land its large matrices become Q8_0 in place (each at its offset). */
+void k3_model_segment_landed(const struct k3_model *m, int seg, uint8_t *base);
+
+/* The dtype trunk tensor i is multiplied in once its segment is bound. */
+enum k3_dtype k3_model_held_dtype(const struct k3_model *m, int i);
 
 /* Points every matrix of segment seg at base (the segment's bytes as laid out). */
 void k3_model_bind_segment(struct k3_model *m, int seg, const uint8_t *base);

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/kernels/q8_0.h"
+
 /* The reference implementation refuses headers above 100 MB; so do we. */
 #define ST_MAX_HEADER (100u << 20)
 
@@ -16,16 +18,23 @@ static const struct {
     [K3_DT_BF16] = {"BF16", 2}, [K3_DT_F16] = {"F16", 2},   [K3_DT_F32] = {"F32", 4},
     [K3_DT_F64] = {"F64", 8},   [K3_DT_U8] = {"U8", 1},     [K3_DT_I8] = {"I8", 1},
     [K3_DT_I16] = {"I16", 2},   [K3_DT_I32] = {"I32", 4},   [K3_DT_I64] = {"I64", 8},
-    [K3_DT_BOOL] = {"BOOL", 1},
+    [K3_DT_BOOL] = {"BOOL", 1}, [K3_DT_Q8_0] = {"Q8_0", 0},
 };
 
 const char *k3_dtype_name(enum k3_dtype t) { return dtypes[t].name; }
 int k3_dtype_size(enum k3_dtype t) { return dtypes[t].size; }
 
+uint64_t k3_dtype_bytes(enum k3_dtype t, int64_t numel)
+{
+    if (t == K3_DT_Q8_0)
+        return k3_q8_0_row_bytes(numel); /* the flat array's blocks */
+    return (uint64_t)numel * (uint64_t)dtypes[t].size;
+}
+
 static int dtype_parse(const char *s, enum k3_dtype *out)
 {
     for (int t = 0; t < K3_DT_COUNT; t++)
-        if (!strcmp(dtypes[t].name, s)) {
+        if (dtypes[t].size && !strcmp(dtypes[t].name, s)) { /* Q8_0 is ours, not a file's */
             *out = (enum k3_dtype)t;
             return 0;
         }

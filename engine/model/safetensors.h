@@ -24,11 +24,14 @@ enum k3_dtype {
     K3_DT_I32,
     K3_DT_I64,
     K3_DT_BOOL,
+    K3_DT_Q8_0,  /* not a safetensors dtype: a pack's Q8_0 trunk matrix (kernels/q8_0.h) */
     K3_DT_COUNT,
 };
 
 const char *k3_dtype_name(enum k3_dtype t);
-int k3_dtype_size(enum k3_dtype t);
+int k3_dtype_size(enum k3_dtype t);   /* bytes per element; 0 for K3_DT_Q8_0 (blocks) */
+/* Bytes of numel elements of type t (Q8_0: numel/32 blocks of 34 bytes). */
+uint64_t k3_dtype_bytes(enum k3_dtype t, int64_t numel);
 
 #define K3_ST_MAX_DIMS 8
 

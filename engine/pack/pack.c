@@ -15,6 +15,7 @@
 
 #include "engine/base/files.h"
 #include "engine/base/line.h"
+#include "engine/kernels/q8_0.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/model.h"
 #include "engine/pack/pack_format.h"
@@ -24,10 +25,12 @@
 /* Room for a manifest beyond the data, checked with the free space. */
 #define MANIFEST_SLACK (1u << 20)
 
-/* One contiguous run of an object's logical bytes, taken from a checkpoint tensor. */
+/* One contiguous run of an object's logical bytes, taken from a checkpoint tensor (its
+ * bf16 quantized to Q8_0 when q8). */
 struct extent {
     uint64_t at, len;
     const struct k3_ckpt_tensor *t;
+    bool q8;
 };
 
 struct packer {
@@ -86,6 +89,14 @@ static void progress(const struct packer *pk)
 
 /* ---- planning ------------------------------------------------------------------- */
 
+/* Bytes of trunk tensor i as the pack stores it. */
+static uint64_t tensor_bytes(const struct packer *pk, int i)
+{
+    const struct k3_st_tensor *t = pk->plan.trunk[i]->t;
+    return pk->plan.dtypes[i] == K3_DT_Q8_0 ? k3_dtype_bytes(K3_DT_Q8_0, (int64_t)t->nbytes / 2)
+                                             : t->nbytes;
+}
+
 /* The extents of object o, in logical order; returns how many (at most cap). */
 static int object_extents(const struct packer *pk, uint64_t o, struct extent *ex, int cap)
 {
@@ -94,15 +105,15 @@ static int object_extents(const struct packer *pk, uint64_t o, struct extent *ex
         const struct k3_trunk_layout *t = &pk->plan.layout;
         for (int i = 0; i < pk->plan.n_specs && n < cap; i++)
             if (t->segment[i] == (int)o)
-                ex[n++] = (struct extent){t->offset[i], pk->plan.trunk[i]->t->nbytes,
-                                          pk->plan.trunk[i]};
+                ex[n++] = (struct extent){t->offset[i], tensor_bytes(pk, i), pk->plan.trunk[i],
+                                          pk->plan.dtypes[i] == K3_DT_Q8_0};
         return n;
     }
     const struct k3_pack_object *x = &pk->pp.objects[o];
     const struct k3_expert_loc *loc =
         &pk->plan.experts[(size_t)x->layer * pk->cfg.n_experts + (size_t)x->expert];
     for (int p = 0; p < K3_EXPERT_PARTS; p++)
-        ex[n++] = (struct extent){pk->rec.off[p], pk->rec.len[p], loc->part[p]};
+        ex[n++] = (struct extent){pk->rec.off[p], pk->rec.len[p], loc->part[p], false};
     return n;
 }
 
@@ -250,6 +261,26 @@ static int open_drives(struct packer *pk, struct k3_err *err)
 
 /* ---- streaming the input ----------------------------------------------------------- */
 
+/* Bytes [at, at+len) of extent e's Q8_0 form into dst: the bf16 blocks covering them
+ * read and quantized (in place, into the buffer they were read to). */
+static int fill_q8(const struct packer *pk, const struct extent *e, uint64_t at, uint64_t len,
+                   uint8_t *dst, struct k3_err *err)
+{
+    const uint64_t qb = sizeof(struct k3_q8_0_block), bb = 2 * K3_Q8_0_BLOCK;
+    uint64_t k0 = at / qb, k1 = (at + len + qb - 1) / qb;
+    uint8_t *buf = malloc((size_t)((k1 - k0) * bb));
+    if (!buf)
+        return k3_errf(err, "out of memory");
+    int rc = k3_ckpt_read(pk->ck, e->t, buf, k0 * bb, (k1 - k0) * bb, err);
+    if (!rc) {
+        k3_q8_0_quantize_bf16((const uint16_t *)buf, (int64_t)(k1 - k0) * K3_Q8_0_BLOCK,
+                              (struct k3_q8_0_block *)buf);
+        memcpy(dst, buf + (at - k0 * qb), len);
+    }
+    free(buf);
+    return rc;
+}
+
 /* Fills dst with logical bytes [at, at+len) of object o; gaps between tensors are zero. */
 static int fill(struct packer *pk, uint64_t o, uint64_t at, uint64_t len, uint8_t *dst,
                 struct k3_err *err)
@@ -260,7 +291,10 @@ static int fill(struct packer *pk, uint64_t o, uint64_t at, uint64_t len, uint8_
     for (int i = 0; i < n; i++) {
         uint64_t a = ex[i].at > at ? ex[i].at : at;
         uint64_t b = ex[i].at + ex[i].len < at + len ? ex[i].at + ex[i].len : at + len;
-        if (a < b && k3_ckpt_read(pk->ck, ex[i].t, dst + (a - at), a - ex[i].at, b - a, err))
+        if (a >= b)
+            continue;
+        if (ex[i].q8 ? fill_q8(pk, &ex[i], a - ex[i].at, b - a, dst + (a - at), err)
+                     : k3_ckpt_read(pk->ck, ex[i].t, dst + (a - at), a - ex[i].at, b - a, err))
             return -1;
     }
     return 0;
@@ -379,9 +413,9 @@ static int tensor_tables(struct packer *pk, struct blob *tensors, struct blob *n
         const struct k3_st_tensor *t = pk->plan.trunk[i]->t;
         struct k3_pack_tensor pt = {
             .offset = pk->plan.layout.offset[i],
-            .bytes = t->nbytes,
+            .bytes = tensor_bytes(pk, i),
             .object = (uint32_t)pk->plan.layout.segment[i],
-            .dtype = (uint32_t)t->dtype,
+            .dtype = (uint32_t)pk->plan.dtypes[i],
             .ndim = (uint32_t)t->ndim,
             .name_offset = (uint32_t)names->len,
         };
@@ -440,7 +474,7 @@ static void shared_header(const struct packer *pk, int n_sections, struct k3_pac
 {
     const struct k3_pack_plan *pp = &pk->pp;
     *h = (struct k3_pack_header){
-        .version = K3_PACK_VERSION,
+        .version = pk->o->trunk_type == K3_TRUNK_Q8_0 ? K3_PACK_VERSION_Q8_0 : K3_PACK_VERSION,
         .header_bytes = sizeof *h,
         .drive_count = (uint32_t)pk->n_drives,
         .chunk_bytes = pk->o->whole_records ? 0
@@ -543,6 +577,37 @@ static int read_optional(const char *dir, const char *file, char **text, size_t 
     return k3_read_small_file(path, text, len, err);
 }
 
+/* The trunk's tensor bytes as packed, or as shipped. */
+static uint64_t trunk_bytes(const struct packer *pk, bool packed)
+{
+    uint64_t sum = 0;
+    for (int i = 0; i < pk->plan.n_specs; i++)
+        sum += packed ? tensor_bytes(pk, i) : pk->plan.trunk[i]->t->nbytes;
+    return sum;
+}
+
+/* The trunk of --trunk-type: with q8_0 the large matrices' dtypes become Q8_0 and the
+ * segments are laid out again at their sizes. */
+static int trunk_as(struct packer *pk, struct k3_err *err)
+{
+    struct k3_ckpt_plan *p = &pk->plan;
+    if (pk->o->trunk_type == K3_TRUNK_BF16)
+        return 0;
+    uint64_t *bytes = calloc((size_t)p->n_specs, sizeof *bytes);
+    if (!bytes)
+        return k3_errf(err, "out of memory");
+    for (int i = 0; i < p->n_specs; i++) {
+        if (p->dtypes[i] == K3_DT_BF16 && k3_spec_takes_q8_0(&p->specs[i]))
+            p->dtypes[i] = K3_DT_Q8_0;
+        bytes[i] = tensor_bytes(pk, i);
+    }
+    k3_trunk_layout_free(&p->layout);
+    int rc = k3_trunk_layout_init(&p->layout, &pk->cfg, p->specs, p->n_specs, bytes)
+                 ? k3_errf(err, "out of memory") : 0;
+    free(bytes);
+    return rc;
+}
+
 /* The checkpoint: its config, tokenizer files and tensors, planned as the engine lays
  * them out. */
 static int open_checkpoint(struct packer *pk, struct k3_err *err)
@@ -559,7 +624,7 @@ static int open_checkpoint(struct packer *pk, struct k3_err *err)
     /* The input is read once, front to back within each shard: ask for deep readahead. */
     for (int s = 0; s < pk->ck->n_shards; s++)
         posix_fadvise(pk->ck->shards[s].fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-    if (k3_ckpt_plan_init(&pk->plan, pk->ck, &pk->cfg, err))
+    if (k3_ckpt_plan_init(&pk->plan, pk->ck, &pk->cfg, err) || trunk_as(pk, err))
         return -1;
     k3_record_layout_init(&pk->rec, &pk->cfg);
     return 0;
@@ -594,6 +659,10 @@ int k3_pack(const struct k3_pack_opts *o, struct k3_err *err)
              "of %u B", (unsigned long long)pp->n_objects, (unsigned long long)pp->n_pieces,
              pk.n_drives, (unsigned long long)pk.rec.bytes,
              pp->n_objects > pp->n_trunk ? (uint32_t)pp->record_piece : 0);
+        if (o->trunk_type != K3_TRUNK_BF16)
+            note(&pk, false, "trunk: %s, %.3f GB (%.3f GB as shipped)",
+                 k3_trunk_type_name(o->trunk_type), trunk_bytes(&pk, true) / 1e9,
+                 trunk_bytes(&pk, false) / 1e9);
         if (!k3_share_whole(o->share))
             note(&pk, false, "rank %d of %d: the trunk and %d of every layer's %d experts; the "
                  "others' records are read for the model's checksum only", o->share.rank,

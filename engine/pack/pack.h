@@ -16,6 +16,7 @@
 
 #include "engine/base/err.h"
 #include "engine/model/share.h"
+#include "engine/model/trunk_type.h"
 
 struct k3_pack_opts {
     const char *checkpoint;
@@ -24,6 +25,8 @@ struct k3_pack_opts {
     uint64_t chunk;      /* largest piece, bytes; 0: each record in one piece per drive */
     bool whole_records;  /* each record whole on one drive, round-robin (for comparison) */
     int replicas;        /* 1, or 2: a copy of every piece on the next drive */
+    enum k3_trunk_type trunk_type; /* bf16: the trunk as shipped; q8_0: its large matrices
+                                    * quantized (engine/model/trunk_type.h) as written */
     struct k3_share share; /* whole, or one rank's share of the routed experts (a share
                             * pack: the trunk and that rank's records; pack_format.h) */
     /* Reports, on the packing thread; each may be NULL.  note: one line when a phase

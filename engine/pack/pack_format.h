@@ -1,4 +1,5 @@
-/* The packed streaming layout on the drives: FROZEN on-disk format, version 1.
+/* The packed streaming layout on the drives: FROZEN on-disk format, version 1 (and 2:
+ * the same with a Q8_0 trunk, below).
  *
  * Each drive is a folder holding two files:
  *   k3-uring.data      objects' pieces, every piece at a 4 KiB-aligned offset;
@@ -46,6 +47,10 @@
 
 #define K3_PACK_MAGIC "K3URING\x1a"
 #define K3_PACK_VERSION 1
+/* Version 2 is version 1 whose tensor table may hold Q8_0 matrices (pack --trunk-type
+ * q8_0; k3_pack_tensor.dtype): a bf16 pack stays version 1, so builds that read only
+ * version 1 refuse a Q8_0 pack by its version instead of misreading its matrices. */
+#define K3_PACK_VERSION_Q8_0 2
 #define K3_PACK_ALIGN 4096u            /* offsets, piece sizes, data file size */
 #define K3_PACK_TENSOR_ALIGN 64u       /* tensor offsets inside a trunk segment */
 #define K3_PACK_DATA_FILE "k3-uring.data"
@@ -134,7 +139,11 @@ struct k3_pack_tensor {
     uint64_t bytes;
     int64_t shape[3];
     uint32_t object;           /* the trunk segment holding it */
-    uint32_t dtype;            /* enum k3_dtype */
+    uint32_t dtype;            /* enum k3_dtype: BF16/F32 as shipped, or (version 2 only)
+                                * K3_DT_Q8_0 (10) for a large matrix of a pack --trunk-type
+                                * q8_0 (blocks of engine/kernels/q8_0.h, bytes = numel/32 x
+                                * 34); one pack holds one trunk type
+                                * (engine/model/trunk_type.h) */
     uint32_t ndim;
     uint32_t name_offset;      /* into the names section */
 };

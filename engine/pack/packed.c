@@ -173,9 +173,9 @@ int k3_pack_manifest_check(const uint8_t *m, uint64_t len, const char *file, str
     memcpy(&h, m, sizeof h);
     if (memcmp(h.magic, K3_PACK_MAGIC, sizeof h.magic))
         return k3_errf(err, "%s: not a k3-uring manifest", file);
-    if (h.version != K3_PACK_VERSION)
-        return k3_errf(err, "%s: format version %u; this build reads version %u (pack again)",
-                       file, h.version, K3_PACK_VERSION);
+    if (h.version != K3_PACK_VERSION && h.version != K3_PACK_VERSION_Q8_0)
+        return k3_errf(err, "%s: format version %u; this build reads versions %u and %u (pack "
+                       "again)", file, h.version, K3_PACK_VERSION, K3_PACK_VERSION_Q8_0);
     if (h.header_bytes != sizeof h || h.manifest_bytes != len)
         return k3_errf(err, "%s: manifest is %llu bytes, its header says %llu (truncated?)", file,
                        (unsigned long long)len, (unsigned long long)h.manifest_bytes);

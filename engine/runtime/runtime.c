@@ -43,6 +43,10 @@ int k3_runtime_open(struct k3_runtime *rt, const struct k3_runtime_opts *o, stru
     else if (!rc)
         rc = n ? k3_model_open_packed(&rt->m, drives, n, o->share, err) : k3_errf(err, "--drives: no drives");
     free(list);
+    enum k3_trunk_type tt;
+    if (!rc && o->trunk_type)
+        rc = k3_trunk_type_parse(o->trunk_type, &tt, err) || k3_model_use_trunk_type(&rt->m, (int)tt, err)
+                 ? -1 : 0;
     return rc;
 }
 

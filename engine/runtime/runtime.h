@@ -33,6 +33,7 @@ struct k3_runtime_opts {
     int threads;              /* 0: one per core */
     bool numa_off;
     uint64_t ram;             /* bytes, K3_RAM_TRUNK or K3_RAM_FLOOR */
+    const char *trunk_type;   /* "bf16" or "q8_0" (trunk_type.h); NULL: as the model holds it */
     int batch;                /* -b: the most rows of a prompt pass (the budget may allow
                                * fewer; under mpirun at most K3_CHUNK) */
     enum k3io_backend io;

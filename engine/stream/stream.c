@@ -160,7 +160,7 @@ static void place_rows(struct k3_stream *s, uint8_t *base, int seg)
         const struct k3_tensor_spec *t = &cp->specs[i];
         if (t->kind != K3_T_MATRIX || t->ndim != 2 || cp->layout.segment[i] != seg)
             continue;
-        uint64_t row_bytes = (uint64_t)t->shape[1] * (uint64_t)k3_dtype_size(cp->dtypes[i]);
+        uint64_t row_bytes = k3_dtype_bytes(k3_model_held_dtype(s->m, i), t->shape[1]);
         for (int k = 0; k < p->n_teams; k++) {
             int r0, r1;
             k3numa_plan_team_rows(p, (int)t->shape[0], 1, k, &r0, &r1);

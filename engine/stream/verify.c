@@ -76,11 +76,16 @@ static void bad_piece(struct k3_stream *s, const struct verify_job *job)
 }
 
 /* A checkpoint's record: its landed spans moved into the record layout (ckpt_view.h),
- * in table order.  Only a buffer holding its whole object has them all. */
+ * in table order; a checkpoint's trunk segment held as Q8_0: quantized in place
+ * (model.h).  Only a buffer holding its whole object has them all. */
 static void assemble(const struct k3_stream *s, const struct buffer *b)
 {
     const struct k3_packed *p = s->p;
-    if (!p->moves || b->first_piece || b->count != p->objects[b->object].n_pieces)
+    if (b->first_piece || b->count != p->objects[b->object].n_pieces)
+        return;
+    if (b->object < s->n_segments)
+        k3_model_segment_landed(s->m, (int)b->object, b->base);
+    if (!p->moves)
         return;
     for (uint64_t i = p->first_move[b->object]; i < p->first_move[b->object + 1]; i++)
         memmove(b->base + p->moves[i].dst, b->base + p->moves[i].src, p->moves[i].len);
