@@ -4,8 +4,9 @@
 # Conventions (docs/README.md states them for writers):
 # - a line of a fenced block that starts with `./k3-uring` (after any NAME=VALUE
 #   assignments) is run, in doc order, in a fresh folder per file where `./k3-uring` is the
-#   binary, `k3-tiny` the seed-1 tiny model (README's own folder starts empty: its synth
-#   line makes it) and `/mnt/...` a temporary folder (`/mnt/nvme0` to `/mnt/nvme7` exist);
+#   binary, README.md, bench/ and docs/ the repository's, `k3-tiny` the seed-1 tiny model
+#   (README's own folder has none: its synth line makes it) and `/mnt/...` a temporary folder (`/mnt/nvme0` to `/mnt/nvme7` and
+#   `/mnt/box0/nvme0` to `/mnt/box3/nvme3` exist);
 # - a line that cannot run on k3-tiny here (serve, mpirun, real drives, big models) says
 #   `[skip: REASON]` in its comment; skips are counted and listed, and any other line that
 #   shows `./k3-uring` must be runnable;
@@ -25,12 +26,16 @@ docs=("$root/README.md" "$root"/docs/*.md)
 mapfile -t commands < <("$K3" --help | awk '/^commands:/ {on = 1; next}
                                             on && /^  [a-z]/ {print $1} on && /^$/ {exit}')
 ((${#commands[@]} >= 7)) || fail "k3-uring --help lists ${#commands[@]} commands"
-declare -A help
-for c in "${commands[@]}"; do help[$c]=$("$K3" "$c" --help) || fail "$c --help exited $?"; done
-all_help=$(printf '%s\n' "${help[@]}")
+declare -A has  # "COMMAND --option" and "any --option", from every command's --help
+for c in "${commands[@]}"; do
+  h=$("$K3" "$c" --help) || fail "$c --help exited $?"
+  for o in $(grep -oE -- '(^|[ ,])--[a-z][a-z0-9-]*' <<<"$h" | tr -d ' ,'); do
+    has["$c $o"]=1 has["any $o"]=1
+  done
+done
+((${#has[@]} > 50)) || fail "found only ${#has[@]} options in the commands' --help"
 
 is_command() { local c; for c in "${commands[@]}"; do [[ "$1" == "$c" ]] && return 0; done; return 1; }
-has_option() { grep -qE -- "(^|[ ,])$2([ ,=]|$)" <<<"$1"; }
 
 # check_options WHERE COMMAND WORDS...: each --option among WORDS is in COMMAND's --help.
 check_options() {
@@ -38,12 +43,12 @@ check_options() {
   for w in "$@"; do
     [[ "$w" =~ ^--[a-z][a-z0-9-]*(=|$) ]] || continue
     opt=${w%%=*}
-    has_option "${help[$cmd]}" "$opt" || fail "$where: $opt is not an option of $cmd (k3-uring $cmd --help)"
+    [[ -n "${has["$cmd $opt"]:-}" ]] || fail "$where: $opt is not an option of $cmd (k3-uring $cmd --help)"
   done
 }
 
 # words TEXT: TEXT split as the shell would (quotes kept together, nothing expanded).
-words() { printf '%s' "$1" | xargs -n1 printf '%s\n' 2>/dev/null; }
+words() { printf '%s' "$1" | xargs printf '%s\n' 2>/dev/null; }
 
 # check_command_words WHERE WORDS...: WORDS start at k3-uring; the command is the next word,
 # or run (`k3-uring -m DIR ...` is run).
@@ -59,21 +64,26 @@ fenced_commands() {
        fence && /(^|[[:space:]=])\.\/k3-uring([[:space:]]|$)/ {print FNR "\t" $0}' "$1"
 }
 
-# The code spans of FILE's text outside fences, as "LINE<TAB>SPAN".
+# The code spans of FILE's text outside fences, as "LINE<TAB>SPAN" (a span may go on to
+# the next line of its paragraph; LINE is where it ends).
 prose_spans() {
-  awk '/^[[:space:]]*```/ {fence = !fence; next}
-       !fence { line = $0
-                while (match(line, /`[^`]+`/)) {
-                  print FNR "\t" substr(line, RSTART + 1, RLENGTH - 2)
-                  line = substr(line, RSTART + RLENGTH) } }' "$1"
+  awk '/^[[:space:]]*```/ {fence = !fence; carry = ""; next}
+       fence {next}
+       /^[[:space:]]*$/ {carry = ""; next}
+       { line = carry == "" ? $0 : carry " " $0
+         while (match(line, /`[^`]+`/)) {
+           print FNR "\t" substr(line, RSTART + 1, RLENGTH - 2)
+           line = substr(line, RSTART + RLENGTH) }
+         open = index(line, "`"); carry = open ? substr(line, open) : "" }' "$1"
 }
 
 ran=0 skipped=0
 for doc in "${docs[@]}"; do
   name=${doc#"$root"/}
   work="$base/${name//\//_}"
-  mkdir -p "$work"/mnt/nvme{0..7}
+  mkdir -p "$work"/mnt/nvme{0..7} "$work"/mnt/box{0..3}/nvme{0..3}
   ln -s "$K3" "$work/k3-uring"
+  ln -s "$root/README.md" "$root/bench" "$root/docs" "$work/"
   [[ "$name" == README.md ]] || ln -s "$(tiny_model)" "$work/k3-tiny"
 
   while IFS=$'\t' read -r n line; do
@@ -82,11 +92,12 @@ for doc in "${docs[@]}"; do
     mapfile -t w < <(words "$cmd")
     i=0
     while [[ $i -lt ${#w[@]} && "${w[$i]}" != ./k3-uring ]]; do i=$((i + 1)); done
-    check_command_words "$where" "${w[@]:$i}"
+    check_command_words "$where" "${w[@]:$((i + 1))}"
 
     if [[ "$line" == *"[skip: "* ]]; then
       skipped=$((skipped + 1))
-      echo "skip: $where: ${line##*\[skip: }"
+      reason=${line##*\[skip: }
+      echo "skip: $where: ${reason%%]*}"
       continue
     fi
     if ! [[ "$cmd" =~ ^([A-Za-z_][A-Za-z0-9_]*=(\"[^\"]*\"|[^[:space:]]*)[[:space:]]+)*\./k3-uring([[:space:]]|$) ]]; then
@@ -101,7 +112,9 @@ for doc in "${docs[@]}"; do
     run="${cmd//\/mnt\//$work/mnt/}"
     ran=$((ran + 1))
     log="$work/line$n.log"
+    start=$SECONDS
     (cd "$work" && timeout 120 bash -c "$run") </dev/null >"$log" 2>&1 && rc=0 || rc=$?
+    echo "ran: $where ($((SECONDS - start)) s): $cmd"
     if ((rc)); then
       fail "$where: exit $rc from: $cmd"
       tail -5 "$log" | sed 's/^/      /'
@@ -109,13 +122,14 @@ for doc in "${docs[@]}"; do
   done < <(fenced_commands "$doc")
 
   while IFS=$'\t' read -r n span; do
+    [[ "$span" == *--* ]] || continue
     mapfile -t w < <(words "$span")
     [[ ${#w[@]} -gt 0 ]] || continue
     case ${w[0]} in
       ./k3-uring | k3-uring) check_command_words "$name:$n" "${w[@]:1}" ;;
       --[a-z]*)
         opt=${w[0]%%=*}
-        has_option "$all_help" "$opt" || fail "$name:$n: $opt is not an option of any command (\`$span\`)" ;;
+        [[ -n "${has["any $opt"]:-}" ]] || fail "$name:$n: $opt is not an option of any command (\`$span\`)" ;;
       *) is_command "${w[0]}" && [[ ${#w[@]} -gt 1 ]] && check_options "$name:$n" "${w[@]}" ;;
     esac
   done < <(prose_spans "$doc")
