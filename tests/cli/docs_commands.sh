@@ -135,6 +135,26 @@ for doc in "${docs[@]}"; do
   done < <(prose_spans "$doc")
 done
 
-echo "$ran commands run, $skipped skipped, from ${#docs[@]} files"
+# Every link is relative (the repository explains itself) and points at one of its files,
+# and an anchor at a heading there.
+anchors() {  # FILE's headings as GitHub names their anchors
+  sed -n 's/^#\{1,6\} //p' "$1" | tr 'A-Z' 'a-z' | sed 's/[^a-z0-9 _-]//g; s/ /-/g'
+}
+links=0
+for doc in "${docs[@]}"; do
+  name=${doc#"$root"/}
+  while IFS=: read -r n link; do
+    [[ "$link" =~ ^[a-z]+: ]] && { fail "$name:$n: a link outside the repository: $link"; continue; }
+    target=${link%%#*} anchor=${link#"$target"}
+    path=$(dirname "$doc")/$target
+    [[ -z "$target" ]] && path=$doc
+    links=$((links + 1))
+    [[ -e "$path" ]] || { fail "$name:$n: the link $link names no file"; continue; }
+    [[ -z "$anchor" || "$path" != *.md ]] && continue
+    grep -qx -- "${anchor#\#}" <(anchors "$path") || fail "$name:$n: the link $link names no heading of $target"
+  done < <(grep -no '\]([^)]*)' "$doc" | sed 's/\](\(.*\))$/\1/')
+done
+
+echo "$ran commands run, $skipped skipped, $links links, from ${#docs[@]} files"
 ((ran >= 20)) || fail "only $ran commands ran: the docs show fewer than 20 runnable ones"
 finish
