@@ -223,7 +223,7 @@ static bool carve_from(struct k3io_reader *r, struct k3io_request **head, struct
         if (len > r->max_io_bytes)
             len = r->max_io_bytes;
         if (r->area) {
-            uint64_t piece_left = K3IO_AREA_PIECE - (uint64_t)(buf - r->area) % K3IO_AREA_PIECE;
+            uint64_t piece_left = r->piece_bytes - (uint64_t)(buf - r->area) % r->piece_bytes;
             if (len > piece_left)
                 len = piece_left;
         }
@@ -317,6 +317,7 @@ static int copy_config(struct k3io_reader *r, const struct k3io_config *cfg)
     r->n_files = cfg->n_files;
     r->area = cfg->area_bytes ? cfg->area : NULL;
     r->area_bytes = cfg->area_bytes;
+    r->piece_bytes = k3io__area_piece_bytes(r->area_bytes);
     r->queue_depth = cfg->queue_depth ? cfg->queue_depth : DEFAULT_QUEUE_DEPTH;
     r->max_io_bytes = cfg->max_io_bytes ? cfg->max_io_bytes : DEFAULT_MAX_IO;
     r->pread_threads = cfg->pread_threads ? cfg->pread_threads : DEFAULT_PREAD_THREADS;

@@ -123,7 +123,10 @@ static int layout_area(struct k3_stream *s, struct k3_err *err)
     total += 2 * s->budget.stream_slot_bytes + s->embed_capacity +
              (uint64_t)s->n_records * s->record_stride;
     s->area_bytes = (size_t)total;
-    s->area = k3io_alloc(s->area_bytes);
+    /* Reserved, not touched: pages are taken as reads first reach them (iouring's
+     * piece-by-piece registration), so a large budget's cache costs nothing until it
+     * fills. */
+    s->area = k3io_reserve(s->area_bytes);
     if (!s->area || alloc_tables(s))
         return k3_errf(err, "out of memory for the read area (%.2f GiB)", total / 1073741824.0);
     uint8_t *at = s->area;
@@ -334,7 +337,7 @@ void k3_stream_close(struct k3_stream *s)
     free(s->drive_failures);
     free(s->drive_lost);
     free(s->fds);
-    free(s->area);
+    k3io_release(s->area, s->area_bytes);
     free(s->resident);
     free(s->records);
     free(s->batch);
