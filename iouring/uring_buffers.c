@@ -63,6 +63,19 @@ static int register_whole(struct k3io_reader *r, struct k3io_ring *u)
     return rc;
 }
 
+/* Puts piece i in its slot: 0, or -errno (the piece is then read without it). */
+static int register_piece(const struct k3io_reader *r, struct k3io_ring *u, size_t i)
+{
+    struct iovec iov = piece_iov(r, i);
+    int rc = io_uring_register_buffers_update_tag(&u->ring, (unsigned)i, &iov, NULL, 1);
+    u->piece_state[i] = rc == 1 ? PIECE_REGISTERED : PIECE_REFUSED;
+    return rc == 1 ? 0 : rc < 0 ? rc : -EIO;
+}
+
+/* The first piece is registered at once (the resident trunk lands there first), so a
+ * registration refused outright (RLIMIT_MEMLOCK) is said at start-up as before; one
+ * refused later, when the limit allows some pieces but not all, reads that piece
+ * unregistered. */
 int k3io__ring_register_area(struct k3io_reader *r, struct k3io_ring *u, bool *whole)
 {
     *whole = false;
@@ -73,8 +86,11 @@ int k3io__ring_register_area(struct k3io_reader *r, struct k3io_ring *u, bool *w
         return -ENOMEM;
     int rc = io_uring_register_buffers_sparse(&u->ring, (unsigned)n);
     if (rc == 0) {
-        u->fixed_bufs = true;
-        return 0;
+        rc = register_piece(r, u, 0);
+        if (rc)
+            io_uring_unregister_buffers(&u->ring);
+        u->fixed_bufs = rc == 0;
+        return rc;
     }
     rc = register_whole(r, u);
     u->fixed_bufs = rc == 0;
@@ -87,11 +103,8 @@ bool k3io__ring_piece_ready(const struct k3io_reader *r, struct k3io_ring *u, si
 {
     if (!u->fixed_bufs)
         return false;
-    if (u->piece_state[piece] == PIECE_ABSENT) {
-        struct iovec iov = piece_iov(r, piece);
-        int rc = io_uring_register_buffers_update_tag(&u->ring, (unsigned)piece, &iov, NULL, 1);
-        u->piece_state[piece] = rc == 1 ? PIECE_REGISTERED : PIECE_REFUSED;
-    }
+    if (u->piece_state[piece] == PIECE_ABSENT)
+        register_piece(r, u, piece);
     return u->piece_state[piece] == PIECE_REGISTERED;
 }
 

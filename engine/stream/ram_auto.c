@@ -69,7 +69,7 @@ static bool group_of(const char *proc_cgroup, bool v2, char *out, size_t len)
         char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
         if (!c2 || c2[1] != '/')
             continue;
-        *c2 = 0;
+        *c1 = *c2 = 0;
         const char *ctrl = c1 + 1;
         if (v2)
             found = !strcmp(line, "0") && !*ctrl;
