@@ -391,6 +391,8 @@ int k3io_reader_create(struct k3io_reader **out, const struct k3io_config *cfg, 
         r->ops = r->io_threads > 1 ? &k3io_uring_threads_ops : &k3io_uring_ops;
         why = r->ops->init(r, &failed_call, note, note_len);
         if (!why) {
+            if (r->area)
+                k3io__ahead_start(r); /* without it, registering faults pieces in */
             *out = r;
             return 0;
         }
@@ -428,6 +430,7 @@ void k3io_reader_destroy(struct k3io_reader *r)
     while (r->inflight && r->ops->reap(r, INFINITY) == 0)
         ;
     r->ops->exit(r);
+    k3io__ahead_stop(r);
     free_reader(r);
 }
 

@@ -101,6 +101,7 @@ struct k3io_reader {
     size_t area_bytes;
     size_t piece_bytes;           /* k3io__area_piece_bytes(area_bytes): chunks never
                                    * cross a boundary of these pieces of the area */
+    struct k3io_ahead *ahead;     /* area_ahead.c, or NULL */
     unsigned queue_depth;
     uint32_t max_io_bytes;
     int pread_threads;
@@ -229,6 +230,14 @@ void k3io__ring_prep(const struct k3io_reader *r, struct k3io_ring *u,
 int k3io__ring_register_area(struct k3io_reader *r, struct k3io_ring *u, bool *whole);
 bool k3io__ring_piece_ready(const struct k3io_reader *r, struct k3io_ring *u, size_t piece);
 void k3io__ring_close(struct k3io_ring *u);
+/* area_ahead.c: how far past the furthest piece registered the area is kept populated,
+ * by a thread keeping the area populated a little past the furthest piece
+ * registered (reached: piece is registered now); stop joins it. */
+#define K3IO_AHEAD_BYTES (512ull << 20)
+struct k3io_ahead;
+int k3io__ahead_start(struct k3io_reader *r);
+void k3io__ahead_reached(const struct k3io_reader *r, size_t piece);
+void k3io__ahead_stop(struct k3io_reader *r);
 /* io_uring_enter's results that mean "try again" rather than failure. */
 bool k3io__enter_transient(int rc);
 

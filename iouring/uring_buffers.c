@@ -69,6 +69,7 @@ static int register_piece(const struct k3io_reader *r, struct k3io_ring *u, size
     struct iovec iov = piece_iov(r, i);
     int rc = io_uring_register_buffers_update_tag(&u->ring, (unsigned)i, &iov, NULL, 1);
     u->piece_state[i] = rc == 1 ? PIECE_REGISTERED : PIECE_REFUSED;
+    k3io__ahead_reached(r, i);
     return rc == 1 ? 0 : rc < 0 ? rc : -EIO;
 }
 

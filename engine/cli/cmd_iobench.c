@@ -178,7 +178,8 @@ int cmd_iobench(int argc, char **argv)
     }
     if (note[0])
         fprintf(stderr, "k3-uring iobench: note: %s\n", note);
-    fprintf(stderr, "k3-uring iobench: %s\n", k3_stream_budget(s, NULL)->origin);
+    if (k3_stream_budget(s, NULL)->origin_unknown)
+        fprintf(stderr, "k3-uring iobench: note: %s\n", k3_stream_budget(s, NULL)->origin);
     rc = measure(s, &m, n_drives, tokens, seed, &err);
     if (rc)
         fprintf(stderr, "k3-uring iobench: %s\n", err.msg);
