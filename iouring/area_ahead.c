@@ -11,6 +11,7 @@
  * thread stops and registering faults the pieces in as before. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -27,7 +28,7 @@ struct k3io_ahead {
     size_t area_bytes, piece_bytes;
     size_t reached;   /* pieces below this one are registered (so present) */
     size_t next;      /* the next piece to populate */
-    bool stop;
+    atomic_bool stop;
 };
 
 static size_t n_pieces(const struct k3io_ahead *a)
@@ -45,6 +46,21 @@ static size_t wanted(struct k3io_ahead *a)
     return a->next < end ? a->next : n_pieces(a);
 }
 
+/* Populates one piece a huge page at a time, so that stopping waits for one step at
+ * most (this thread may be starved of CPU for long on a busy machine): 0, or -errno. */
+static int populate(struct k3io_ahead *a, size_t piece)
+{
+    const size_t step = 2u << 20;
+    size_t at = piece * a->piece_bytes, end = at + a->piece_bytes;
+    if (end > a->area_bytes)
+        end = a->area_bytes;
+    for (; at < end && !atomic_load(&a->stop); at += step)
+        if (madvise(a->area + at, end - at < step ? end - at : step, MADV_POPULATE_WRITE) &&
+            errno != EINTR && errno != EAGAIN)
+            return -errno;
+    return 0;
+}
+
 static void *ahead_main(void *arg)
 {
     struct k3io_ahead *a = arg;
@@ -52,18 +68,16 @@ static void *ahead_main(void *arg)
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
     pthread_mutex_lock(&a->lock);
     for (;;) {
-        size_t piece;
-        while (!a->stop && (piece = wanted(a)) == n_pieces(a))
+        size_t piece = 0;
+        while (!atomic_load(&a->stop) && (piece = wanted(a)) == n_pieces(a))
             pthread_cond_wait(&a->wake, &a->lock);
-        if (a->stop)
+        if (atomic_load(&a->stop))
             break;
         a->next = piece + 1;
         pthread_mutex_unlock(&a->lock);
-        size_t at = piece * a->piece_bytes, left = a->area_bytes - at;
-        int rc = madvise(a->area + at, left < a->piece_bytes ? left : a->piece_bytes,
-                         MADV_POPULATE_WRITE);
+        int rc = populate(a, piece);
         pthread_mutex_lock(&a->lock);
-        if (rc && errno != EINTR && errno != EAGAIN)
+        if (rc)
             break; /* an older kernel (EINVAL), or no memory left: registering will say */
     }
     pthread_mutex_unlock(&a->lock);
@@ -109,7 +123,7 @@ void k3io__ahead_stop(struct k3io_reader *r)
     if (!a)
         return;
     pthread_mutex_lock(&a->lock);
-    a->stop = true;
+    atomic_store(&a->stop, true);
     pthread_cond_signal(&a->wake);
     pthread_mutex_unlock(&a->lock);
     pthread_join(a->thread, NULL);
