@@ -3,9 +3,10 @@
  * The area is taken as reads first reach its pieces (uring_buffers.c), and registering a
  * piece pins it, which faults it in on the thread that submits: during a prompt pass the
  * expert cache grows by hundreds of MB at once, and that faulting would sit between the
- * forward pass and its reads.  A thread at low priority keeps the next K3IO_AHEAD_BYTES past
- * the furthest piece registered populated (MADV_POPULATE_WRITE, Linux 5.14: it faults in
- * missing pages and never changes a present one, so it may run beside reads landing), so
+ * forward pass and its reads.  A thread at low priority keeps the next K3IO_AHEAD_BYTES
+ * past the furthest piece registered (no more than the pieces below it) populated
+ * (MADV_POPULATE_WRITE, Linux 5.14: it faults in missing pages and never changes a
+ * present one, so it may run beside reads landing), so
  * registering finds them present.  It never goes further: the budget stays a ceiling,
  * taken as the cache fills, not at start-up.  Where the kernel lacks the advice the
  * thread stops and registering faults the pieces in as before. */
@@ -39,7 +40,10 @@ static size_t n_pieces(const struct k3io_ahead *a)
 /* The next piece to populate, or n_pieces when none is wanted yet; under the lock. */
 static size_t wanted(struct k3io_ahead *a)
 {
+    /* No further ahead than the area in use: a small model's runs stay small. */
     size_t ahead = (K3IO_AHEAD_BYTES + a->piece_bytes - 1) / a->piece_bytes;
+    if (ahead > a->reached)
+        ahead = a->reached;
     size_t end = a->reached + ahead < n_pieces(a) ? a->reached + ahead : n_pieces(a);
     if (a->next < a->reached)
         a->next = a->reached;
