@@ -84,3 +84,28 @@ void *k3io_alloc(size_t len)
     memset(p, 0, n);
     return p;
 }
+
+void *k3io_reserve(size_t len)
+{
+    const size_t huge = 2u << 20;
+    size_t n = (len ? len : 1) + huge - 1;
+    n -= n % huge;
+    /* Over-map by a huge page and trim, for 2 MiB alignment without touching a byte. */
+    uint8_t *raw = mmap(NULL, n + huge, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED)
+        return NULL;
+    size_t lead = (huge - (uintptr_t)raw % huge) % huge;
+    if (lead)
+        munmap(raw, lead);
+    munmap(raw + lead + n, huge - lead);
+    madvise(raw + lead, n, MADV_HUGEPAGE); /* advice only, as in k3io_alloc */
+    return raw + lead;
+}
+
+void k3io_release(void *p, size_t len)
+{
+    const size_t huge = 2u << 20;
+    if (p)
+        munmap(p, ((len ? len : 1) + huge - 1) / huge * huge);
+}

@@ -39,4 +39,10 @@ int k3io_pwrite_full(const struct k3io_file *f, const void *buf, size_t len, uin
  * physically larger pieces per read (bench/results/engine-choices.md). */
 void *k3io_alloc(size_t len);
 
+/* Address space for len bytes, 2 MiB-aligned, asked to be transparent huge pages, and
+ * not touched: each page is faulted in (zeroed) when first written or pinned, so memory
+ * is taken as it is used, up to len.  NULL on failure.  Free with k3io_release(p, len). */
+void *k3io_reserve(size_t len);
+void k3io_release(void *p, size_t len);
+
 #endif

@@ -223,7 +223,7 @@ static bool carve_from(struct k3io_reader *r, struct k3io_request **head, struct
         if (len > r->max_io_bytes)
             len = r->max_io_bytes;
         if (r->area) {
-            uint64_t piece_left = K3IO_AREA_PIECE - (uint64_t)(buf - r->area) % K3IO_AREA_PIECE;
+            uint64_t piece_left = r->piece_bytes - (uint64_t)(buf - r->area) % r->piece_bytes;
             if (len > piece_left)
                 len = piece_left;
         }
@@ -317,6 +317,7 @@ static int copy_config(struct k3io_reader *r, const struct k3io_config *cfg)
     r->n_files = cfg->n_files;
     r->area = cfg->area_bytes ? cfg->area : NULL;
     r->area_bytes = cfg->area_bytes;
+    r->piece_bytes = k3io__area_piece_bytes(r->area_bytes);
     r->queue_depth = cfg->queue_depth ? cfg->queue_depth : DEFAULT_QUEUE_DEPTH;
     r->max_io_bytes = cfg->max_io_bytes ? cfg->max_io_bytes : DEFAULT_MAX_IO;
     r->pread_threads = cfg->pread_threads ? cfg->pread_threads : DEFAULT_PREAD_THREADS;
@@ -390,6 +391,8 @@ int k3io_reader_create(struct k3io_reader **out, const struct k3io_config *cfg, 
         r->ops = r->io_threads > 1 ? &k3io_uring_threads_ops : &k3io_uring_ops;
         why = r->ops->init(r, &failed_call, note, note_len);
         if (!why) {
+            if (r->area)
+                k3io__ahead_start(r); /* without it, registering faults pieces in */
             *out = r;
             return 0;
         }
@@ -427,6 +430,7 @@ void k3io_reader_destroy(struct k3io_reader *r)
     while (r->inflight && r->ops->reap(r, INFINITY) == 0)
         ;
     r->ops->exit(r);
+    k3io__ahead_stop(r);
     free_reader(r);
 }
 

@@ -36,11 +36,13 @@ struct k3io_config {
     const int *fds;          /* files requests name by index (registered with the ring) */
     int n_files;
     void *area;              /* every destination lies inside [area, area + area_bytes); */
-    size_t area_bytes;       /*   registered as fixed buffers (1 GiB pieces) when possible;
+    size_t area_bytes;       /*   registered as fixed buffers in pieces (32 MiB, more for a
+                              *   larger area, 1 GiB at most), each when a read first reaches
+                              *   it, so untouched memory stays untouched (uring_buffers.c);
                               *   NULL/0: destinations anywhere, nothing registered */
     unsigned queue_depth;    /* chunks in flight at most (default 64, at most 32768) */
     uint32_t max_io_bytes;   /* chunk size cap, a multiple of 4096 (default 1 MiB, at most
-                              * 1 GiB); chunks also never cross a 1 GiB boundary of area */
+                              * 1 GiB); chunks also never cross a piece boundary of area */
     int pread_threads;       /* workers of the pread backend (default 8) */
     unsigned background_depth; /* background chunks in flight at most (default 2 per file,
                               * at most queue_depth): what a foreground request can find

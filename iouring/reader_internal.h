@@ -23,6 +23,13 @@
 /* A registered buffer may not exceed 1 GiB (io_uring_register(2)); chunks never cross
  * a boundary of these pieces of the area, so each lies in one registered buffer. */
 #define K3IO_AREA_PIECE (1ull << 30)
+/* The area is cut into pieces of K3IO_PIECE_MIN, doubled until at most K3IO_PIECES_MAX
+ * cover it (the kernel takes 16384 registered buffers; 4096 pieces of 32 MiB cover
+ * 128 GiB): each is registered, so pinned and faulted in, when a read first reaches it
+ * (uring_buffers.c), so the smaller, the less is taken ahead of use. */
+#define K3IO_PIECE_MIN (32ull << 20)
+#define K3IO_PIECES_MAX 4096u
+size_t k3io__area_piece_bytes(size_t area_bytes);
 /* -EAGAIN and -EINTR are resubmitted this many times per chunk before the error stands. */
 #define K3IO_MAX_RETRIES 32
 
@@ -92,6 +99,9 @@ struct k3io_reader {
     int n_files;
     char *area;                   /* [area_bytes] or NULL */
     size_t area_bytes;
+    size_t piece_bytes;           /* k3io__area_piece_bytes(area_bytes): chunks never
+                                   * cross a boundary of these pieces of the area */
+    struct k3io_ahead *ahead;     /* area_ahead.c, or NULL */
     unsigned queue_depth;
     uint32_t max_io_bytes;
     int pread_threads;
@@ -202,16 +212,32 @@ void k3io__model_let_go(struct k3io_reader *r);
 struct k3io_ring {
     struct io_uring ring;
     bool fixed_files;  /* fds registered: sqe->fd is the index, IOSQE_FIXED_FILE */
-    bool fixed_bufs;   /* area registered in 1 GiB pieces: READ_FIXED */
+    bool fixed_bufs;   /* area registered (sparse, or whole): READ_FIXED where a piece is */
+    uint8_t *piece_state; /* [pieces of the area] absent, registered or refused */
 };
 /* Sets up u with entries SQEs on the calling thread (which alone may then use it); on
  * failure -errno with the call named in *failed_call.  Registrations refused are said in
  * note. */
 int k3io__ring_open(struct k3io_reader *r, struct k3io_ring *u, unsigned entries,
                     const char **failed_call, char *note, size_t note_len);
-/* Fills sqe to read chunk c (user data: c). */
-void k3io__ring_prep(const struct k3io_reader *r, const struct k3io_ring *u,
+/* Fills sqe to read chunk c (user data: c), registering its piece of the area first if
+ * no read reached it before. */
+void k3io__ring_prep(const struct k3io_reader *r, struct k3io_ring *u,
                      struct io_uring_sqe *sqe, struct k3io_chunk *c);
+/* uring_buffers.c: the area's table with the ring (sparse where the kernel allows, else
+ * whole, said in *whole; 0 or -errno), a piece's registration on first use (true:
+ * READ_FIXED into it), and the ring's end. */
+int k3io__ring_register_area(struct k3io_reader *r, struct k3io_ring *u, bool *whole);
+bool k3io__ring_piece_ready(const struct k3io_reader *r, struct k3io_ring *u, size_t piece);
+void k3io__ring_close(struct k3io_ring *u);
+/* area_ahead.c: how far past the furthest piece registered the area is kept populated,
+ * by a thread keeping the area populated a little past the furthest piece
+ * registered (reached: piece is registered now); stop joins it. */
+#define K3IO_AHEAD_BYTES (512ull << 20)
+struct k3io_ahead;
+int k3io__ahead_start(struct k3io_reader *r);
+void k3io__ahead_reached(const struct k3io_reader *r, size_t piece);
+void k3io__ahead_stop(struct k3io_reader *r);
 /* io_uring_enter's results that mean "try again" rather than failure. */
 bool k3io__enter_transient(int rc);
 

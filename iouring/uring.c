@@ -1,6 +1,7 @@
 /* The io_uring backend: one ring per reader, set up as fio does (the newest task-run
  * flags first, dropped on EINVAL), files and the buffer area registered, reads as
- * READ_FIXED on fixed files.  Where registration is refused it reads without it and says
+ * READ_FIXED on fixed files (the area's pieces registered as reads first reach them:
+ * uring_buffers.c).  Where registration is refused it reads without it and says
  * so in the note; where the ring itself is refused, reader.c falls back to pread. */
 #include <assert.h>
 #include <errno.h>
@@ -11,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 
 #include "iouring/reader_internal.h"
@@ -73,38 +73,10 @@ static int register_files(struct k3io_reader *r, struct k3io_ring *u)
     return rc;
 }
 
-/* Pinned pages are charged to RLIMIT_MEMLOCK without CAP_IPC_LOCK, so raise it first as
- * fio's t/io_uring.c does: to infinity where allowed, else the soft limit to the hard one.
- * Failure is fine: registration then fails with ENOMEM and the reads go unregistered. */
-static void raise_memlock(void)
-{
-    struct rlimit rl = {RLIM_INFINITY, RLIM_INFINITY};
-    if (setrlimit(RLIMIT_MEMLOCK, &rl) == 0 || getrlimit(RLIMIT_MEMLOCK, &rl))
-        return;
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_MEMLOCK, &rl);
-}
-
-static int register_area(struct k3io_reader *r, struct k3io_ring *u)
-{
-    raise_memlock();
-    size_t n = (r->area_bytes + K3IO_AREA_PIECE - 1) / K3IO_AREA_PIECE;
-    struct iovec *iov = malloc(n * sizeof *iov);
-    if (!iov)
-        return -ENOMEM;
-    for (size_t i = 0; i < n; i++) {
-        size_t at = i * K3IO_AREA_PIECE, left = r->area_bytes - at;
-        iov[i] = (struct iovec){r->area + at, left < K3IO_AREA_PIECE ? left : K3IO_AREA_PIECE};
-    }
-    int rc = io_uring_register_buffers(&u->ring, iov, (unsigned)n);
-    free(iov);
-    u->fixed_bufs = rc == 0;
-    return rc;
-}
-
 int k3io__ring_open(struct k3io_reader *r, struct k3io_ring *u, unsigned entries,
                     const char **failed_call, char *note, size_t note_len)
 {
+    *u = (struct k3io_ring){0};
     int rc = setup_ring(&u->ring, entries);
     if (rc) {
         *failed_call = "io_uring_queue_init_params";
@@ -120,10 +92,14 @@ int k3io__ring_open(struct k3io_reader *r, struct k3io_ring *u, unsigned entries
         note_add(note, note_len, "io_uring: registered files unavailable "
                  "(io_uring_register_files: %s); plain fds", strerror(-rc));
     if (r->area) {
-        rc = register_area(r, u);
+        bool whole;
+        rc = k3io__ring_register_area(r, u, &whole);
         if (rc)
             note_add(note, note_len, "io_uring: registered buffers unavailable "
                      "(io_uring_register_buffers: %s); plain reads", strerror(-rc));
+        else if (whole)
+            note_add(note, note_len, "io_uring: the read area registered whole at start-up, "
+                     "all of it faulted in (io_uring_register_buffers_sparse needs Linux 5.19)");
     }
     return 0;
 }
@@ -147,17 +123,17 @@ static int uring_init(struct k3io_reader *r, const char **failed_call, char *not
 static void uring_exit(struct k3io_reader *r)
 {
     struct k3io_ring *u = r->backend;
-    io_uring_queue_exit(&u->ring);
+    k3io__ring_close(u);
     free(u);
 }
 
-void k3io__ring_prep(const struct k3io_reader *r, const struct k3io_ring *u,
+void k3io__ring_prep(const struct k3io_reader *r, struct k3io_ring *u,
                      struct io_uring_sqe *sqe, struct k3io_chunk *c)
 {
     int fd = u->fixed_files ? (int)c->file : r->fds[c->file];
-    if (u->fixed_bufs)
-        io_uring_prep_read_fixed(sqe, fd, c->buf, c->len, c->offset,
-                                 (int)((size_t)(c->buf - r->area) / K3IO_AREA_PIECE));
+    size_t piece = r->area ? (size_t)(c->buf - r->area) / r->piece_bytes : 0;
+    if (r->area && k3io__ring_piece_ready(r, u, piece))
+        io_uring_prep_read_fixed(sqe, fd, c->buf, c->len, c->offset, (int)piece);
     else
         io_uring_prep_read(sqe, fd, c->buf, c->len, c->offset);
     if (u->fixed_files)

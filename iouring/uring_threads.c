@@ -146,7 +146,7 @@ static void *worker_main(void *arg)
             pthread_mutex_unlock(&t->lock);
         }
     }
-    io_uring_queue_exit(&u.ring);
+    k3io__ring_close(&u);
     return NULL;
 }
 

@@ -15,6 +15,7 @@
 #include "engine/model/model.h"
 #include "engine/base/options.h"
 #include "engine/base/rng.h"
+#include "engine/stream/ram_auto.h"
 #include "engine/stream/stream.h"
 
 static double now(void)
@@ -121,7 +122,7 @@ static int measure(struct k3_stream *s, const struct k3_model *m, int n_drives, 
 int cmd_iobench(int argc, char **argv)
 {
     static const struct k3_opt_choice ram_choices[] = {
-        {"floor", K3_RAM_FLOOR}, {"trunk", K3_RAM_TRUNK}, {NULL, 0}};
+        {"auto", K3_RAM_AUTO}, {"floor", K3_RAM_FLOOR}, {"trunk", K3_RAM_TRUNK}, {NULL, 0}};
     static const struct k3_opt_choice io_choices[] = {
         {"auto", K3IO_AUTO}, {"uring", K3IO_URING}, {"pread", K3IO_PREAD}, {NULL, 0}};
     const char *drive_list = NULL;
@@ -129,15 +130,17 @@ int cmd_iobench(int argc, char **argv)
     uint64_t seed = 1;
     bool sync = false, no_cache = false;
     const char *drive_model_text = NULL;
-    struct k3_stream_opts so = {.ctx = 1, .threads = omp_get_max_threads(), .ram = K3_RAM_FLOOR,
-                                .backend = K3IO_AUTO};
+    struct k3_ram_machine machine;
+    k3_ram_machine_read(&machine, &k3_ram_paths_system, 1);
+    struct k3_stream_opts so = {.ctx = 1, .threads = omp_get_max_threads(), .ram = K3_RAM_AUTO,
+                                .machine = &machine, .backend = K3IO_AUTO};
     const struct k3_opt opts[] = {
         {.name = "drives", .short_name = 'd', .type = K3_OPT_STRING, .dst = &drive_list,
          .arg = "D0,D1,..", .help = "packed drive folders"},
         {.name = "tokens", .short_name = 'n', .type = K3_OPT_INT, .dst = &tokens, .arg = "N",
          .help = "decode steps to read", .min = 1, .max = 1 << 20},
         {.name = "ram", .type = K3_OPT_SIZE, .dst = &so.ram, .choices = ram_choices, .min = 1,
-         .help = "RAM budget"},
+         .help = "RAM budget (auto, floor, trunk: as run's)"},
         {.name = "io", .type = K3_OPT_ENUM, .dst = &so.backend, .choices = io_choices,
          .help = "read backend"},
         {.name = "sync", .type = K3_OPT_FLAG, .dst = &sync,
@@ -175,6 +178,8 @@ int cmd_iobench(int argc, char **argv)
     }
     if (note[0])
         fprintf(stderr, "k3-uring iobench: note: %s\n", note);
+    if (k3_stream_budget(s, NULL)->origin_unknown)
+        fprintf(stderr, "k3-uring iobench: note: %s\n", k3_stream_budget(s, NULL)->origin);
     rc = measure(s, &m, n_drives, tokens, seed, &err);
     if (rc)
         fprintf(stderr, "k3-uring iobench: %s\n", err.msg);

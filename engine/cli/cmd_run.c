@@ -196,6 +196,8 @@ static int finish(struct runner *r, int generated, const struct k3_runtime_snaps
         return -1;
     if (o->stats && r->layers_at_prompt_end)
         run_print_layers(r);
+    if (o->stats && r->rt.stream)
+        fprintf(stderr, "k3-uring: %s\n", k3_stream_budget(r->rt.stream, NULL)->origin);
     if (!o->quiet)
         run_print_summary(r, generated, start, prompt_end, &end);
     return 0;

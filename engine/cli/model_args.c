@@ -29,7 +29,7 @@ void model_args_init(struct model_args *a)
     *a = (struct model_args){
         .rank_timeout = 60,
         .leader = true,
-        .rt = {.ram = K3_RAM_TRUNK, .io = K3IO_AUTO, .prefetch_k = K3_PREFETCH_K_DEFAULT,
+        .rt = {.ram = K3_RAM_AUTO, .io = K3IO_AUTO, .prefetch_k = K3_PREFETCH_K_DEFAULT,
                .prefetch_depth = 2, .batch = K3_BATCH_DEFAULT, .note = read_path_note},
         .predict_on = 1,
         .predict_from = K3_PREDICT_MOE_INPUT_NEXT,
@@ -40,7 +40,7 @@ static void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARG
 {
     static const struct k3_opt_choice numa_choices[] = {{"auto", 0}, {"off", 1}, {NULL, 0}};
     static const struct k3_opt_choice ram_choices[] = {
-        {"floor", K3_RAM_FLOOR}, {"trunk", K3_RAM_TRUNK}, {NULL, 0}};
+        {"auto", K3_RAM_AUTO}, {"floor", K3_RAM_FLOOR}, {"trunk", K3_RAM_TRUNK}, {NULL, 0}};
     static const struct k3_opt_choice io_choices[] = {
         {"auto", K3IO_AUTO}, {"uring", K3IO_URING}, {"pread", K3IO_PREAD}, {NULL, 0}};
     static const struct k3_opt_choice predict_from_choices[] = {
@@ -56,7 +56,9 @@ static void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARG
         {.name = "numa", .type = K3_OPT_ENUM, .dst = &a->numa_off, .choices = numa_choices,
          .help = "auto: a pinned team per NUMA node, buffers on the drives' nodes; off: unpinned"},
         {.name = "ram", .type = K3_OPT_SIZE, .dst = &a->rt.ram, .choices = ram_choices, .min = 1,
-         .help = "RAM budget; floor: every segment streamed, trunk: the whole trunk resident"},
+         .help = "RAM budget, a ceiling taken as used; auto: the memory cgroup's limit or "
+         "MemAvailable, less a margin (-v says); floor: every segment streamed; trunk: the "
+         "whole trunk resident"},
         {.name = "trunk-type", .type = K3_OPT_STRING, .dst = &a->rt.trunk_type, .arg = "bf16|q8_0",
          .help = "hold the trunk's large matrices as bf16 or Q8_0 (with -m DIR, q8_0 quantizes "
          "each segment as it is read)", .def = "as the pack holds them; bf16 for -m DIR"},
@@ -171,6 +173,8 @@ void model_args_print_opened(const struct k3_runtime *rt, bool verbose)
     if (verbose && rt->stream) {
         const struct k3_budget_input *in;
         const struct k3_budget *b = k3_stream_budget(rt->stream, &in);
+        if (!b->origin_unknown) /* else a note above said it */
+            fprintf(stderr, "k3-uring: %s\n", b->origin);
         fprintf(stderr, "k3-uring: reads through %s; ", k3_stream_backend(rt->stream));
         k3_budget_print(stderr, b, in);
         k3_placement_print(stderr, &rt->place, b->expert_inflight + b->cache_bytes);

@@ -62,6 +62,13 @@ int k3_cluster_init(struct k3_cluster **out, const struct k3_cluster_opts *o, st
     MPI_Comm_size(MPI_COMM_WORLD, &c->ranks);
     MPI_Comm_dup(MPI_COMM_WORLD, &c->steps);
     MPI_Comm_dup(MPI_COMM_WORLD, &c->xchg);
+    MPI_Comm box;
+    c->box_ranks = 1;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &box) ==
+        MPI_SUCCESS) {
+        MPI_Comm_size(box, &c->box_ranks);
+        MPI_Comm_free(&box);
+    }
     *out = c;
     if (c->ranks > K3_MAX_RANKS)
         return k3_errf(err, "mpirun -np %d: at most %d ranks", c->ranks, K3_MAX_RANKS);
@@ -96,6 +103,8 @@ struct k3_share k3_cluster_share(const struct k3_cluster *c)
 }
 
 bool k3_cluster_leader(const struct k3_cluster *c) { return !c || c->rank == 0; }
+
+int k3_cluster_box_ranks(const struct k3_cluster *c) { return c ? c->box_ranks : 1; }
 
 int k3_cluster_agree(struct k3_cluster *c, bool failed, bool can_deal, struct k3_err *err)
 {

@@ -55,6 +55,9 @@ void k3_cluster_finish(struct k3_cluster *c, bool ended);
 
 struct k3_share k3_cluster_share(const struct k3_cluster *c);
 bool k3_cluster_leader(const struct k3_cluster *c); /* rank 0, or no cluster */
+/* The ranks on this rank's box, itself included (they share its memory: --ram auto
+ * gives each an equal part); 1 without a cluster. */
+int k3_cluster_box_ranks(const struct k3_cluster *c);
 
 /* Every rank says whether it started (failed: its err holds why) and whether it can deal
  * experts out (it holds every expert).  Returns 0 when all started, the attached forward

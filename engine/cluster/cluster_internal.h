@@ -39,6 +39,7 @@ struct k3_cluster {
     struct k3_cluster_opts o;
     struct k3_cluster_fault fault;
     int rank, ranks;
+    int box_ranks;                /* ranks on this rank's box (MPI_COMM_TYPE_SHARED) */
     MPI_Comm steps, xchg;          /* the leader's steps; the expert exchanges */
     enum cluster_state state;
     /* the forward pass this cluster serves */

@@ -57,9 +57,12 @@ static int open_stream(struct k3_runtime *rt, int ctx, int seqs, int rows,
     uint64_t fault_seed;
     if (k3_faults_seed_env(&fault_seed, err))
         return -1;
+    /* Ranks on one box share its memory: each plans from an equal part. */
+    k3_ram_machine_read(&rt->machine, &k3_ram_paths_system, k3_cluster_box_ranks(o->cluster));
     struct k3_stream_opts so = {
         .backend = o->io,
         .ram = o->ram,
+        .machine = &rt->machine,
         .ctx = ctx,
         .seqs = seqs,
         .threads = omp_get_max_threads(),
@@ -83,6 +86,9 @@ static int open_stream(struct k3_runtime *rt, int ctx, int seqs, int rows,
         return -1;
     if (line[0])
         note(rt, line);
+    const struct k3_budget *b = k3_stream_budget(rt->stream, NULL);
+    if (b->origin_unknown)
+        note(rt, b->origin);
     const struct k3_packed *p = rt->m.packed;
     for (int d = 0; d < p->n_drives; d++)
         if (!p->drives[d].data.direct) {

@@ -22,6 +22,7 @@
 #include "engine/model/model.h"
 #include "engine/model/share.h"
 #include "engine/stream/placement.h"
+#include "engine/stream/ram_auto.h"
 #include "engine/stream/stream.h"
 #include "iouring/reader.h"
 
@@ -32,7 +33,7 @@ struct k3_runtime_opts {
     struct k3_share share;    /* the routed experts this process computes */
     int threads;              /* 0: one per core */
     bool numa_off;
-    uint64_t ram;             /* bytes, K3_RAM_TRUNK or K3_RAM_FLOOR */
+    uint64_t ram;             /* bytes, K3_RAM_AUTO, K3_RAM_TRUNK or K3_RAM_FLOOR */
     const char *trunk_type;   /* "bf16" or "q8_0" (trunk_type.h); NULL: as the model holds it */
     int batch;                /* -b: the most rows of a prompt pass (the budget may allow
                                * fewer; under mpirun at most K3_CHUNK) */
@@ -57,6 +58,8 @@ struct k3_runtime {
     struct k3_expert_store *store;     /* the stream's expert store */
     struct k3_forward fwd;
     struct k3_tokenizer *tok;          /* loaded by k3_runtime_tokenizer */
+    struct k3_ram_machine machine;     /* what this process may use (ram_auto.h), read when
+                                        * the stream opens */
     char notes[1024];                  /* fallbacks taken, a line each, or "" */
 };
 

@@ -72,6 +72,10 @@ struct k3_budget {
     uint64_t stream_slot_bytes;   /* each of the two slots; 0 when all is resident */
     int cache_records;
     uint64_t cache_bytes;
+    /* How the budget was chosen, a line ("--ram auto: 5.20 GiB = cgroup limit 6.00 GiB
+     * (...) less 0.38 GiB margin"), or ""; filled by the stream, not by k3_budget_plan. */
+    char origin[512];
+    bool origin_unknown;          /* auto fell back: the machine's memory could not be read */
 };
 
 /* The buffer an embedding row of row_bytes is read into, from a segment cut into pieces

@@ -2,11 +2,13 @@
  * the reader, the resident segments; and closing, faults, the accessors of stream.h. */
 #include "engine/stream/stream.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/model/tensors.h"
 #include "engine/stream/placement.h"
+#include "engine/stream/ram_auto.h"
 #include "engine/stream/stream_internal.h"
 #include "engine/stream/verify.h"
 #include "numa/bind.h"
@@ -70,20 +72,69 @@ static int budget_input(struct k3_stream *s, struct k3_err *err)
     return 0;
 }
 
+static const double GIB = 1073741824.0;
+
+/* --ram auto: this process's share of the machine less the margin; where the machine's
+ * memory could not be read, the floor (the least that runs). */
+static uint64_t auto_ram(const struct k3_stream *s, uint64_t floor, char *origin, size_t len,
+                         bool *unknown)
+{
+    const struct k3_ram_machine *m = s->o.machine;
+    *unknown = !m || m->source == K3_RAM_UNKNOWN;
+    if (*unknown) {
+        snprintf(origin, len, "--ram auto: neither the memory cgroup nor /proc/meminfo could "
+                 "be read; planning the floor, %.2f GiB", floor / GIB);
+        return floor;
+    }
+    char from[400];
+    k3_ram_describe(m, from, sizeof from);
+    uint64_t share = k3_ram_share(m), margin = k3_ram_margin(share);
+    uint64_t ram = share > margin ? share - margin : 0;
+    snprintf(origin, len, "--ram auto: %.2f GiB = %s less %.2f GiB margin", ram / GIB, from,
+             margin / GIB);
+    return ram;
+}
+
+/* A budget asked for (a size, trunk or floor): refused above what this process may use,
+ * which would end in the kernel's OOM killer, not a message. */
+static int check_asked(const struct k3_stream *s, uint64_t ram, char *origin, size_t len,
+                       struct k3_err *err)
+{
+    const struct k3_ram_machine *m = s->o.machine;
+    char asked[64], from[400] = "unknown";
+    if (s->o.ram == K3_RAM_TRUNK || s->o.ram == K3_RAM_FLOOR)
+        snprintf(asked, sizeof asked, "--ram %s (%.2f GiB)",
+                 s->o.ram == K3_RAM_TRUNK ? "trunk" : "floor", ram / GIB);
+    else
+        snprintf(asked, sizeof asked, "--ram %.2f GiB", ram / GIB);
+    if (m && m->source != K3_RAM_UNKNOWN)
+        k3_ram_describe(m, from, sizeof from);
+    if (m && m->source != K3_RAM_UNKNOWN && ram > k3_ram_share(m))
+        return k3_errf(err, "%s is more than this process may use: %s", asked, from);
+    snprintf(origin, len, "%s as asked (this process may use: %s)", asked, from);
+    return 0;
+}
+
 /* The budget for --ram (a size or a preset), and the record slots it allows. */
 static int plan_budget(struct k3_stream *s, struct k3_err *err)
 {
     if (budget_input(s, err))
         return -1;
     uint64_t ram = s->o.ram;
-    if (ram == K3_RAM_TRUNK)
-        ram = k3_budget_trunk_resident(&s->in);
-    if (ram == K3_RAM_FLOOR) {
-        k3_budget_plan(&s->in, UINT64_MAX, &s->budget, NULL);
-        ram = s->budget.floor;
-    }
-    if (k3_budget_plan(&s->in, ram, &s->budget, err))
+    char origin[sizeof s->budget.origin];
+    bool unknown = false;
+    k3_budget_plan(&s->in, UINT64_MAX, &s->budget, NULL);
+    uint64_t floor = s->budget.floor;
+    if (ram == K3_RAM_AUTO)
+        ram = auto_ram(s, floor, origin, sizeof origin, &unknown);
+    else if (ram == K3_RAM_TRUNK || ram == K3_RAM_FLOOR)
+        ram = ram == K3_RAM_TRUNK ? k3_budget_trunk_resident(&s->in) : floor;
+    if (s->o.ram != K3_RAM_AUTO && check_asked(s, ram, origin, sizeof origin, err))
         return -1;
+    if (k3_budget_plan(&s->in, ram, &s->budget, err))
+        return s->o.ram == K3_RAM_AUTO ? k3_err_prefix(err, "%s", origin) : -1;
+    memcpy(s->budget.origin, origin, sizeof origin);
+    s->budget.origin_unknown = unknown;
     s->n_records = s->in.inflight_records + (s->o.cache ? s->budget.cache_records : 0);
     if (s->n_records > (int)MAX_OWNER_INDEX)
         s->n_records = (int)MAX_OWNER_INDEX; /* a read's tag holds the slot in 16 bits */
@@ -123,7 +174,10 @@ static int layout_area(struct k3_stream *s, struct k3_err *err)
     total += 2 * s->budget.stream_slot_bytes + s->embed_capacity +
              (uint64_t)s->n_records * s->record_stride;
     s->area_bytes = (size_t)total;
-    s->area = k3io_alloc(s->area_bytes);
+    /* Reserved, not touched: pages are taken as reads first reach them (iouring's
+     * piece-by-piece registration), so a large budget's cache costs nothing until it
+     * fills. */
+    s->area = k3io_reserve(s->area_bytes);
     if (!s->area || alloc_tables(s))
         return k3_errf(err, "out of memory for the read area (%.2f GiB)", total / 1073741824.0);
     uint8_t *at = s->area;
@@ -334,7 +388,7 @@ void k3_stream_close(struct k3_stream *s)
     free(s->drive_failures);
     free(s->drive_lost);
     free(s->fds);
-    free(s->area);
+    k3io_release(s->area, s->area_bytes);
     free(s->resident);
     free(s->records);
     free(s->batch);

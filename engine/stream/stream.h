@@ -36,12 +36,17 @@
 /* Budget presets for k3_stream_opts.ram. */
 #define K3_RAM_TRUNK 0           /* the whole trunk resident (and the floor's buffers) */
 #define K3_RAM_FLOOR UINT64_MAX  /* the floor: every segment streamed */
+#define K3_RAM_AUTO (UINT64_MAX - 1) /* what the machine gives this process, less a margin
+                                 * (ram_auto.h); the floor when it cannot be read */
 
 struct k3_placement;
+struct k3_ram_machine;
 
 struct k3_stream_opts {
     enum k3io_backend backend; /* --io */
     uint64_t ram;              /* budget in bytes, or a preset above */
+    const struct k3_ram_machine *machine; /* what this process may use (ram_auto.h): auto
+                                * plans from it, a larger budget is refused; NULL: unknown */
     int ctx;                   /* positions each sequence will hold */
     int seqs;                  /* sequences held at once (0 counts as 1) */
     int threads;

@@ -27,6 +27,11 @@ same() { # NAME NP ARGS...: the ranks' ids and logits are one process's
   fi
 }
 same ckpt-2 2 -m "$m"
+# Ranks on one box share its memory: --ram auto gives each an equal part, and says so.
+ranks 2 "$K3" run "${common[@]}" -m "$m" -v >/dev/null 2>"$d/auto.err" || fail "auto on 2 ranks: $(cat "$d/auto.err")"
+grep -q -- "--ram auto: .* / 2 ranks on this box less" "$d/auto.err" &&
+  echo "ok: $(grep -- '--ram auto' "$d/auto.err" | sed 's/k3-uring: //')" ||
+  fail "2 ranks on one box: no \"/ 2 ranks on this box\" in: $(cat "$d/auto.err")"
 same ckpt-3 3 -m "$m"
 same pack-2 2 --drives "$d/a,$d/b"
 same pack-3-floor 3 --drives "$d/a,$d/b" --ram floor --no-cache

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The determinism contract over the read path: k3-tiny packed on 1, 2 and 3 drives, run
-# at the floor and an ample budget, 1 and 2 threads, io_uring and the pread pool, expert
-# cache off and on (48 runs), then prediction off and on for every k', gives logits and
+# at the floor, an ample budget and --ram auto (what the machine gives), 1 and 2
+# threads, io_uring and the pread pool, expert cache off and on (72 runs), then prediction off and on for every k', gives logits and
 # tokens byte-identical to the checkpoint folder's.  The checkpoint folder streamed from
 # its shards (-m DIR) takes the same dial: floor and ample budget, io_uring and pread,
 # cache off and on, one record at a time (--sync), all the same bytes; so do prompt passes
@@ -27,7 +27,7 @@ same() {
 for n in 1 2 3; do
   list=$(for i in $(seq 1 $n); do mkdir -p "$d/n$n/d$i"; echo "$d/n$n/d$i"; done | paste -sd,)
   "$K3" pack --checkpoint "$m" --drives "$list" -q 2>/dev/null || fail "pack on $n drives"
-  for ram in floor 256M; do
+  for ram in floor 256M auto; do
     for t in 1 2; do
       for io in uring pread; do
         for cache in on off; do
