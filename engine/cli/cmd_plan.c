@@ -484,7 +484,7 @@ int cmd_plan(int argc, char **argv)
     uint64_t ram = K3_RAM_FLOOR, cache_ram = UINT64_MAX;
     const struct k3_opt opts[] = {
         {.name = "config", .short_name = 'c', .type = K3_OPT_STRING, .dst = &config,
-         .arg = "NAME|FILE", .help = "k3, k3-bench, k3-slice, k3-tiny or a config.json"},
+         .arg = "NAME|FILE", .help = "k3, k3-bench, k3-slice, k3-dsv2, k3-tiny or a config.json"},
         {.name = "ram", .type = K3_OPT_SIZE, .dst = &ram, .choices = ram_choices, .min = 1,
          .help = "budget to plan; floor: the least that runs, trunk: the whole trunk resident"},
         {.name = "ctx", .type = K3_OPT_INT, .dst = &ctx, .arg = "N",

@@ -113,6 +113,17 @@ struct k3_peer_hooks {
     void *ctx;
 };
 
+/* Replayed routing (engine/routes): the k experts row `pos` of sequence q takes at MoE
+ * layer l, in selection order, in place of the router's choice.  The router's own
+ * scores for those experts still weigh them in the combine, normalized as it normalizes
+ * its own choices, so the hidden states keep the model's scale; the output is no longer
+ * the model's. */
+struct k3_route_source {
+    int (*choose)(void *ctx, const struct k3_seq *q, int pos, int l, int *sel,
+                  struct k3_err *err);
+    void *ctx;
+};
+
 /* What runs beside the math; every member may be left zero. */
 struct k3_forward_hooks {
     const struct k3_trunk_source *trunk; /* NULL: every segment resident */
@@ -122,6 +133,7 @@ struct k3_forward_hooks {
     k3_layer_hook on_layer;
     void *on_layer_ctx;
     struct k3_peer_hooks peers;          /* zero: this process computes every expert */
+    const struct k3_route_source *routes; /* NULL: the router chooses */
 };
 
 struct k3_forward_scratch;

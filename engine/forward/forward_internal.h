@@ -43,6 +43,7 @@ struct k3_forward_scratch {
     int n_teams;
     /* the step */
     int *row_pos;    /* [C] each row's position in its sequence */
+    struct k3_seq *const *row_seq; /* [C] the step's sequences (k3_step.seq) */
     bool decode;     /* every row is the only row of its sequence */
     struct attn_res res;
     float *a;        /* [C][H] mixed input of the current sublayer */
