@@ -146,6 +146,7 @@ static int take_held(struct k3_stream *s, int i, struct k3_err *err)
             return -1;
     } else {
         s->stats.records_hit++; /* in memory from an earlier token: a read avoided */
+        ls->hit++;
     }
     b->predicted = -1;
     en->slot = slot;
@@ -180,6 +181,7 @@ static int start_queued(struct k3_stream *s, struct k3_err *err)
             return -1;
         en->slot = slot;
         en->read = true;
+        s->layer_stats[s->layer].read++;
         s->reading++;
         pin(s, s->queued++);
     }

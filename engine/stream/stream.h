@@ -83,6 +83,8 @@ struct k3_stream_stats {
 /* Per layer (index n_layers: the output), since the stream opened. */
 struct k3_layer_stats {
     uint64_t records;          /* records the layer asked for */
+    uint64_t read, hit;        /* of those: read when asked / in memory from an earlier
+                                * step (the rest were prefetched: predicted_used) */
     uint64_t predicted;        /* records prefetched for it */
     uint64_t predicted_used;   /* of those, asked for */
     uint64_t wasted_bytes;     /* prefetched, not asked for */

@@ -3,7 +3,7 @@
 # option line saying its default at most once (the default comes from one place, the
 # table), and k3-uring --help naming every command.
 source "$(dirname "$0")/lib.sh"
-for cmd in run synth pack iobench plan tokenize; do
+for cmd in run synth pack iobench plan tokenize replay; do
   help=$("$K3" "$cmd" --help) || fail "$cmd --help exited $?"
   [[ "$help" == "$("$K3" "$cmd" -h)" ]] || fail "$cmd: -h and --help differ"
   [[ $(grep -c -- "-h, --help" <<<"$help") -eq 1 ]] || fail "$cmd --help does not list -h, --help once"
