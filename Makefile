@@ -37,7 +37,7 @@ LIB_SRC   := $(sort $(wildcard $(ENGINE_DIRS:%=engine/%/*.c) iouring/*.c numa/*.
 SYNTH_SRC := $(sort $(wildcard engine/synth/*.c engine/synth/*.S))
 CLI_SRC   := $(sort $(wildcard engine/cli/*.c))
 TEST_SRC  := $(sort $(wildcard tests/unit/test_*.c))
-BENCH_SRC := bench/kernels.c bench/readbench.c
+BENCH_SRC := bench/kernels.c bench/readbench.c bench/routesim.c
 
 objs = $(patsubst %.S,build/$(1)/%.o,$(patsubst %.c,build/$(1)/%.o,$(2)))
 

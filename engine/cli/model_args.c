@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MODEL_ARGS_COUNT 15
+#define MODEL_ARGS_COUNT 16
 
 /* What the read path says while running (a drive taken as lost). */
 static void read_path_note(void *ctx, const char *line)
@@ -43,6 +43,8 @@ static void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARG
         {"floor", K3_RAM_FLOOR}, {"trunk", K3_RAM_TRUNK}, {NULL, 0}};
     static const struct k3_opt_choice io_choices[] = {
         {"auto", K3IO_AUTO}, {"uring", K3IO_URING}, {"pread", K3IO_PREAD}, {NULL, 0}};
+    static const struct k3_opt_choice policy_choices[] = {
+        {"lfru", K3_POLICY_LFRU}, {"lru", K3_POLICY_LRU}, {NULL, 0}};
     static const struct k3_opt_choice predict_from_choices[] = {
         {"moe-input", K3_PREDICT_MOE_INPUT}, {"moe-input-next", K3_PREDICT_MOE_INPUT_NEXT},
         {"layer-output", K3_PREDICT_LAYER_OUTPUT}, {NULL, 0}};
@@ -64,6 +66,10 @@ static void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARG
          "fewer; -v says)", .min = 1, .max = 1 << 20},
         {.name = "no-cache", .type = K3_OPT_FLAG, .dst = &a->rt.no_cache,
          .help = "no expert cache in the spare budget"},
+        {.name = "cache-policy", .type = K3_OPT_ENUM, .dst = &a->rt.cache_policy,
+         .choices = policy_choices,
+         .help = "which cached expert gives way: lfru (recent asks counted, halving every "
+                 "12 steps) or lru"},
         {.name = "sync", .type = K3_OPT_FLAG, .dst = &a->rt.sync,
          .help = "read one record at a time, no overlap (baseline)"},
         CLI_DRIVE_MODEL_OPT(&a->drive_model_text),

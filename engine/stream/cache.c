@@ -3,9 +3,10 @@
  * whose reads stream through free slots, at most `capacity` in flight, each slot
  * refilled as soon as done() says its record is computed; prefetch() reads predicted
  * records into free slots in the background once the batch has no queue; next() hands
- * back records as they land and check out.  A slot is reused least recently used first,
- * never while pinned or landing; each team's slots are taken in turn, so a layer's
- * experts spread over the teams. */
+ * back records as they land and check out.  A slot is reused free first, then holding
+ * the record the replacement policy (policy.h: --cache-policy) values least, a
+ * prefetched one not yet asked for last; never while pinned or landing; each team's
+ * slots are taken in turn, so a layer's experts spread over the teams. */
 #include <assert.h>
 
 #include "engine/kernels/mxfp4.h"
@@ -31,8 +32,31 @@ static bool reusable(const struct buffer *b)
     return !b->pins && (b->state == BUF_FREE || b->state == BUF_LANDED || b->state == BUF_READY);
 }
 
-/* A slot to read into: a free one first, else the least recently used reusable one; -1
- * if there is none.  team >= 0: only that team's slots. */
+/* The policy's key of a record: its index among the experts of the MoE layers. */
+static uint32_t policy_key(const struct k3_stream *s, int64_t object)
+{
+    return (uint32_t)((uint64_t)object - (uint64_t)k3_seg_count(&s->m->cfg));
+}
+
+/* Whether slot a's record should give way before slot b's: an empty slot first, a
+ * prefetched record not yet asked for last, else the one the policy values less (the
+ * least recently used among equals). */
+static bool evict_before(const struct k3_stream *s, const struct buffer *a, const struct buffer *b)
+{
+    if ((a->object < 0) != (b->object < 0))
+        return a->object < 0;
+    if (a->object < 0)
+        return false;
+    if ((a->predicted >= 0) != (b->predicted >= 0))
+        return b->predicted >= 0;
+    const struct k3_cache_policy *p = &s->policy;
+    double ka = p->ops->keep(p, policy_key(s, a->object), a->last_use);
+    double kb = p->ops->keep(p, policy_key(s, b->object), b->last_use);
+    return ka < kb || (ka == kb && a->last_use < b->last_use);
+}
+
+/* A slot to read into (evict_before's first); -1 if there is none.  team >= 0: only that
+ * team's slots. */
 static int free_slot_of(const struct k3_stream *s, int team)
 {
     int victim = -1;
@@ -40,9 +64,7 @@ static int free_slot_of(const struct k3_stream *s, int team)
         const struct buffer *b = &s->records[i];
         if (!reusable(b) || (team >= 0 && slot_team(s, i) != team))
             continue;
-        const struct buffer *v = victim >= 0 ? &s->records[victim] : NULL;
-        if (!v || (b->object < 0 && v->object >= 0) ||
-            (b->object >= 0 && v->object >= 0 && b->last_use < v->last_use))
+        if (victim < 0 || evict_before(s, b, &s->records[victim]))
             victim = i;
     }
     return victim;
@@ -202,6 +224,10 @@ static int experts_begin(struct k3_expert_store *st, int layer, const int *exper
     s->layer_stats[layer].records += (uint64_t)n;
     s->stats.records_asked += (uint64_t)n;
     clear_team_load(s);
+    s->policy.ops->batch(&s->policy, s->m->moe_index[layer]);
+    for (int i = 0; i < n; i++)
+        s->policy.ops->asked(&s->policy,
+                             policy_key(s, (int64_t)k3_model_record_object(s->m, layer, experts[i])));
     for (int i = 0; i < n; i++) {
         uint64_t o = k3_model_record_object(s->m, layer, experts[i]);
         if (k3_packed_holds(s->p, o, err)) /* another rank's expert: never read garbage */

@@ -46,9 +46,10 @@ zcat "$routes" | awk -v mode=decode -v B=3 -f "$expect" >"$d/decode.sim"
 compare "$d/decode.csv" "$d/decode.sim" 3 "decode x3: records read per layer (no cache)" 2
 awk -F, 'NR > 1 && $4 != 0 { exit 1 }' "$d/decode.csv" || fail "hits without a cache"
 
-# With a cache and no prediction, the hits are an LRU pool's over every layer's records.
+# With a cache and no prediction, --cache-policy lru's hits are an LRU pool's over every
+# layer's records.
 "$K3" replay -m "$model" --routes "$d/r01.routes" --phase decode --parallel 2 --predict off \
-  --numa off -b 4 --ram 60M >"$d/lru.csv" 2>"$d/lru.err" || fail "replay --ram 60M: $(cat "$d/lru.err")"
+  --numa off -b 4 --ram 60M --cache-policy lru >"$d/lru.csv" 2>"$d/lru.err" || fail "replay --ram 60M: $(cat "$d/lru.err")"
 cat "$d/lru.err"
 slots=$(sed -n 's/.*; slots \([0-9]*\) (.*/\1/p' "$d/lru.err")
 awk -v mode=decode -v B=2 -v slots="$slots" -f "$expect" "$d/r01.routes" >"$d/lru.sim"
@@ -56,6 +57,18 @@ compare "$d/lru.csv" "$d/lru.sim" 4 "cache hits per layer = LRU of $slots slots"
 pool=$(awk '$1 == "pool" { print $2 }' "$d/lru.sim")
 ((pool > slots)) || fail "the LRU test never evicts ($pool records, $slots slots): give it less RAM"
 awk -F, '$1 == "all" && !($4 > 0) { exit 1 }' "$d/lru.csv" || fail "no hits at all"
+
+# The cache policy changes what is read, never the bytes computed.
+for p in lru lfru; do
+  "$K3" run -m "$model" --ids 5,6,7,8 -n 12 --numa off --ram 60M -b 4 --cache-policy $p -q \
+    --routes "$routes" --logits-out "$d/logits-$p.f32" >/dev/null || fail "run --cache-policy $p"
+done
+cmp -s "$d/logits-lru.f32" "$d/logits-lfru.f32" && echo "ok: lru and lfru compute the same bytes" ||
+  fail "the cache policy changed the logits"
+"$K3" replay -m "$model" --routes "$d/r01.routes" --phase decode --parallel 2 --predict off --numa off -b 4 \
+  --ram 60M >/dev/null 2>"$d/lfru.err" || fail "replay with the default policy"
+grep -q " hit " "$d/lfru.err" && ! cmp -s <(grep -o '[0-9]* hit' "$d/lfru.err") <(grep -o '[0-9]* hit' "$d/lru.err") ||
+  fail "lfru hits exactly as lru does: is the policy used? $(cat "$d/lfru.err")"
 
 # run --routes: deterministic, and not the model's output.
 run_ids() { "$K3" run -m "$model" --ids 5,6,7,8 -n 6 --print-ids --numa off "$@"; }
