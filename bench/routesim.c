@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "engine/base/rng.h"
+#include "engine/routes/hit_curve.h"
 #include "engine/routes/routes.h"
 #include "engine/stream/policy.h"
 
@@ -40,7 +41,7 @@ static void *xcalloc(size_t n, size_t size)
     return p;
 }
 
-/* ---- per-layer caches ------------------------------------------------------------- */
+/* ---- Belady's per-layer caches ----------------------------------------------------- */
 
 struct cache {
     int slots, n;
@@ -55,53 +56,6 @@ static int find(const struct cache *c, int32_t key)
         if (c->key[i] == key)
             return i;
     return -1;
-}
-
-/* One batch (a token's distinct experts at layer m) through cache c: the engine's order
- * (cache.c): every record asked, the ones held pinned as hits, then each miss takes a
- * free slot or evicts the unpinned record the policy values least (the least recently
- * used among equals). */
-static int batch_policy(struct cache *c, struct k3_cache_policy *p, int m, const int32_t *ids,
-                        int k, uint64_t *clock)
-{
-    int hits = 0;
-    p->ops->batch(p, m);
-    for (int j = 0; j < k; j++)
-        p->ops->asked(p, (uint32_t)ids[j]);
-    memset(c->pinned, 0, sizeof(bool) * (size_t)c->slots);
-    bool miss[K3_MAX_TOPK];
-    for (int j = 0; j < k; j++) {
-        int s = find(c, ids[j]);
-        miss[j] = s < 0;
-        if (s >= 0) {
-            hits++;
-            c->pinned[s] = true;
-            c->last[s] = ++*clock;
-        }
-    }
-    for (int j = 0; j < k; j++) {
-        if (!miss[j])
-            continue;
-        int v = -1;
-        if (c->n < c->slots) {
-            v = c->n++;
-        } else {
-            double best = 0;
-            for (int s = 0; s < c->n; s++) {
-                if (c->pinned[s])
-                    continue;
-                double keep = p->ops->keep(p, (uint32_t)c->key[s], c->last[s]);
-                if (v < 0 || keep < best || (keep == best && c->last[s] < c->last[v]))
-                    v = s, best = keep;
-            }
-        }
-        if (v < 0)
-            continue; /* every slot pinned: read, not kept */
-        c->key[v] = ids[j];
-        c->last[v] = ++*clock;
-        c->pinned[v] = true;
-    }
-    return hits;
 }
 
 /* Belady: the unpinned record asked again last (or never) gives way; last[] holds each
@@ -193,9 +147,13 @@ static void sorted_row(const struct flat *f, int64_t t, int m, int32_t *ids, int
     }
 }
 
+/* The hit rate of per-layer caches of `slots` records over the trace's tokens, one a step:
+ * policy >= 0 runs that policy through the engine's code (routes/hit_curve.h), -1 Belady
+ * keeping every miss, -2 Belady free to decline one. */
 static double hit_rate(const struct flat *f, int slots, int policy, double half_life)
 {
     struct cache *c = xcalloc((size_t)f->L, sizeof *c);
+    struct k3_sim_cache *sc = xcalloc((size_t)f->L, sizeof *sc);
     for (int m = 0; m < f->L; m++) {
         c[m].slots = slots;
         c[m].key = xcalloc((size_t)slots, sizeof(int32_t));
@@ -203,6 +161,8 @@ static double hit_rate(const struct flat *f, int slots, int policy, double half_
         c[m].pinned = xcalloc((size_t)slots, sizeof(bool));
         for (int s = 0; s < slots; s++)
             c[m].key[s] = -1;
+        if (k3_sim_cache_init(&sc[m], slots))
+            die("out of memory");
     }
     struct k3_cache_policy p;
     struct k3_err err;
@@ -214,13 +174,16 @@ static double hit_rate(const struct flat *f, int slots, int policy, double half_
     for (int64_t t = 0; t < f->tokens; t++)
         for (int m = 0; m < f->L; m++) {
             sorted_row(f, t, m, ids, next);
-            hits += (uint64_t)(policy >= 0 ? batch_policy(&c[m], &p, m, ids, f->K, &clock)
+            hits += (uint64_t)(policy >= 0 ? k3_sim_cache_batch(&sc[m], &p, m, ids, f->K, &clock)
                                            : batch_belady(&c[m], ids, next, f->K, policy == -2));
             asks += (uint64_t)f->K;
         }
-    for (int m = 0; m < f->L; m++)
+    for (int m = 0; m < f->L; m++) {
         free(c[m].key), free(c[m].last), free(c[m].pinned);
+        k3_sim_cache_free(&sc[m]);
+    }
     free(c);
+    free(sc);
     if (policy >= 0)
         k3_cache_policy_free(&p);
     return (double)hits / (double)asks;

@@ -14,6 +14,7 @@
 #include "engine/cli/cli.h"
 #include "engine/cli/model_args.h"
 #include "engine/cli/routes_args.h"
+#include "engine/routes/hit_curve.h"
 #include "engine/runtime/runtime.h"
 
 enum phase_mode { PHASE_AUTO, PHASE_PREFILL, PHASE_DECODE };
@@ -23,6 +24,7 @@ struct replay_opts {
     struct routes_args routes;
     int parallel;
     int phase; /* enum phase_mode */
+    const char *hit_curve; /* --hit-curve FILE, or NULL */
 };
 
 /* A place for one request in decode steps (serve's slot). */
@@ -40,6 +42,10 @@ struct replay {
     int32_t *tokens;        /* [longest request] a prompt's ids */
     int ctx;                /* the longest request's tokens */
     uint64_t passes, steps, prompt_rows, decode_rows;
+    struct k3_batches batches; /* --hit-curve: every layer's batch, step by step */
+    int64_t *rows;             /* [max(pass rows, parallel)] a step's tokens in the trace */
+    int32_t *keys;             /* [E] a batch's policy keys */
+    bool *seen;                /* [E] */
 };
 
 /* The id position pos of file request req gets (splitmix-style mixing of both). */
@@ -82,9 +88,14 @@ static int setup(struct replay *p, struct k3_err *err)
         return -1;
     model_args_print_opened(&p->rt, false);
     routes_args_say(&p->routes, stderr, "k3-uring replay");
+    int E = p->rt.m.cfg.n_experts;
     p->places = calloc((size_t)o->parallel, sizeof *p->places);
     p->tokens = malloc(sizeof(int32_t) * (size_t)p->ctx);
-    if (!p->places || !p->tokens)
+    p->rows = malloc(sizeof(int64_t) * (size_t)(p->rt.fwd.rows > o->parallel ? p->rt.fwd.rows : o->parallel));
+    p->keys = malloc(sizeof(int32_t) * (size_t)E);
+    p->seen = malloc((size_t)E);
+    p->batches = (struct k3_batches){.layers = r->layers, .experts = E};
+    if (!p->places || !p->tokens || !p->rows || !p->keys || !p->seen)
         return k3_errf(err, "out of memory");
     for (int i = 0; i < o->parallel; i++) {
         p->places[i].req = -1;
@@ -101,8 +112,51 @@ static void teardown(struct replay *p)
         k3_seq_free(&p->places[i].seq);
     free(p->places);
     free(p->tokens);
+    free(p->rows);
+    free(p->keys);
+    free(p->seen);
+    k3_batches_free(&p->batches);
     routes_args_free(&p->routes);
     k3_runtime_close(&p->rt, NULL);
+}
+
+/* --hit-curve: the batches a step of the trace's tokens rows[0..n) asks for, each
+ * layer's union ascending, as moe.c asks the store. */
+static int record_step(struct replay *p, const int64_t *rows, int n, struct k3_err *err)
+{
+    const struct k3_routes *r = &p->routes.trace;
+    int E = r->experts;
+    if (!p->o->hit_curve)
+        return 0;
+    for (int m = 0; m < r->layers; m++) {
+        memset(p->seen, 0, (size_t)E);
+        for (int i = 0; i < n; i++) {
+            const uint16_t *ids = k3_routes_at(r, rows[i], m);
+            for (int j = 0; j < r->top_k; j++)
+                p->seen[ids[j]] = true;
+        }
+        int k = 0;
+        for (int e = 0; e < E; e++)
+            if (p->seen[e])
+                p->keys[k++] = m * E + e;
+        if (k3_batches_add(&p->batches, m, p->keys, k, err))
+            return -1;
+    }
+    return 0;
+}
+
+/* A prompt of n tokens of request req, in the passes k3_forward_tokens cuts. */
+static int record_prompt(struct replay *p, int req, int n, struct k3_err *err)
+{
+    int P = p->rt.fwd.rows;
+    for (int done = 0; done < n; done += P) {
+        int T = n - done < P ? n - done : P;
+        for (int i = 0; i < T; i++)
+            p->rows[i] = p->routes.trace.start[req] + done + i;
+        if (record_step(p, p->rows, T, err))
+            return -1;
+    }
+    return 0;
 }
 
 /* Request req takes place pl: its prompt runs at once, in passes. */
@@ -117,7 +171,8 @@ static int admit(struct replay *p, struct place *pl, int req, struct k3_err *err
         return -1;
     for (int i = 0; i < pl->next; i++)
         p->tokens[i] = token_id(r->first + req, i, c->vocab);
-    if (pl->next && k3_forward_tokens(&p->rt.fwd, &pl->seq, p->tokens, pl->next, NULL, false, err))
+    if (pl->next && (k3_forward_tokens(&p->rt.fwd, &pl->seq, p->tokens, pl->next, NULL, false, err) ||
+                     record_prompt(p, req, pl->next, err)))
         return k3_err_prefix(err, "request %d", r->first + req);
     p->passes += (uint64_t)(pl->next + p->rt.fwd.rows - 1) / (uint64_t)p->rt.fwd.rows;
     p->prompt_rows += (uint64_t)pl->next;
@@ -136,13 +191,14 @@ static int decode_step(struct replay *p, struct k3_err *err)
         if (pl->req < 0 || pl->next >= k3_routes_length(r, pl->req))
             continue;
         tok[n] = token_id(r->first + pl->req, pl->next, p->rt.m.cfg.vocab);
+        p->rows[n] = r->start[pl->req] + pl->next;
         seq[n++] = &pl->seq;
         pl->next++;
     }
     if (!n)
         return 0;
     struct k3_step st = {.n = n, .tokens = tok, .seq = seq};
-    if (k3_forward_step(&p->rt.fwd, &st, err))
+    if (k3_forward_step(&p->rt.fwd, &st, err) || record_step(p, p->rows, n, err))
         return -1;
     p->steps++;
     p->decode_rows += (uint64_t)n;
@@ -233,6 +289,20 @@ static void report(const struct replay *p, const struct k3_layer_stats *a, doubl
             in->inflight_records, seconds, s1->io.stall_seconds - s0->io.stall_seconds);
 }
 
+/* --hit-curve: the run's batches through per-layer caches of every size, under the
+ * policy the run used. */
+static int write_curve(struct replay *p, struct k3_err *err)
+{
+    int E = p->rt.m.cfg.n_experts;
+    double *rate = malloc(sizeof(double) * (size_t)(E + 1));
+    int rc = rate ? 0 : k3_errf(err, "out of memory");
+    if (!rc)
+        rc = k3_hit_curve(&p->batches, p->o->model.rt.cache_policy, rate, err) ||
+             k3_hit_curve_write(p->o->hit_curve, rate, E, err);
+    free(rate);
+    return rc ? k3_err_prefix(err, "--hit-curve") : 0;
+}
+
 static int replay(const struct replay_opts *o, struct k3_err *err)
 {
     struct replay p = {.o = o};
@@ -252,6 +322,8 @@ static int replay(const struct replay_opts *o, struct k3_err *err)
         if (!rc)
             report(&p, at, s1.t - s0.t, &s0, &s1);
     }
+    if (!rc && o->hit_curve)
+        rc = write_curve(&p, err);
     free(at);
     teardown(&p);
     return rc;
@@ -271,6 +343,9 @@ int cmd_replay(int argc, char **argv)
         {.name = "phase", .type = K3_OPT_ENUM, .dst = &o.phase, .choices = phase_choices,
          .help = "how tokens run: auto as the trace says (p: prompt passes, d: decode steps); "
                  "prefill or decode: every token so"},
+        {.name = "hit-curve", .type = K3_OPT_STRING, .dst = &o.hit_curve, .arg = "FILE",
+         .help = "write the hit rate of a per-layer cache of 0..E records under --cache-policy "
+                 "over this run's batches (CSV; plan --hit-curve reads it)"},
     };
     const char *usage =
         "usage: k3-uring replay (-m DIR | --drives D0,D1,..) --routes FILE [--routes-requests A-B] "
