@@ -15,6 +15,7 @@
 #include "engine/stream/budget.h"
 #include "engine/cli/cli.h"
 #include "engine/model/config.h"
+#include "engine/routes/hit_curve.h"
 #include "engine/model/config_presets.h"
 #include "engine/model/share.h"
 #include "engine/forward/forward.h"
@@ -243,17 +244,26 @@ struct step {
     double hit;              /* fraction of records found in the cache */
 };
 
+/* A measured hit curve (replay --hit-curve: hit rate against cache records per layer),
+ * or none (n 0): routing uniform over a layer's experts, as synthetic weights route. */
+struct curve {
+    const double *rate; /* [n + 1] */
+    int n;
+};
+
 /* A box computing `experts` routed experts per MoE layer, of `owned` per layer it holds:
- * its cache (b->cache_records, routing uniform over a layer's experts: synthetic weights;
- * real routing repeats more) holds a fraction of its records. */
+ * its cache (b->cache_records) finds what the curve says for its records per layer, or,
+ * without one, the share of the layer's records it holds. */
 static struct step step_of(const struct k3_config *c, const struct k3_budget_input *in,
-                           const struct k3_budget *b, double experts, double owned)
+                           const struct k3_budget *b, double experts, double owned,
+                           struct curve curve)
 {
     struct k3_record_layout rec;
     k3_record_layout_init(&rec, c);
     double moe = k3_moe_layer_count(c);
     struct step st = {.expert_bytes = experts * moe * (double)rec.bytes};
-    st.hit = b->cache_records / (owned * moe);
+    double per_layer = b->cache_records / moe;
+    st.hit = curve.n ? k3_hit_curve_at(curve.rate, curve.n, per_layer) : per_layer / owned;
     st.hit = st.hit > 1 ? 1 : st.hit;
     for (int s = 1; s < in->n_segments; s++) { /* the embedding: one row per token */
         st.trunk_compute += (double)in->segment_bytes[s];
@@ -286,6 +296,7 @@ struct planned {
     const struct k3_budget_input *in;
     const struct k3_budget *b;
     double overlapping;
+    struct curve curve; /* --hit-curve */
 };
 
 /* s/token of a step without prediction: the drives idle through the compute before each
@@ -305,7 +316,7 @@ static double without_prediction(const struct planned *p, const struct step *st,
 static double project(const struct planned *p, const struct box *box)
 {
     const struct k3_config *c = p->c;
-    struct step st = step_of(c, p->in, p->b, c->top_k, c->n_experts);
+    struct step st = step_of(c, p->in, p->b, c->top_k, c->n_experts, p->curve);
     double expert_bytes = st.expert_bytes, trunk_compute = st.trunk_compute, read = st.read,
            hit = st.hit, trunk_read = st.trunk_read;
     double t_io = step_io(&st, box), t_c = step_compute(&st, box), t = t_io > t_c ? t_io : t_c;
@@ -314,8 +325,9 @@ static double project(const struct planned *p, const struct box *box)
            "each), %.2f / %.2f GB/s per core (MXFP4 / bf16), %.2f core s per GB read:\n",
            box->drives, box->drive_gbps, box->cores, box->nodes, box->mem_gbps, box->mxfp4_core,
            box->bf16_core, box->read_cpu);
-    printf("  read per token        %8.2f GB  (experts %.2f, trunk streamed %.2f; cache hits %.1f%%)\n",
-           read / 1e9, expert_bytes * (1 - hit) / 1e9, trunk_read / 1e9, 100 * hit);
+    printf("  read per token        %8.2f GB  (experts %.2f, trunk streamed %.2f; cache hits %.1f%%%s)\n",
+           read / 1e9, expert_bytes * (1 - hit) / 1e9, trunk_read / 1e9, 100 * hit,
+           p->curve.n ? " by the hit curve" : "");
     printf("  I/O floor             %8.3f s/token\n", t_io);
     printf("  compute               %8.3f s/token  (%.2f GB MXFP4, %.2f GB bf16, %.3f s the read "
            "path's CPU)\n", t_c, expert_bytes / 1e9, trunk_compute / 1e9, read_cpu_seconds(read, box));
@@ -336,7 +348,7 @@ static double prompt_seconds(const struct planned *p, const struct box *box, int
                              double *reads)
 {
     const struct k3_config *c = p->c;
-    struct step st = step_of(c, p->in, p->b, c->top_k, c->n_experts);
+    struct step st = step_of(c, p->in, p->b, c->top_k, c->n_experts, p->curve);
     struct k3_record_layout rec;
     k3_record_layout_init(&rec, c);
     double E = c->n_experts, k = c->top_k, moe = k3_moe_layer_count(c);
@@ -429,7 +441,8 @@ static void project_ranks(const struct planned *p, const struct box *box, int R,
     double busiest = dealt ? (c->top_k + R - 1) / R : busiest_experts(c->n_experts, c->top_k, R);
     double owned = dealt ? c->n_experts /* the largest share */
                          : k3_share_experts((struct k3_share){.rank = 0, .ranks = R}, c->n_experts);
-    struct step st = step_of(c, p->in, p->b, busiest, owned);
+    /* a rank's share of the experts: the curve (of whole layers) does not apply */
+    struct step st = step_of(c, p->in, p->b, busiest, owned, (struct curve){0});
     double t_io = step_io(&st, box), t_c = step_compute(&st, box);
     /* Each rank sends each of its experts' outputs (latent f32) to every other rank: k
      * outputs per layer, each R - 1 times.  The busiest box's link carries the larger of
@@ -471,11 +484,21 @@ static void project_ranks(const struct planned *p, const struct box *box, int R,
            t_io + t_c + t_net);
 }
 
+/* --hit-curve: a curve of the config's experts per layer at most. */
+static int load_curve(const char *path, const struct k3_config *c, double **rate, int *n,
+                      struct k3_err *err)
+{
+    if (!(*rate = malloc(sizeof(double) * (size_t)(c->n_experts + 1))))
+        return k3_errf(err, "out of memory");
+    return k3_hit_curve_read(path, *rate, c->n_experts, n, err) ? k3_err_prefix(err, "--hit-curve")
+                                                                : 0;
+}
+
 int cmd_plan(int argc, char **argv)
 {
     static const struct k3_opt_choice ram_choices[] = {
         {"floor", K3_RAM_FLOOR}, {"trunk", K3_RAM_TRUNK}, {NULL, 0}};
-    const char *config = "k3", *calibration = NULL;
+    const char *config = "k3", *calibration = NULL, *curve_path = NULL;
     int ctx = 4096, seqs = 0, drives = 8, threads = 0, cores = 0, nodes = 1, ranks = 1, dealt = 0;
     int rows = K3_BATCH_DEFAULT, prompt = 0;
     static const struct k3_opt_choice split_choices[] = {{"owner", 0}, {"dealt", 1}, {NULL, 0}};
@@ -509,6 +532,9 @@ int cmd_plan(int argc, char **argv)
          .help = "NUMA nodes (memory bandwidth scales with them)", .min = 1, .max = 64},
         {.name = "mem-gbps", .type = K3_OPT_FLOAT, .dst = &mem_gbps, .arg = "GB/s",
          .help = "memory bandwidth per NUMA node", .min = 1, .max = 10000},
+        {.name = "hit-curve", .type = K3_OPT_STRING, .dst = &curve_path, .arg = "FILE",
+         .help = "the cache's hit rate against its records per layer, measured (replay "
+                 "--hit-curve), instead of uniform routing's", .def = "uniform"},
         {.name = "calibration", .type = K3_OPT_STRING, .dst = &calibration, .arg = "FILE",
          .help = "per-core compute rates (JSON): bench/kernels.sh's kernels, or "
                  "bench/slice-project.sh's k3-slice layers at K3's widths; and optionally "
@@ -555,6 +581,13 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "k3-uring plan: %s\n", err.msg);
         return 1;
     }
+    double *curve = NULL;
+    int curve_n = 0;
+    if (curve_path && load_curve(curve_path, &c, &curve, &curve_n, &err)) {
+        fprintf(stderr, "k3-uring plan: %s\n", err.msg);
+        k3_config_free(&c);
+        return 1;
+    }
     struct k3_budget_input in;
     uint64_t *segments = NULL;
     double overlapping = 0;
@@ -577,7 +610,8 @@ int cmd_plan(int argc, char **argv)
     if (!rc) {
         printf("%s over %d drives, %d threads:\n", config, drives, in.threads);
         k3_budget_print(stdout, &b, &in);
-        struct planned p = {.c = &c, .in = &in, .b = &b, .overlapping = overlapping};
+        struct planned p = {.c = &c, .in = &in, .b = &b, .overlapping = overlapping,
+                            .curve = {curve, curve_n}};
         double one_box = project(&p, &box);
         if (prompt)
             project_prompt(&p, &box, prompt);
@@ -587,6 +621,7 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "k3-uring plan: %s\n", err.msg);
     }
     free(segments);
+    free(curve);
     k3_config_free(&c);
     return rc ? 1 : 0;
 }

@@ -49,7 +49,7 @@ awk -F, 'NR > 1 && $4 != 0 { exit 1 }' "$d/decode.csv" || fail "hits without a c
 # With a cache and no prediction, --cache-policy lru's hits are an LRU pool's over every
 # layer's records.
 "$K3" replay -m "$model" --routes "$d/r01.routes" --phase decode --parallel 2 --predict off \
-  --numa off -b 4 --ram 60M --cache-policy lru >"$d/lru.csv" 2>"$d/lru.err" || fail "replay --ram 60M: $(cat "$d/lru.err")"
+  --numa off -b 4 --ram 60M --cache-policy lru --hit-curve "$d/curve.csv" >"$d/lru.csv" 2>"$d/lru.err" || fail "replay --ram 60M: $(cat "$d/lru.err")"
 cat "$d/lru.err"
 slots=$(sed -n 's/.*; slots \([0-9]*\) (.*/\1/p' "$d/lru.err")
 awk -v mode=decode -v B=2 -v slots="$slots" -f "$expect" "$d/r01.routes" >"$d/lru.sim"
@@ -57,6 +57,21 @@ compare "$d/lru.csv" "$d/lru.sim" 4 "cache hits per layer = LRU of $slots slots"
 pool=$(awk '$1 == "pool" { print $2 }' "$d/lru.sim")
 ((pool > slots)) || fail "the LRU test never evicts ($pool records, $slots slots): give it less RAM"
 awk -F, '$1 == "all" && !($4 > 0) { exit 1 }' "$d/lru.csv" || fail "no hits at all"
+
+# --hit-curve: with every expert of a layer cached, only each record's first ask misses.
+asked=$(awk '$1 != "pool" { s += $2 } END { print s }' "$d/lru.sim")
+want=$(awk -v p="$pool" -v a="$asked" 'BEGIN { printf "%.6f", 1 - p / a }')
+[[ $(head -1 "$d/curve.csv") == "records_per_layer,hit_rate" && $(wc -l <"$d/curve.csv") -eq 66 ]] ||
+  fail "the curve: a header and 65 points (0..64)"
+[[ $(tail -1 "$d/curve.csv") == "64,$want" ]] && echo "ok: the curve at 64 records is 1 - $pool / $asked" ||
+  fail "the curve at 64 records: $(tail -1 "$d/curve.csv"), want 64,$want"
+awk -F, 'NR > 2 && $2 < prev { exit 1 } { prev = $2 }' "$d/curve.csv" || fail "the curve falls somewhere"
+# plan reads it in place of uniform routing's cache hits; a curve that falls is refused.
+"$K3" plan --config "$K3_ROOT/tests/routes/k3-dsv2-tiny.json" --ram 64M --hit-curve "$d/curve.csv" |
+  grep -q "cache hits [0-9.]*% by the hit curve" || fail "plan --hit-curve does not use the curve"
+printf 'records_per_layer,hit_rate\n0,0\n1,0.5\n2,0.4\n' >"$d/falls.csv"
+expect_error 1 "falls.csv:4: hit rate 0.4 is outside [0, 1] or below the one before" \
+  "$K3" plan --config "$K3_ROOT/tests/routes/k3-dsv2-tiny.json" --hit-curve "$d/falls.csv"
 
 # The cache policy changes what is read, never the bytes computed.
 for p in lru lfru; do
