@@ -81,6 +81,8 @@ enum k3_predict_from {
     K3_PREDICT_MOE_INPUT,      /* layer l's MoE input, normalized with its own gain */
     K3_PREDICT_MOE_INPUT_NEXT, /* layer l's mixed MoE input, normalized with l+1's gain */
     K3_PREDICT_LAYER_OUTPUT,   /* layer l's output, normalized with l+1's gain (later) */
+    K3_PREDICT_IDS,            /* no router: the experts layer l chose, by co-occurrence
+                                * counts learned online (predict_ids.h) */
 };
 
 /* Called with x after each layer (layer = 0..L-1) and the final mixed h (layer = L),
@@ -137,6 +139,7 @@ struct k3_forward_hooks {
 };
 
 struct k3_forward_scratch;
+struct k3_id_predictor;
 struct k3numa_plan;
 struct k3numa_teams;
 
@@ -158,6 +161,7 @@ struct k3_forward {
     struct k3_forward_scratch *s;
     struct k3numa_teams *teams;  /* who computes routed experts (numa/teams.h) */
     struct k3_forward_stats stats;
+    struct k3_id_predictor *id_pred; /* --predict-from ids (k3_forward_predict_ids), or NULL */
 };
 
 /* A compute team per team of plan (numa/plan.h; NULL: one team of every OpenMP thread).
@@ -167,6 +171,9 @@ int k3_forward_init(struct k3_forward *f, const struct k3_model *m,
                     struct k3_expert_store *experts, int max_ctx, int rows,
                     const struct k3numa_plan *plan, struct k3_err *err);
 void k3_forward_free(struct k3_forward *f);
+
+/* Prediction from ids (hooks.predict K3_PREDICT_IDS): its counts, allocated once. */
+int k3_forward_predict_ids(struct k3_forward *f, struct k3_err *err);
 
 /* Runs one step; each sequence's position advances by its rows. */
 int k3_forward_step(struct k3_forward *f, const struct k3_step *step, struct k3_err *err);

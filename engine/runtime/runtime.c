@@ -116,6 +116,8 @@ int k3_runtime_start(struct k3_runtime *rt, int ctx, int seqs, int rows,
         .predict_k = o->prefetch_k,
         .trace = rt->trace,
     };
+    if (rt->fwd.hooks.predict == K3_PREDICT_IDS && k3_forward_predict_ids(&rt->fwd, err))
+        return -1;
     return k3_cluster_attach(o->cluster, &rt->fwd, err);
 }
 

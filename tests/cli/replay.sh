@@ -85,6 +85,23 @@ cmp -s "$d/logits-lru.f32" "$d/logits-lfru.f32" && echo "ok: lru and lfru comput
 grep -q " hit " "$d/lfru.err" && ! cmp -s <(grep -o '[0-9]* hit' "$d/lfru.err") <(grep -o '[0-9]* hit' "$d/lru.err") ||
   fail "lfru hits exactly as lru does: is the policy used? $(cat "$d/lfru.err")"
 
+# --predict-from ids: prefetches found by co-occurrence counts, not the router (whose
+# guesses a replayed trace ignores): more of them are used; the bytes never change.
+for pf in moe-input-next ids; do
+  "$K3" replay -m "$model" --routes "$d/r01.routes" --phase decode --numa off -b 4 --no-cache \
+    --predict-from $pf --prefetch-k 12 >/dev/null 2>"$d/pf-$pf.err" || fail "--predict-from $pf: $(cat "$d/pf-$pf.err")"
+done
+used() { sed -n 's/.* prefetched (\([0-9]*\) used).*/\1/p' "$1"; }
+(($(used "$d/pf-ids.err") > 2 * $(used "$d/pf-moe-input-next.err"))) &&
+  echo "ok: ids prediction used $(used "$d/pf-ids.err"), the router's $(used "$d/pf-moe-input-next.err")" ||
+  fail "ids prediction is no better than the router's on a replay: $(cat "$d/pf-ids.err" "$d/pf-moe-input-next.err")"
+for pf in off ids; do
+  "$K3" run -m "$model" --ids 5,6,7,8 -n 12 --numa off -q --predict-from ids --predict $( [[ $pf == off ]] && echo off || echo on) \
+    --logits-out "$d/logits-predict-$pf.f32" >/dev/null || fail "run --predict-from $pf"
+done
+cmp -s "$d/logits-predict-off.f32" "$d/logits-predict-ids.f32" && echo "ok: ids prediction computes the same bytes" ||
+  fail "--predict-from ids changed the logits"
+
 # run --routes: deterministic, and not the model's output.
 run_ids() { "$K3" run -m "$model" --ids 5,6,7,8 -n 6 --print-ids --numa off "$@"; }
 a=$(run_ids --routes "$routes" --routes-requests 2-3 2>"$d/run.err") || fail "run --routes: $(cat "$d/run.err")"
