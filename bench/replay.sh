@@ -23,7 +23,8 @@
 #   HELD            requests reported on                                 (500-998)
 #   MODEL           a checkpoint of the trace's shape, or "" to skip 4   (/work/data/k3-dsv2)
 #   REPLAY_REQUESTS requests replayed through the engine                 (500-503)
-#   REPLAY_RAM      its --ram: about a quarter of the experts cached     (3G)
+#   REPLAY_RAM      its --ram (-b 1): the trunk resident and about a quarter
+#                   of k3-dsv2's experts in the cache's pool             (5500M)
 # Writes bench/results/replay-DATE.{csv,md,log}.
 set -euo pipefail
 prog=replay.sh
@@ -35,10 +36,13 @@ tune=${TUNE:-0-499}
 held=${HELD:-500-998}
 model=${MODEL-/work/data/k3-dsv2}
 replay_requests=${REPLAY_REQUESTS:-500-503}
-replay_ram=${REPLAY_RAM:-3G}
+replay_ram=${REPLAY_RAM:-5500M}
 for v in K3=$k3 ROUTES=$routes TUNE=$tune HELD=$held MODEL=$model REPLAY_REQUESTS=$replay_requests \
          REPLAY_RAM=$replay_ram; do say "$v"; done
-[[ -f $routes ]] || die "ROUTES=$routes: no such trace (../shared/routing holds them)"
+if [[ ! -f $routes ]]; then
+  say "skipped: ROUTES=$routes: no such trace (../shared/routing holds them)"
+  exit 0
+fi
 sim=$root/build/rel/bench/routesim
 make -C "$root" --no-print-directory build/rel/bench/routesim >/dev/null || die "building routesim failed"
 
@@ -92,12 +96,12 @@ table() { # CSV TITLE
 if [[ -n $model && -f $model/config.json ]]; then
   say "4. k3-uring replay of requests $replay_requests on $model (--ram $replay_ram)"
   {
-    echo "### The engine: \`k3-uring replay -m $model --routes $(basename "$routes") --routes-requests $replay_requests --phase decode --predict off --ram $replay_ram\`"
+    echo "### The engine: \`k3-uring replay -m $model --routes $(basename "$routes") --routes-requests $replay_requests --phase decode -b 1 --predict off --ram $replay_ram --cache-policy P\`"
     echo
   } >>"$out.md"
   for policy in lru lfru; do
     "$k3" replay -m "$model" --routes "$routes" --routes-requests "$replay_requests" --phase decode \
-      --predict off --ram "$replay_ram" --cache-policy "$policy" --hit-curve "$out.curve-$policy.csv" \
+      -b 1 --predict off --ram "$replay_ram" --cache-policy "$policy" --hit-curve "$out.curve-$policy.csv" \
       >"$out.engine-$policy.csv" 2>>"$out.log" || die "replay --cache-policy $policy failed (see $out.log)"
     echo "- $policy: $(grep -o '[0-9]* records asked.*' "$out.log" | tail -1)" >>"$out.md"
   done

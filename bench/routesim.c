@@ -8,8 +8,8 @@
  *       on uniform routing of the trace's shape (seeded).  CSV: routing,policy,fraction,
  *       slots,hit_rate.
  *   routesim predict FILE A-B            recall of next-layer predictions from ids alone
- *       (the previous token's experts at that layer; layer-to-layer co-occurrence counts
- *       learned online; both), at k' = top_k, 2 top_k, 3 top_k guesses, and the wasted
+ *       (the previous token's experts at that layer, rank order; layer-to-layer
+ *       co-occurrence counts learned online, as --predict-from ids), at k' = top_k, 2 top_k, 3 top_k guesses, and the wasted
  *       reads per token (guesses not asked for).  CSV: predictor,guesses,recall,wasted_per_token.
  *   routesim unions FILE A-B             mean union per MoE layer of B = 1, 2, 4, 8, 16
  *       requests' tokens decoding together (one row each, a request taking a free place
@@ -236,18 +236,18 @@ static void predict_scores(const struct k3_routes *r, const double *co, int64_t 
     if ((which & 1) && t > t0) {
         const uint16_t *prev = k3_routes_at(r, t - 1, m + 1);
         for (int j = 0; j < K; j++)
-            score[prev[j]] += which == 3 ? 1.0 : 1.0 + (K - j) * 1e-3;
+            score[prev[j]] += 1.0 + (K - j) * 1e-3;
     }
 }
 
 static void predict_table(const struct k3_routes *r)
 {
-    static const char *const names[] = {"", "previous-token", "co-occurrence", "both"};
+    static const char *const names[] = {"", "previous-token", "co-occurrence"};
     int E = r->experts, K = r->top_k, L = r->layers;
     printf("predictor,guesses,recall,wasted_per_token\n");
     double *co = xcalloc((size_t)L * E * E, sizeof *co);
     double *score = xcalloc((size_t)E, sizeof *score);
-    for (int which = 1; which <= 3; which++)
+    for (int which = 1; which <= 2; which++)
         for (int mult = 1; mult <= 3; mult++) {
             int g = mult * K;
             memset(co, 0, sizeof(double) * (size_t)L * E * E);

@@ -69,6 +69,7 @@ stage decode "fio bc python3 gnuplot" "decode on 1..N drives against fio and the
 stage serve "python3" "serve: 1..16 streaming clients sharing each layer's expert reads" "$root/bench/serve.sh"
 stage drive-model "python3 bc" "the drive model checked; pipelined against --sync under it (its pack in /dev/shm)" "$root/bench/drive-model.sh"
 stage ranks "mpirun bc" "two mpirun ranks, each on its own emulated box, against one box, I/O-bound" "$root/bench/ranks.sh"
+stage replay "make cc" "real routing (a trace): cache policies against Belady, prediction from ids, unions; the engine replaying it" "$root/bench/replay.sh"
 stage slice "python3 bc fio" "k3-slice (K3's widths): full K3 projected from its layers; its s/token against the planner" "$root/bench/slice-plan.sh"
 
 # The environment a stage script gets: the knobs as this run resolved them.

@@ -69,7 +69,7 @@ static void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARG
         {.name = "cache-policy", .type = K3_OPT_ENUM, .dst = &a->rt.cache_policy,
          .choices = policy_choices,
          .help = "which cached expert gives way: lfru (recent asks counted, halving every "
-                 "12 steps) or lru"},
+                 "24 steps) or lru"},
         {.name = "sync", .type = K3_OPT_FLAG, .dst = &a->rt.sync,
          .help = "read one record at a time, no overlap (baseline)"},
         CLI_DRIVE_MODEL_OPT(&a->drive_model_text),

@@ -45,7 +45,7 @@ struct k3_cache_policy {
 
 /* The LFRU half-life, in batches of a layer (decode steps): tuned on requests 0-499 of
  * DeepSeek-V2-Lite's prompts (bench/replay.sh), judged on 500-998. */
-#define K3_LFRU_HALF_LIFE 12.0
+#define K3_LFRU_HALF_LIFE 24.0
 
 /* kind's policy for layers x experts records; half_life: LFRU's (0: the default). */
 int k3_cache_policy_init(struct k3_cache_policy *p, enum k3_cache_policy_kind kind, int layers,
