@@ -585,6 +585,7 @@ int cmd_plan(int argc, char **argv)
     int curve_n = 0;
     if (curve_path && load_curve(curve_path, &c, &curve, &curve_n, &err)) {
         fprintf(stderr, "k3-uring plan: %s\n", err.msg);
+        free(curve);
         k3_config_free(&c);
         return 1;
     }

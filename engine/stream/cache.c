@@ -38,34 +38,31 @@ static uint32_t policy_key(const struct k3_stream *s, int64_t object)
     return (uint32_t)((uint64_t)object - (uint64_t)k3_seg_count(&s->m->cfg));
 }
 
-/* Whether slot a's record should give way before slot b's: an empty slot first, a
- * prefetched record not yet asked for last, else the one the policy values less (the
- * least recently used among equals). */
-static bool evict_before(const struct k3_stream *s, const struct buffer *a, const struct buffer *b)
-{
-    if ((a->object < 0) != (b->object < 0))
-        return a->object < 0;
-    if (a->object < 0)
-        return false;
-    if ((a->predicted >= 0) != (b->predicted >= 0))
-        return b->predicted >= 0;
-    const struct k3_cache_policy *p = &s->policy;
-    double ka = p->ops->keep(p, policy_key(s, a->object), a->last_use);
-    double kb = p->ops->keep(p, policy_key(s, b->object), b->last_use);
-    return ka < kb || (ka == kb && a->last_use < b->last_use);
-}
-
-/* A slot to read into (evict_before's first); -1 if there is none.  team >= 0: only that
- * team's slots. */
+/* A slot to read into: the first free one, else a record not prefetched and waiting
+ * before one that is, and among those the one the policy values least (the least
+ * recently used among equals); -1 if there is none.  team >= 0: only that team's slots. */
 static int free_slot_of(const struct k3_stream *s, int team)
 {
+    const struct k3_cache_policy *p = &s->policy;
     int victim = -1;
+    bool victim_predicted = false;
+    double victim_keep = 0;
     for (int i = 0; i < s->n_records; i++) {
         const struct buffer *b = &s->records[i];
         if (!reusable(b) || (team >= 0 && slot_team(s, i) != team))
             continue;
-        if (victim < 0 || evict_before(s, b, &s->records[victim]))
+        if (b->object < 0)
+            return i;
+        bool predicted = b->predicted >= 0;
+        if (victim >= 0 && predicted && !victim_predicted)
+            continue;
+        double keep = p->ops->keep(p, policy_key(s, b->object), b->last_use);
+        if (victim < 0 || (!predicted && victim_predicted) || keep < victim_keep ||
+            (keep == victim_keep && b->last_use < s->records[victim].last_use)) {
             victim = i;
+            victim_predicted = predicted;
+            victim_keep = keep;
+        }
     }
     return victim;
 }
