@@ -4,11 +4,11 @@
 # Debian packages the build, the tests and the reference need (installed by `make deps`).
 DEB_PKGS := build-essential pkg-config clang libomp-dev liburing-dev libhwloc-dev hwloc libjansson-dev \
             libxxhash-dev xxhash libpcre2-dev libmicrohttpd-dev libopenmpi-dev openmpi-bin curl jq \
-            strace fio
+            strace fio zlib1g-dev
 DEB_PKGS_REF := python3-torch python3-numpy
 DEB_PKGS_BENCH := fio gnuplot-nox bc python3
 
-PKGS := liburing hwloc jansson libxxhash libpcre2-8 libmicrohttpd ompi-c
+PKGS := liburing hwloc jansson libxxhash libpcre2-8 libmicrohttpd ompi-c zlib
 
 CC ?= cc
 # -ffp-contract=off: the determinism contract fixes every summation's rounding; letting
@@ -32,12 +32,12 @@ endif
 # needs), synthetic checkpoints (libk3synth.a: synth and its BPE trainer and corpus, kept
 # out of the inference path) and the command line (engine/cli).  Tests, fuzzers and the
 # bench tools link the libraries, never main.c.
-ENGINE_DIRS := base model forward kernels pack stream text runtime serve cluster
+ENGINE_DIRS := base model forward kernels pack stream text runtime serve cluster routes
 LIB_SRC   := $(sort $(wildcard $(ENGINE_DIRS:%=engine/%/*.c) iouring/*.c numa/*.c))
 SYNTH_SRC := $(sort $(wildcard engine/synth/*.c engine/synth/*.S))
 CLI_SRC   := $(sort $(wildcard engine/cli/*.c))
 TEST_SRC  := $(sort $(wildcard tests/unit/test_*.c))
-BENCH_SRC := bench/kernels.c bench/readbench.c
+BENCH_SRC := bench/kernels.c bench/readbench.c bench/routesim.c
 
 objs = $(patsubst %.S,build/$(1)/%.o,$(patsubst %.c,build/$(1)/%.o,$(2)))
 
@@ -141,9 +141,11 @@ demo: deps
 	@test -d $(DEMO_MODEL) || ./k3-uring synth --config k3-tiny --seed 1 --out $(DEMO_MODEL)
 	./k3-uring run -m $(DEMO_MODEL) -p "The history of the printing press" -n 48 --temp 0.7 --seed 42
 
-# Regenerates fixtures/ from the PyTorch reference (needs python3-torch).
+# Regenerates fixtures/ from the PyTorch reference (needs python3-torch), and the small
+# routing traces of tests/routes from ../shared/routing when it is there.
 fixtures: deps deps-ref k3-uring
 	@tests/ref/make_fixtures.sh fixtures
+	@tests/routes/make_routes.sh
 
 # k3-slice (K3's widths, 4 layers) against the PyTorch reference: tens of minutes; writes
 # its 13.75 GB checkpoint to K3_SLICE if missing.

@@ -70,6 +70,7 @@ stage serve "python3" "serve: 1..16 streaming clients sharing each layer's exper
 stage drive-model "python3 bc" "the drive model checked; pipelined against --sync under it (its pack in /dev/shm)" "$root/bench/drive-model.sh"
 stage ranks "mpirun bc" "two mpirun ranks, each on its own emulated box, against one box, I/O-bound" "$root/bench/ranks.sh"
 stage prefill "fio curl jq python3" "prompts in passes: off one drive in a memory cgroup, two turns through serve, serve's schedule, the drive model traced" "$root/bench/prefill.sh"
+stage replay "make cc" "real routing (a trace): cache policies against Belady, prediction from ids, unions; the engine replaying it" "$root/bench/replay.sh"
 stage slice "python3 bc fio" "k3-slice (K3's widths): full K3 projected from its layers; its s/token against the planner" "$root/bench/slice-plan.sh"
 
 # The environment a stage script gets: the knobs as this run resolved them.

@@ -8,6 +8,7 @@ int cmd_synth(int argc, char **argv);
 int cmd_pack(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_iobench(int argc, char **argv);
+int cmd_replay(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 

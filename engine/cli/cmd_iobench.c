@@ -1,6 +1,6 @@
 /* `k3-uring iobench`: the read path alone, shaped like decode.  Per token it reads every
  * streamed trunk segment and, for each MoE layer, the records of top-k random experts
- * (our seeded generator), through the same stream, reader and checksums as a real run,
+ * (our seeded generator; with --routes, the trace's tokens' experts in turn), through the same stream, reader and checksums as a real run,
  * with no compute in between: what the drives and the read path deliver, to set beside
  * fio on the same files. */
 #include <omp.h>
@@ -12,6 +12,7 @@
 
 #include "engine/cli/cli.h"
 #include "engine/cli/drive_model.h"
+#include "engine/cli/routes_args.h"
 #include "engine/model/model.h"
 #include "engine/base/options.h"
 #include "engine/base/rng.h"
@@ -35,19 +36,32 @@ static double cpu_seconds(void)
            (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
 }
 
+/* The experts a token's MoE layer m reads: random, or token t's of the trace. */
+static void choose(const struct k3_config *c, const struct k3_routes *trace, int64_t t, int m,
+                   struct k3_rng *rng, int *ex)
+{
+    if (!trace) {
+        k3_rng_distinct(rng, c->n_experts, c->top_k, ex);
+        return;
+    }
+    const uint16_t *ids = k3_routes_at(trace, t, m);
+    for (int j = 0; j < c->top_k; j++)
+        ex[j] = ids[j];
+}
+
 static int one_token(struct k3_stream *s, const struct k3_model *m, struct k3_rng *rng,
-                     struct k3_err *err)
+                     const struct k3_routes *trace, int64_t t, struct k3_err *err)
 {
     const struct k3_config *c = &m->cfg;
     const struct k3_trunk_source *trunk = k3_stream_trunk(s);
     struct k3_expert_store *store = k3_stream_experts(s);
-    int ex[1024];
-    for (int l = 0; l < c->n_layers; l++) {
+    int ex[K3_MAX_TOPK];
+    for (int l = 0, moe = 0; l < c->n_layers; l++) {
         if (trunk->segment(trunk->ctx, k3_seg_layer(l), err))
             return -1;
         if (!k3_layer_is_moe(c, l))
             continue;
-        k3_rng_distinct(rng, c->n_experts, c->top_k, ex);
+        choose(c, trace, t, moe++, rng, ex);
         if (store->ops->begin(store, l, ex, c->top_k, err))
             return -1;
         for (int i = 0; i < c->top_k; i++) {
@@ -82,7 +96,7 @@ static int open_pack(const char *drive_list, const struct k3_stream_opts *so, st
 
 /* Reads `tokens` decode steps: a CSV line per step on stdout, the steady state on stderr. */
 static int measure(struct k3_stream *s, const struct k3_model *m, int n_drives, int tokens,
-                   uint64_t seed, struct k3_err *err)
+                   uint64_t seed, const struct k3_routes *trace, struct k3_err *err)
 {
     struct k3_rng rng;
     k3_rng_seed(&rng, seed);
@@ -94,7 +108,7 @@ static int measure(struct k3_stream *s, const struct k3_model *m, int n_drives, 
         if (t == 1)
             cpu0 = cpu_seconds();
         double t1 = now();
-        if (one_token(s, m, &rng, err))
+        if (one_token(s, m, &rng, trace, t, err))
             return -1;
         double dt = now() - t1;
         b = k3_stream_stats(s);
@@ -119,6 +133,19 @@ static int measure(struct k3_stream *s, const struct k3_model *m, int n_drives, 
     return 0;
 }
 
+/* --routes: the trace's kept tokens, one a step, must cover --tokens. */
+static int load_routes(struct routes_args *a, const struct k3_config *c, int tokens,
+                       struct k3_err *err)
+{
+    if (routes_args_load(a, c, err))
+        return -1;
+    if (a->path && tokens > k3_routes_tokens(&a->trace))
+        return k3_errf(err, "--routes: --tokens %d; the trace's requests %d-%d hold %lld", tokens,
+                       a->trace.first, a->trace.first + a->trace.n_requests - 1,
+                       (long long)k3_routes_tokens(&a->trace));
+    return 0;
+}
+
 int cmd_iobench(int argc, char **argv)
 {
     static const struct k3_opt_choice ram_choices[] = {
@@ -132,6 +159,7 @@ int cmd_iobench(int argc, char **argv)
     const char *drive_model_text = NULL;
     struct k3_ram_machine machine;
     k3_ram_machine_read(&machine, &k3_ram_paths_system, 1);
+    struct routes_args routes = {0};
     struct k3_stream_opts so = {.ctx = 1, .threads = omp_get_max_threads(), .ram = K3_RAM_AUTO,
                                 .machine = &machine, .backend = K3IO_AUTO};
     const struct k3_opt opts[] = {
@@ -149,6 +177,7 @@ int cmd_iobench(int argc, char **argv)
         CLI_DRIVE_MODEL_OPT(&drive_model_text),
         {.name = "seed", .short_name = 's', .type = K3_OPT_U64, .dst = &seed, .arg = "N",
          .help = "seed of the random routing"},
+        CLI_ROUTES_OPTS(&routes),
     };
     _Static_assert(sizeof so.backend == sizeof(int), "--io parses into the enum as an int");
     const char *usage = "usage: k3-uring iobench --drives D0,D1,.. [--tokens N] [--ram floor]";
@@ -162,6 +191,8 @@ int cmd_iobench(int argc, char **argv)
         rc = k3_errf(&err, "--drives is required");
     if (!rc)
         rc = cli_drive_model_parse(drive_model_text, &so.drive_model, &err);
+    if (!rc)
+        rc = routes_args_check(&routes, &err);
     if (rc) {
         fprintf(stderr, "k3-uring iobench: %s\n", err.msg);
         return 2;
@@ -180,12 +211,15 @@ int cmd_iobench(int argc, char **argv)
         fprintf(stderr, "k3-uring iobench: note: %s\n", note);
     if (k3_stream_budget(s, NULL)->origin_unknown)
         fprintf(stderr, "k3-uring iobench: note: %s\n", k3_stream_budget(s, NULL)->origin);
-    rc = measure(s, &m, n_drives, tokens, seed, &err);
+    rc = load_routes(&routes, &m.cfg, tokens, &err);
+    if (!rc)
+        rc = measure(s, &m, n_drives, tokens, seed, routes.path ? &routes.trace : NULL, &err);
     if (rc)
         fprintf(stderr, "k3-uring iobench: %s\n", err.msg);
     struct k3io_stats io = k3_stream_io_stats(s);
     cli_drive_model_print(stderr, "k3-uring iobench", &so.drive_model, &io);
     k3_stream_close(s);
     k3_model_close(&m);
+    routes_args_free(&routes);
     return rc ? 1 : 0;
 }

@@ -16,6 +16,7 @@
 #include "engine/stream/budget.h"
 #include "engine/cli/cli.h"
 #include "engine/model/config.h"
+#include "engine/routes/hit_curve.h"
 #include "engine/model/config_presets.h"
 #include "engine/model/share.h"
 #include "engine/forward/forward.h"
@@ -269,17 +270,26 @@ struct step {
     double hit;              /* fraction of records found in the cache */
 };
 
+/* A measured hit curve (replay --hit-curve: hit rate against cache records per layer),
+ * or none (n 0): routing uniform over a layer's experts, as synthetic weights route. */
+struct curve {
+    const double *rate; /* [n + 1] */
+    int n;
+};
+
 /* A box computing `experts` routed experts per MoE layer, of `owned` per layer it holds:
- * its cache (b->cache_records, routing uniform over a layer's experts: synthetic weights;
- * real routing repeats more) holds a fraction of its records. */
+ * its cache (b->cache_records) finds what the curve says for its records per layer, or,
+ * without one, the share of the layer's records it holds. */
 static struct step step_of(const struct k3_config *c, const struct k3_budget_input *in,
-                           const struct k3_budget *b, double q8, double experts, double owned)
+                           const struct k3_budget *b, double q8, double experts, double owned,
+                           struct curve curve)
 {
     struct k3_record_layout rec;
     k3_record_layout_init(&rec, c);
     double moe = k3_moe_layer_count(c);
     struct step st = {.expert_bytes = experts * moe * (double)rec.bytes, .trunk_q8 = q8};
-    st.hit = b->cache_records / (owned * moe);
+    double per_layer = b->cache_records / moe;
+    st.hit = curve.n ? k3_hit_curve_at(curve.rate, curve.n, per_layer) : per_layer / owned;
     st.hit = st.hit > 1 ? 1 : st.hit;
     for (int s = 1; s < in->n_segments; s++) { /* the embedding: one row per token */
         st.trunk_compute += (double)in->segment_bytes[s];
@@ -321,6 +331,7 @@ struct planned {
     double overlapping;
     double q8;               /* the trunk's Q8_0 bytes (0 for bf16) */
     enum k3_trunk_type tt;
+    struct curve curve;      /* --hit-curve */
 };
 
 /* s/token of a step without prediction: the drives idle through the compute before each
@@ -343,7 +354,7 @@ static double without_prediction(const struct planned *p, const struct step *st,
 static double project(const struct planned *p, const struct box *box, bool print)
 {
     const struct k3_config *c = p->c;
-    struct step st = step_of(c, p->in, p->b, p->q8, c->top_k, c->n_experts);
+    struct step st = step_of(c, p->in, p->b, p->q8, c->top_k, c->n_experts, p->curve);
     double expert_bytes = st.expert_bytes, trunk_compute = st.trunk_compute, read = st.read,
            hit = st.hit, trunk_read = st.trunk_read;
     double t_io = step_io(&st, box), t_c = step_compute(&st, box), t = t_io > t_c ? t_io : t_c;
@@ -354,8 +365,9 @@ static double project(const struct planned *p, const struct box *box, bool print
            "each), %.2f / %.2f GB/s per core (MXFP4 / bf16), %.2f core s per GB read:\n",
            box->drives, box->drive_gbps, box->cores, box->nodes, box->mem_gbps, box->mxfp4_core,
            box->bf16_core, box->read_cpu);
-    printf("  read per token        %8.2f GB  (experts %.2f, trunk streamed %.2f; cache hits %.1f%%)\n",
-           read / 1e9, expert_bytes * (1 - hit) / 1e9, trunk_read / 1e9, 100 * hit);
+    printf("  read per token        %8.2f GB  (experts %.2f, trunk streamed %.2f; cache hits %.1f%%%s)\n",
+           read / 1e9, expert_bytes * (1 - hit) / 1e9, trunk_read / 1e9, 100 * hit,
+           p->curve.n ? " by the hit curve" : "");
     printf("  I/O floor             %8.3f s/token\n", t_io);
     printf("  compute               %8.3f s/token  (%.2f GB MXFP4, %.2f GB bf16, %.3f s the read "
            "path's CPU)\n", t_c, expert_bytes / 1e9, (trunk_compute - st.trunk_q8) / 1e9,
@@ -380,7 +392,7 @@ static double prompt_seconds(const struct planned *p, const struct box *box, int
                              double *reads)
 {
     const struct k3_config *c = p->c;
-    struct step st = step_of(c, p->in, p->b, p->q8, c->top_k, c->n_experts);
+    struct step st = step_of(c, p->in, p->b, p->q8, c->top_k, c->n_experts, p->curve);
     struct k3_record_layout rec;
     k3_record_layout_init(&rec, c);
     double E = c->n_experts, k = c->top_k, moe = k3_moe_layer_count(c);
@@ -476,7 +488,8 @@ static void project_ranks(const struct planned *p, const struct box *box, int R,
     double busiest = dealt ? (c->top_k + R - 1) / R : busiest_experts(c->n_experts, c->top_k, R);
     double owned = dealt ? c->n_experts /* the largest share */
                          : k3_share_experts((struct k3_share){.rank = 0, .ranks = R}, c->n_experts);
-    struct step st = step_of(c, p->in, p->b, p->q8, busiest, owned);
+    /* a rank's share of the experts: the curve (of whole layers) does not apply */
+    struct step st = step_of(c, p->in, p->b, p->q8, busiest, owned, (struct curve){0});
     double t_io = step_io(&st, box), t_c = step_compute(&st, box);
     /* Each rank sends each of its experts' outputs (latent f32) to every other rank: k
      * outputs per layer, each R - 1 times.  The busiest box's link carries the larger of
@@ -524,6 +537,7 @@ struct box_plan {
     const char *config;
     int drives, ctx, seqs, rows, threads, nodes;
     uint64_t store;
+    struct curve curve; /* --hit-curve */
 };
 
 /* One trunk type's budget and what project() reads of it. */
@@ -553,7 +567,7 @@ static int plan_type(const struct box_plan *bp, enum k3_trunk_type tt, uint64_t 
         rc = k3_budget_plan(&pl->in, *ram, &pl->b, err);
     }
     pl->p = (struct planned){.c = bp->c, .in = &pl->in, .b = &pl->b, .overlapping = overlapping,
-                             .q8 = q8, .tt = tt};
+                             .q8 = q8, .tt = tt, .curve = bp->curve};
     return rc;
 }
 
@@ -582,11 +596,21 @@ static void compare_types(const struct box_plan *bp, const struct box *box, enum
     free(pl.segments);
 }
 
+/* --hit-curve: a curve of the config's experts per layer at most. */
+static int load_curve(const char *path, const struct k3_config *c, double **rate, int *n,
+                      struct k3_err *err)
+{
+    if (!(*rate = malloc(sizeof(double) * (size_t)(c->n_experts + 1))))
+        return k3_errf(err, "out of memory");
+    return k3_hit_curve_read(path, *rate, c->n_experts, n, err) ? k3_err_prefix(err, "--hit-curve")
+                                                                : 0;
+}
+
 int cmd_plan(int argc, char **argv)
 {
     static const struct k3_opt_choice ram_choices[] = {
         {"floor", K3_RAM_FLOOR}, {"trunk", K3_RAM_TRUNK}, {NULL, 0}};
-    const char *config = "k3", *calibration = NULL, *trunk_type = "bf16";
+    const char *config = "k3", *calibration = NULL, *trunk_type = "bf16", *curve_path = NULL;
     int ctx = 4096, seqs = 0, drives = 8, threads = 0, cores = 0, nodes = 1, ranks = 1, dealt = 0;
     int rows = K3_BATCH_DEFAULT, prompt = 0;
     static const struct k3_opt_choice split_choices[] = {{"owner", 0}, {"dealt", 1}, {NULL, 0}};
@@ -595,7 +619,7 @@ int cmd_plan(int argc, char **argv)
     uint64_t ram = K3_RAM_FLOOR, cache_ram = UINT64_MAX;
     const struct k3_opt opts[] = {
         {.name = "config", .short_name = 'c', .type = K3_OPT_STRING, .dst = &config,
-         .arg = "NAME|FILE", .help = "k3, k3-bench, k3-slice, k3-tiny or a config.json"},
+         .arg = "NAME|FILE", .help = "k3, k3-bench, k3-slice, k3-dsv2, k3-tiny or a config.json"},
         {.name = "ram", .type = K3_OPT_SIZE, .dst = &ram, .choices = ram_choices, .min = 1,
          .help = "budget to plan; floor: the least that runs, trunk: the whole trunk resident"},
         {.name = "ctx", .type = K3_OPT_INT, .dst = &ctx, .arg = "N",
@@ -623,6 +647,9 @@ int cmd_plan(int argc, char **argv)
          .help = "NUMA nodes (memory bandwidth scales with them)", .min = 1, .max = 64},
         {.name = "mem-gbps", .type = K3_OPT_FLOAT, .dst = &mem_gbps, .arg = "GB/s",
          .help = "memory bandwidth per NUMA node", .min = 1, .max = 10000},
+        {.name = "hit-curve", .type = K3_OPT_STRING, .dst = &curve_path, .arg = "FILE",
+         .help = "the cache's hit rate against its records per layer, measured (replay "
+                 "--hit-curve), instead of uniform routing's", .def = "uniform"},
         {.name = "calibration", .type = K3_OPT_STRING, .dst = &calibration, .arg = "FILE",
          .help = "per-core compute rates (JSON): bench/kernels.sh's kernels, or "
                  "bench/slice-project.sh's k3-slice layers at K3's widths; and optionally "
@@ -669,13 +696,6 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "k3-uring plan: %s\n", err.msg);
         return 1;
     }
-    /* --parallel plans serve: its sequences and its prompt store (serve's default
-     * --cache-ram unless given); without it, run's one sequence. */
-    if (cache_ram == UINT64_MAX)
-        cache_ram = seqs ? (uint64_t)seqs * k3_prompt_store_entry_bytes(&c, ctx) : 0;
-    struct box_plan bp = {.c = &c, .config = config, .drives = drives, .ctx = ctx,
-                          .seqs = seqs ? seqs : 1, .store = cache_ram, .rows = rows,
-                          .threads = threads ? threads : box.cores, .nodes = nodes};
     enum k3_trunk_type tt = K3_TRUNK_BF16;
     rc = k3_trunk_type_parse(trunk_type, &tt, &err);
     if (rc) {
@@ -683,6 +703,22 @@ int cmd_plan(int argc, char **argv)
         k3_config_free(&c);
         return 2;
     }
+    double *curve = NULL;
+    int curve_n = 0;
+    if (curve_path && load_curve(curve_path, &c, &curve, &curve_n, &err)) {
+        fprintf(stderr, "k3-uring plan: %s\n", err.msg);
+        free(curve);
+        k3_config_free(&c);
+        return 1;
+    }
+    /* --parallel plans serve: its sequences and its prompt store (serve's default
+     * --cache-ram unless given); without it, run's one sequence. */
+    if (cache_ram == UINT64_MAX)
+        cache_ram = seqs ? (uint64_t)seqs * k3_prompt_store_entry_bytes(&c, ctx) : 0;
+    struct box_plan bp = {.c = &c, .config = config, .drives = drives, .ctx = ctx,
+                          .seqs = seqs ? seqs : 1, .store = cache_ram, .rows = rows,
+                          .threads = threads ? threads : box.cores, .nodes = nodes,
+                          .curve = {curve, curve_n}};
     struct plan_of pl;
     rc = plan_type(&bp, tt, &ram, &pl, &err);
     if (!rc) {
@@ -698,6 +734,7 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "k3-uring plan: %s\n", err.msg);
     }
     free(pl.segments);
+    free(curve);
     k3_config_free(&c);
     return rc ? 1 : 0;
 }

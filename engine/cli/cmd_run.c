@@ -67,6 +67,30 @@ static int prepare_prompt(struct runner *r, struct k3_err *err)
     return 0;
 }
 
+/* --routes: the sequence walks requests A..B of the trace as one stream of positions,
+ * which must hold every position the run computes. */
+static int replay_routes(struct runner *r, struct k3_err *err)
+{
+    const struct run_opts *o = r->o;
+    r->routes = o->routes;
+    if (!o->routes.path)
+        return 0;
+    if (routes_args_load(&r->routes, &r->rt.m.cfg, err))
+        return -1;
+    int64_t need = r->n_prompt + (o->n_predict > 0 ? o->n_predict - 1 : 0);
+    int64_t have = k3_routes_tokens(&r->routes.trace);
+    if (need > have)
+        return k3_errf(err, "--routes: the run computes %lld positions; the trace's requests "
+                            "%d-%d hold %lld tokens", (long long)need, r->routes.trace.first,
+                       r->routes.trace.first + r->routes.trace.n_requests - 1, (long long)have);
+    if (k3_routes_bind(&r->routes.player, &r->seq, 0, err))
+        return -1;
+    r->rt.fwd.hooks.routes = &r->routes.player.source;
+    if (!o->quiet)
+        routes_args_say(&r->routes, stderr, "k3-uring");
+    return 0;
+}
+
 /* Under mpirun every rank opens the model and plans the same context; only the leader
  * writes files, samples and prints. */
 static int setup(struct runner *r, struct k3_err *err)
@@ -93,6 +117,8 @@ static int setup(struct runner *r, struct k3_err *err)
     if (!(r->logits = malloc(sizeof(float) * (size_t)(o->logits_out ? r->rt.fwd.rows : 1) *
                              (size_t)c->vocab)))
         return k3_errf(err, "out of memory for logits");
+    if (replay_routes(r, err))
+        return -1;
     if (o->dump_layers) {
         r->dump.layers = c->n_layers;
         r->dump.positions = r->ctx;
@@ -111,6 +137,7 @@ static int teardown(struct runner *r, int rc, struct k3_err *err)
 {
     run_logits_close(&r->lf, interrupted);
     run_cache_end(r);
+    routes_args_free(&r->routes);
     free(r->dump.stats);
     free(r->logits);
     free(r->layers_at_prompt_end);
@@ -255,6 +282,11 @@ static int check_run_opts(struct run_opts *o, struct k3_err *err)
         return k3_errf(err, "--ids: \"%s\" holds no token ids", o->ids_text);
     if (o->prompt_cache && o->dump_layers)
         return k3_errf(err, "--dump-layers needs every position computed: not with --prompt-cache");
+    if (routes_args_check(&o->routes, err))
+        return -1;
+    if (o->routes.path && (o->prompt_cache || o->model.rt.share.ranks > 1))
+        return k3_errf(err, "--routes: not with --prompt-cache (its state would not be the "
+                            "model's) nor under mpirun");
     if (o->prompt_cache && o->model.rt.share.ranks > 1)
         return k3_errf(err, "--prompt-cache: not under mpirun (every rank holds a copy of the "
                             "sequence, and only the leader would load it)");
@@ -311,6 +343,7 @@ int cmd_run(int argc, char **argv)
          .help = "do not stop at the end-of-message token"},
         {.name = "quiet", .short_name = 'q', .type = K3_OPT_FLAG, .dst = &o.quiet,
          .help = "no statistics on stderr"},
+        CLI_ROUTES_OPTS(&o.routes),
     };
     const char *usage =
         "usage: k3-uring [run] (-m DIR | --drives D0,D1,..) (-p TEXT | -f FILE | --ids LIST) "

@@ -19,7 +19,7 @@ int cmd_synth(int argc, char **argv)
     bool quiet = false;
     const struct k3_opt opts[] = {
         {.name = "config", .short_name = 'c', .type = K3_OPT_STRING, .dst = &config,
-         .arg = "NAME|FILE", .help = "k3-tiny, k3-bench, k3-slice, k3, or a config.json of the family"},
+         .arg = "NAME|FILE", .help = "k3-tiny, k3-bench, k3-slice, k3-dsv2, k3, or a config.json of the family"},
         {.name = "seed", .short_name = 's', .type = K3_OPT_U64, .dst = &seed, .arg = "N",
          .help = "random seed: the same seed gives the same bytes"},
         {.name = "out", .short_name = 'o', .type = K3_OPT_STRING, .dst = &out, .arg = "DIR",

@@ -21,6 +21,7 @@ static const struct {
     {"synth", cmd_synth, "write a checkpoint folder of a K3-family config with random weights"},
     {"pack", cmd_pack, "lay a checkpoint out striped across drives for streaming"},
     {"iobench", cmd_iobench, "the read path alone, shaped like decode, on packed drives"},
+    {"replay", cmd_replay, "walk a routing trace's requests through the forward pass: reads, cache, prefetch"},
     {"plan", cmd_plan, "the memory floor and budget of a config (full K3 included)"},
     {"tokenize", cmd_tokenize, "encode text to token ids or decode ids to text"},
     {"serve", cmd_serve, "an OpenAI-compatible HTTP server; concurrent requests share expert reads"},

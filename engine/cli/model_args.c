@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MODEL_ARGS_COUNT 16
+#define MODEL_ARGS_COUNT 17
 
 /* What the read path says while running (a drive taken as lost). */
 static void read_path_note(void *ctx, const char *line)
@@ -43,9 +43,11 @@ static void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARG
         {"auto", K3_RAM_AUTO}, {"floor", K3_RAM_FLOOR}, {"trunk", K3_RAM_TRUNK}, {NULL, 0}};
     static const struct k3_opt_choice io_choices[] = {
         {"auto", K3IO_AUTO}, {"uring", K3IO_URING}, {"pread", K3IO_PREAD}, {NULL, 0}};
+    static const struct k3_opt_choice policy_choices[] = {
+        {"lfru", K3_POLICY_LFRU}, {"lru", K3_POLICY_LRU}, {NULL, 0}};
     static const struct k3_opt_choice predict_from_choices[] = {
         {"moe-input", K3_PREDICT_MOE_INPUT}, {"moe-input-next", K3_PREDICT_MOE_INPUT_NEXT},
-        {"layer-output", K3_PREDICT_LAYER_OUTPUT}, {NULL, 0}};
+        {"layer-output", K3_PREDICT_LAYER_OUTPUT}, {"ids", K3_PREDICT_IDS}, {NULL, 0}};
     const struct k3_opt entries[MODEL_ARGS_COUNT] = {
         {.name = "model", .short_name = 'm', .type = K3_OPT_STRING, .dst = &a->rt.model_dir,
          .arg = "DIR", .help = "checkpoint folder as shipped"},
@@ -69,6 +71,10 @@ static void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARG
          "fewer; -v says)", .min = 1, .max = 1 << 20},
         {.name = "no-cache", .type = K3_OPT_FLAG, .dst = &a->rt.no_cache,
          .help = "no expert cache in the spare budget"},
+        {.name = "cache-policy", .type = K3_OPT_ENUM, .dst = &a->rt.cache_policy,
+         .choices = policy_choices,
+         .help = "which cached expert gives way: lfru (recent asks counted, halving every "
+                 "24 steps) or lru"},
         {.name = "sync", .type = K3_OPT_FLAG, .dst = &a->rt.sync,
          .help = "read one record at a time, no overlap (baseline)"},
         CLI_DRIVE_MODEL_OPT(&a->drive_model_text),
@@ -81,7 +87,7 @@ static void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARG
          .min = 1, .max = 1024},
         {.name = "predict-from", .type = K3_OPT_ENUM, .dst = &a->predict_from,
          .choices = predict_from_choices,
-         .help = "the hidden state the next layer's router is applied to"},
+         .help = "the hidden state the next layer's router is applied to, or ids: no router, the experts this layer chose, by co-occurrence counts learned online"},
         {.name = "rank-timeout", .type = K3_OPT_FLOAT, .dst = &a->rank_timeout, .arg = "S",
          .help = "mpirun: seconds a rank waits for another within a step before ending the run",
          .min = 0.001, .max = 1e6},

@@ -1,7 +1,7 @@
 /* The command line that opens a model for generation, shared by `run` and `serve`.
  *
  * Owns: the options that choose the model and its read path (-m, --drives, --threads,
- * --numa, --ram, -b/--batch-size, --io, --no-cache, --sync, --drive-model, --predict, --prefetch-k,
+ * --numa, --ram, -b/--batch-size, --io, --no-cache, --cache-policy, --sync, --drive-model, --predict, --prefetch-k,
  * --prefetch-depth, --predict-from, --rank-timeout) as entries of a command's options table, their checks, the runtime
  * options they make, and what a command prints once the model is open (the runtime's
  * notes; -v: the read backend, the budget, the placement); under mpirun, joining the
@@ -29,7 +29,8 @@ struct model_args {
 };
 /* --io and --predict-from parse into their enums as K3_OPT_ENUM's int. */
 _Static_assert(sizeof(enum k3io_backend) == sizeof(int) &&
-               sizeof(enum k3_predict_from) == sizeof(int), "enums parsed as int");
+               sizeof(enum k3_predict_from) == sizeof(int) &&
+               sizeof(enum k3_cache_policy_kind) == sizeof(int), "enums parsed as int");
 
 /* The defaults: the whole trunk resident, io auto, prediction on; the read path's notes
  * (a drive taken as lost) on stderr as they come. */

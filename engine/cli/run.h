@@ -11,6 +11,7 @@
 
 #include "engine/base/files.h"
 #include "engine/cli/model_args.h"
+#include "engine/cli/routes_args.h"
 #include "engine/forward/forward.h"
 #include "engine/forward/seq_file.h"
 #include "engine/forward/sampler.h"
@@ -22,6 +23,7 @@ struct run_opts {
     const char *ids_text, *prompt, *logits_out, *dump_layers;
     const char *trace_path, *prompt_file, *system;
     const char *prompt_cache; /* --prompt-cache FILE */
+    struct routes_args routes; /* --routes, --routes-requests (as parsed) */
     int32_t *ids; /* --ids, parsed while validating options */
     int n_ids;
     int n_predict, top_k, ctx;
@@ -78,6 +80,7 @@ struct runner {
     struct k3_sampler sampler;
     struct layer_dump dump;
     struct logits_file lf;
+    struct routes_args routes;         /* --routes: the trace loaded, replayed */
     int32_t *prompt;
     int n_prompt, ctx;
     float *logits;                     /* [a pass's rows, or 1][vocab] */

@@ -163,6 +163,7 @@ static int place_rows(struct k3_forward *f, const struct k3_step *st, struct k3_
     if (st->n < 1 || st->n > f->rows)
         return k3_errf(err, "a step of %d rows (1 to %d)", st->n, f->rows);
     s->decode = true;
+    s->row_seq = st->seq;
     for (int t = 0; t < st->n; t++) {
         const struct k3_seq *q = st->seq[t];
         bool continues = t && st->seq[t - 1] == q;

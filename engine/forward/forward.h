@@ -81,6 +81,8 @@ enum k3_predict_from {
     K3_PREDICT_MOE_INPUT,      /* layer l's MoE input, normalized with its own gain */
     K3_PREDICT_MOE_INPUT_NEXT, /* layer l's mixed MoE input, normalized with l+1's gain */
     K3_PREDICT_LAYER_OUTPUT,   /* layer l's output, normalized with l+1's gain (later) */
+    K3_PREDICT_IDS,            /* no router: the experts layer l chose, by co-occurrence
+                                * counts learned online (predict_ids.h) */
 };
 
 /* Called with x after each layer (layer = 0..L-1) and the final mixed h (layer = L),
@@ -113,6 +115,17 @@ struct k3_peer_hooks {
     void *ctx;
 };
 
+/* Replayed routing (engine/routes): the k experts row `pos` of sequence q takes at MoE
+ * layer l, in selection order, in place of the router's choice.  The router's own
+ * scores for those experts still weigh them in the combine, normalized as it normalizes
+ * its own choices, so the hidden states keep the model's scale; the output is no longer
+ * the model's. */
+struct k3_route_source {
+    int (*choose)(void *ctx, const struct k3_seq *q, int pos, int l, int *sel,
+                  struct k3_err *err);
+    void *ctx;
+};
+
 /* What runs beside the math; every member may be left zero. */
 struct k3_forward_hooks {
     const struct k3_trunk_source *trunk; /* NULL: every segment resident */
@@ -122,9 +135,11 @@ struct k3_forward_hooks {
     k3_layer_hook on_layer;
     void *on_layer_ctx;
     struct k3_peer_hooks peers;          /* zero: this process computes every expert */
+    const struct k3_route_source *routes; /* NULL: the router chooses */
 };
 
 struct k3_forward_scratch;
+struct k3_id_predictor;
 struct k3numa_plan;
 struct k3numa_teams;
 
@@ -146,6 +161,7 @@ struct k3_forward {
     struct k3_forward_scratch *s;
     struct k3numa_teams *teams;  /* who computes routed experts (numa/teams.h) */
     struct k3_forward_stats stats;
+    struct k3_id_predictor *id_pred; /* --predict-from ids (k3_forward_predict_ids), or NULL */
 };
 
 /* A compute team per team of plan (numa/plan.h; NULL: one team of every OpenMP thread).
@@ -155,6 +171,9 @@ int k3_forward_init(struct k3_forward *f, const struct k3_model *m,
                     struct k3_expert_store *experts, int max_ctx, int rows,
                     const struct k3numa_plan *plan, struct k3_err *err);
 void k3_forward_free(struct k3_forward *f);
+
+/* Prediction from ids (hooks.predict K3_PREDICT_IDS): its counts, allocated once. */
+int k3_forward_predict_ids(struct k3_forward *f, struct k3_err *err);
 
 /* Runs one step; each sequence's position advances by its rows. */
 int k3_forward_step(struct k3_forward *f, const struct k3_step *step, struct k3_err *err);

@@ -43,6 +43,7 @@ struct k3_forward_scratch {
     int n_teams;
     /* the step */
     int *row_pos;    /* [C] each row's position in its sequence */
+    struct k3_seq *const *row_seq; /* [C] the step's sequences (k3_step.seq) */
     bool decode;     /* every row is the only row of its sequence */
     struct attn_res res;
     float *a;        /* [C][H] mixed input of the current sublayer */
@@ -77,6 +78,7 @@ struct k3_forward_scratch {
     int *pred_idx;   /* [C][E] each row's predicted experts, best first */
     float *pred_w;   /* [C][E] */
     int *pred_list;  /* [E] the union to prefetch */
+    int *pred_got;   /* [C] --predict-from ids: the guesses each row has */
     bool *pred_mark; /* [E] */
     int pred_layer;  /* the layer pred_rank is for, or -1 */
     int *pred_rank;  /* [E] dealt experts (share.h): the rank each predicted one went to, or -1 */

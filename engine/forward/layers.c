@@ -90,12 +90,20 @@ void k3_route_k(const struct k3_config *c, const float *logits, const float *bia
     }
     if (c->n_group > 1)
         mask_groups(c, key);
-    float sum = 0;
     for (int j = 0; j < k; j++) {
         int e = argmax_key(key, c->n_experts);
         key[e] = -INFINITY;
         idx[j] = e;
-        weight[j] = k3_sigmoid(logits[e]); /* the unbiased score */
+    }
+    k3_route_weigh(c, logits, idx, k, weight);
+}
+
+void k3_route_weigh(const struct k3_config *c, const float *logits, const int *idx, int k,
+                    float *weight)
+{
+    float sum = 0;
+    for (int j = 0; j < k; j++) {
+        weight[j] = k3_sigmoid(logits[idx[j]]); /* the unbiased score */
         sum += weight[j];
     }
     for (int j = 0; j < k; j++) {

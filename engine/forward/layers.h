@@ -27,6 +27,10 @@ void k3_route(const struct k3_config *c, const float *logits, const float *bias,
 /* The same selection for any k <= n_experts (router prediction takes k' of them). */
 void k3_route_k(const struct k3_config *c, const float *logits, const float *bias, int k,
                 int *idx, float *weight, float *scratch);
+/* The weights the router gives experts idx[0..k) chosen elsewhere (a replayed trace):
+ * their unbiased scores, renormalized and scaled as k3_route's own. */
+void k3_route_weigh(const struct k3_config *c, const float *logits, const int *idx, int k,
+                    float *weight);
 
 /* KDA decay gate of one channel: g = lb·σ(exp(a_log_head)·u), in (lb, 0). */
 float k3_kda_gate(float u, float a_log_head, float lower_bound);

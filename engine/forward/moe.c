@@ -206,6 +206,30 @@ static void combine_rows(const struct k3_config *c, struct k3_forward_scratch *s
     }
 }
 
+/* Each row's k experts and their weights: the router's choice, or a replayed trace's
+ * (hooks.routes) weighed by the router's scores. */
+static int route_rows(struct k3_forward *f, int l, int T, struct k3_err *err)
+{
+    const struct k3_config *c = &f->m->cfg;
+    const struct k3_moe_weights *w = &f->m->w.layers[l].moe;
+    const struct k3_route_source *replay = f->hooks.routes;
+    struct k3_forward_scratch *s = f->s;
+    int H = c->hidden, E = c->n_experts, K = c->top_k;
+    k3_matmul_bf16(w->router, E, H, s->hn, H, s->rlogit, E, T);
+    for (int t = 0; t < T; t++) {
+        const float *logit = s->rlogit + (size_t)t * E;
+        int *sel = s->sel + (size_t)t * K;
+        if (!replay) {
+            k3_route(c, logit, w->router_bias, sel, s->selw + (size_t)t * K, s->rkey);
+            continue;
+        }
+        if (replay->choose(replay->ctx, s->row_seq[t], s->row_pos[t], l, sel, err))
+            return -1;
+        k3_route_weigh(c, logit, sel, K, s->selw + (size_t)t * K);
+    }
+    return 0;
+}
+
 int k3_moe_rows(struct k3_forward *f, int l, int T, struct k3_err *err)
 {
     const struct k3_config *c = &f->m->cfg;
@@ -214,10 +238,8 @@ int k3_moe_rows(struct k3_forward *f, int l, int T, struct k3_err *err)
     struct k3_expert_store *store = f->experts;
     int H = c->hidden, Hl = c->latent, E = c->n_experts, K = c->top_k;
 
-    k3_matmul_bf16(w->router, E, H, s->hn, H, s->rlogit, E, T);
-    for (int t = 0; t < T; t++)
-        k3_route(c, s->rlogit + (size_t)t * E, w->router_bias, s->sel + (size_t)t * K,
-                 s->selw + (size_t)t * K, s->rkey);
+    if (route_rows(f, l, T, err))
+        return -1;
     group_by_expert(&s->groups, s->sel, T * K, E);
     if (s->decode)
         f->stats.decode_experts[l] += (uint64_t)s->groups.n;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "engine/forward/forward_internal.h"
+#include "engine/forward/predict_ids.h"
 #include "engine/kernels/mxfp4.h"
 #include "numa/teams.h"
 
@@ -100,6 +101,7 @@ static void layout_scratch(struct k3_forward_scratch *s, struct bump *b, const s
     s->pred_idx = take(b, C * E * sizeof(int));
     s->pred_w = take(b, C * E * f);
     s->pred_list = take(b, E * sizeof(int));
+    s->pred_got = take(b, C * sizeof(int));
     s->pred_mark = take(b, E * sizeof(bool));
     s->pred_rank = take(b, E * sizeof(int));
     s->out_rows = take(b, C * sizeof(int));
@@ -157,6 +159,9 @@ void k3_forward_free(struct k3_forward *f)
     free(f->s);
     k3numa_teams_destroy(f->teams);
     free(f->stats.decode_experts);
+    if (f->id_pred)
+        k3_id_predictor_free(f->id_pred);
+    free(f->id_pred);
     memset(f, 0, sizeof *f);
 }
 

@@ -3,10 +3,12 @@
  * the trace opens a span per stage, and a decode step predicts the next layer's experts
  * and prefetches them while this layer computes.  None of it changes a byte of output. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/forward/forward_internal.h"
 #include "engine/forward/layers.h"
+#include "engine/forward/predict_ids.h"
 #include "engine/kernels/kernels.h"
 
 static const char *stage_name(const struct k3_config *c, enum k3_stage stage, int l)
@@ -67,7 +69,7 @@ static const float *predict_source(const struct k3_forward *f, enum k3_predict_p
     case K3_PREDICT_MOE_INPUT: *renorm = false; return at == K3_AT_FFN_INPUT ? s->hn : NULL;
     case K3_PREDICT_MOE_INPUT_NEXT: return at == K3_AT_FFN_INPUT ? s->a : NULL;
     case K3_PREDICT_LAYER_OUTPUT: return at == K3_AT_LAYER_OUTPUT ? s->res.p : NULL;
-    case K3_PREDICT_OFF: break;
+    case K3_PREDICT_IDS: case K3_PREDICT_OFF: break;
     }
     return NULL;
 }
@@ -83,14 +85,16 @@ static void deal_predicted(struct k3_forward_scratch *s, struct k3_share share, 
 }
 
 /* The union of every row's top-k predicted experts for layer that this process would be
- * given, best ranks first. */
+ * given, best ranks first; row_k: how many row t has, when fewer than k (NULL: k each). */
 static int predicted_union(struct k3_forward_scratch *s, struct k3_share share, int E, int k,
-                           int T, int layer)
+                           int T, int layer, const int *row_k)
 {
     int n = 0;
     memset(s->pred_mark, 0, sizeof(bool) * (size_t)E);
     for (int rank = 0; rank < k; rank++)
         for (int t = 0; t < T; t++) {
+            if (row_k && rank >= row_k[t])
+                continue;
             int e = s->pred_idx[(size_t)t * E + rank];
             if (!s->pred_mark[e]) {
                 s->pred_mark[e] = true;
@@ -108,6 +112,38 @@ static int predicted_union(struct k3_forward_scratch *s, struct k3_share share, 
     return kept;
 }
 
+/* --predict-from ids, once layer l's experts are chosen: the counts learn them (every
+ * step), and a decode step prefetches each row's best guesses for the next layer. */
+static int predict_from_ids(struct k3_forward *f, int l, enum k3_predict_point at, int T,
+                            struct k3_err *err)
+{
+    const struct k3_config *c = &f->m->cfg;
+    struct k3_expert_store *store = f->experts;
+    struct k3_forward_scratch *s = f->s;
+    int next = l + 1, E = c->n_experts, m = f->m->moe_index[l];
+    if (at != K3_AT_FFN_INPUT || m < 0)
+        return 0;
+    k3_id_predictor_learn(f->id_pred, m, s->sel, T);
+    if (!s->decode || next >= c->n_layers || !k3_layer_is_moe(c, next) || !store->ops->prefetch)
+        return 0;
+    int k = f->hooks.predict_k < E ? f->hooks.predict_k : E;
+    for (int t = 0; t < T; t++)
+        s->pred_got[t] = k3_id_predictor_guess(f->id_pred, m, t, k, s->pred_idx + (size_t)t * E);
+    int n = predicted_union(s, f->hooks.peers.share, E, k, T, next, s->pred_got);
+    return store->ops->prefetch(store, next, s->pred_list, n, err);
+}
+
+int k3_forward_predict_ids(struct k3_forward *f, struct k3_err *err)
+{
+    const struct k3_config *c = &f->m->cfg;
+    int moe = 0;
+    for (int l = 0; l < c->n_layers; l++)
+        moe += k3_layer_is_moe(c, l);
+    if (!(f->id_pred = calloc(1, sizeof *f->id_pred)))
+        return k3_errf(err, "out of memory");
+    return k3_id_predictor_init(f->id_pred, moe, c->n_experts, c->top_k, f->rows, err);
+}
+
 /* Decode steps only: a prompt step reads the union of its rows' experts anyway. */
 int k3_stage_predict(struct k3_forward *f, int l, enum k3_predict_point at, int T,
                      struct k3_err *err)
@@ -116,6 +152,8 @@ int k3_stage_predict(struct k3_forward *f, int l, enum k3_predict_point at, int 
     struct k3_expert_store *store = f->experts;
     struct k3_forward_scratch *s = f->s;
     int next = l + 1, H = c->hidden, E = c->n_experts;
+    if (f->hooks.predict == K3_PREDICT_IDS)
+        return f->id_pred ? predict_from_ids(f, l, at, T, err) : 0;
     bool renorm;
     const float *h = predict_source(f, at, &renorm);
     if (!h || !s->decode || next >= c->n_layers || !k3_layer_is_moe(c, next) ||
@@ -139,6 +177,6 @@ int k3_stage_predict(struct k3_forward *f, int l, enum k3_predict_point at, int 
     for (int t = 0; t < T; t++)
         k3_route_k(c, s->pred_logit + (size_t)t * E, w->moe.router_bias, k,
                    s->pred_idx + (size_t)t * E, s->pred_w + (size_t)t * E, s->rkey);
-    int n = predicted_union(s, f->hooks.peers.share, E, k, T, next);
+    int n = predicted_union(s, f->hooks.peers.share, E, k, T, next, NULL);
     return store->ops->prefetch(store, next, s->pred_list, n, err);
 }

@@ -1,7 +1,8 @@
 /* The named model configurations of k3-model.md §6, as shipped-style config.json text.
  * `k3` is the released model; `k3-tiny` is the correctness model; `k3-bench` has real
  * I/O widths (896 experts, 5 MB records) for benchmarks; `k3-slice` has every width of K3
- * in a few layers, for per-layer times at K3's widths and the reference at them. */
+ * in a few layers, for per-layer times at K3's widths and the reference at them;
+ * `k3-dsv2` has DeepSeek-V2-Lite's MoE shape, for replaying its routing traces. */
 #include "engine/model/config_presets.h"
 
 #include <string.h>
@@ -87,6 +88,26 @@ static const char k3_slice[] =
     "\"short_conv_kernel_size\": 4, \"use_full_rank_gate\": true, \"gate_lower_bound\": -5.0, "
     "\"full_attn_layers\": [4], \"kda_layers\": [1, 2, 3]}}}";
 
+/* k3-dsv2: K3's layer kinds (KDA and MLA, AttnRes, latent MoE) with DeepSeek-V2-Lite's MoE
+ * shape, so that its published routing traces (routes v1) replay on it: one dense layer,
+ * then 26 MoE layers of 64 routed experts, top-6, 2 shared, experts 1408 wide over a
+ * latent of 2048 (4,616,192-byte records, 7.68 GB of experts).  Other widths are
+ * DeepSeek-V2-Lite's where K3 has the same part (hidden 2048, dense 10944, 16 heads, MLA
+ * kv_lora 512, qk 128 + 64, v 128). */
+static const char k3_dsv2[] =
+    "{\"architectures\": [\"KimiK3ForConditionalGeneration\"], \"model_type\": \"kimi_k3\", "
+    "\"media_placeholder_token_id\": 163605, \"text_config\": {" K3_TEXT_COMMON
+    "\"vocab_size\": 163840, \"hidden_size\": 2048, \"num_hidden_layers\": 27, "
+    "\"intermediate_size\": 10944, \"num_attention_heads\": 16, \"num_key_value_heads\": 16, "
+    "\"q_lora_rank\": 512, \"kv_lora_rank\": 512, \"qk_nope_head_dim\": 128, "
+    "\"qk_rope_head_dim\": 64, \"v_head_dim\": 128, \"num_experts\": 64, "
+    "\"num_experts_per_token\": 6, \"num_shared_experts\": 2, \"moe_intermediate_size\": 1408, "
+    "\"routed_expert_hidden_size\": 2048, \"attn_res_block_size\": 4, "
+    "\"max_position_embeddings\": 131072, \"bos_token_id\": 163584, \"eos_token_id\": 163586, "
+    "\"pad_token_id\": 163839, \"linear_attn_config\": {\"num_heads\": 16, \"head_dim\": 128, "
+    "\"short_conv_kernel_size\": 4, \"use_full_rank_gate\": true, \"gate_lower_bound\": -5.0, "
+    "\"full_attn_layers\": [4, 8, 12, 16, 20, 24, 27], \"kda_layers\": [1, 2, 3, 5, 6, 7, 9, 10, 11, 13, 14, 15, 17, 18, 19, 21, 22, 23, 25, 26]}}}";
+
 static const struct {
     const char *name;
     const char *json;
@@ -95,6 +116,7 @@ static const struct {
     {"k3-tiny", k3_tiny},
     {"k3-bench", k3_bench},
     {"k3-slice", k3_slice},
+    {"k3-dsv2", k3_dsv2},
 };
 
 const char *k3_config_preset(const char *name)
@@ -107,5 +129,5 @@ const char *k3_config_preset(const char *name)
 
 const char *k3_config_preset_names(void)
 {
-    return "k3, k3-tiny, k3-bench, k3-slice";
+    return "k3, k3-tiny, k3-bench, k3-slice, k3-dsv2";
 }

@@ -4,7 +4,7 @@
 
 /* The config.json text of a named preset, or NULL. */
 const char *k3_config_preset(const char *name);
-/* "k3, k3-tiny, k3-bench, k3-slice", for messages. */
+/* "k3, k3-tiny, k3-bench, k3-slice, k3-dsv2", for messages. */
 const char *k3_config_preset_names(void);
 
 #endif

@@ -67,6 +67,7 @@ static int open_stream(struct k3_runtime *rt, int ctx, int seqs, int rows,
         .seqs = seqs,
         .threads = omp_get_max_threads(),
         .cache = !o->no_cache,
+        .cache_policy = o->cache_policy,
         .sync = o->sync,
         .drive_model = o->drive_model,
         .prefetch_k = o->predict != K3_PREDICT_OFF ? o->prefetch_k : 0,
@@ -125,6 +126,8 @@ int k3_runtime_start(struct k3_runtime *rt, int ctx, int seqs, int rows,
         .predict_k = o->prefetch_k,
         .trace = rt->trace,
     };
+    if (rt->fwd.hooks.predict == K3_PREDICT_IDS && k3_forward_predict_ids(&rt->fwd, err))
+        return -1;
     return k3_cluster_attach(o->cluster, &rt->fwd, err);
 }
 

@@ -39,6 +39,7 @@ struct k3_runtime_opts {
                                * fewer; under mpirun at most K3_CHUNK) */
     enum k3io_backend io;
     bool no_cache, sync;
+    enum k3_cache_policy_kind cache_policy; /* --cache-policy */
     struct k3io_drive_model drive_model; /* rate 0: none */
     int prefetch_k, prefetch_depth;
     enum k3_predict_from predict;

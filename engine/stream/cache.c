@@ -3,9 +3,10 @@
  * whose reads stream through free slots, at most `capacity` in flight, each slot
  * refilled as soon as done() says its record is computed; prefetch() reads predicted
  * records into free slots in the background once the batch has no queue; next() hands
- * back records as they land and check out.  A slot is reused least recently used first,
- * never while pinned or landing; each team's slots are taken in turn, so a layer's
- * experts spread over the teams. */
+ * back records as they land and check out.  A slot is reused free first, then holding
+ * the record the replacement policy (policy.h: --cache-policy) values least, a
+ * prefetched one not yet asked for last; never while pinned or landing; each team's
+ * slots are taken in turn, so a layer's experts spread over the teams. */
 #include <assert.h>
 
 #include "engine/kernels/mxfp4.h"
@@ -31,19 +32,37 @@ static bool reusable(const struct buffer *b)
     return !b->pins && (b->state == BUF_FREE || b->state == BUF_LANDED || b->state == BUF_READY);
 }
 
-/* A slot to read into: a free one first, else the least recently used reusable one; -1
- * if there is none.  team >= 0: only that team's slots. */
+/* The policy's key of a record: its index among the experts of the MoE layers. */
+static uint32_t policy_key(const struct k3_stream *s, int64_t object)
+{
+    return (uint32_t)((uint64_t)object - (uint64_t)k3_seg_count(&s->m->cfg));
+}
+
+/* A slot to read into: the first free one, else a record not prefetched and waiting
+ * before one that is, and among those the one the policy values least (the least
+ * recently used among equals); -1 if there is none.  team >= 0: only that team's slots. */
 static int free_slot_of(const struct k3_stream *s, int team)
 {
+    const struct k3_cache_policy *p = &s->policy;
     int victim = -1;
+    bool victim_predicted = false;
+    double victim_keep = 0;
     for (int i = 0; i < s->n_records; i++) {
         const struct buffer *b = &s->records[i];
         if (!reusable(b) || (team >= 0 && slot_team(s, i) != team))
             continue;
-        const struct buffer *v = victim >= 0 ? &s->records[victim] : NULL;
-        if (!v || (b->object < 0 && v->object >= 0) ||
-            (b->object >= 0 && v->object >= 0 && b->last_use < v->last_use))
+        if (b->object < 0)
+            return i;
+        bool predicted = b->predicted >= 0;
+        if (victim >= 0 && predicted && !victim_predicted)
+            continue;
+        double keep = p->ops->keep(p, policy_key(s, b->object), b->last_use);
+        if (victim < 0 || (!predicted && victim_predicted) || keep < victim_keep ||
+            (keep == victim_keep && b->last_use < s->records[victim].last_use)) {
             victim = i;
+            victim_predicted = predicted;
+            victim_keep = keep;
+        }
     }
     return victim;
 }
@@ -146,6 +165,7 @@ static int take_held(struct k3_stream *s, int i, struct k3_err *err)
             return -1;
     } else {
         s->stats.records_hit++; /* in memory from an earlier token: a read avoided */
+        ls->hit++;
     }
     b->predicted = -1;
     en->slot = slot;
@@ -180,6 +200,7 @@ static int start_queued(struct k3_stream *s, struct k3_err *err)
             return -1;
         en->slot = slot;
         en->read = true;
+        s->layer_stats[s->layer].read++;
         s->reading++;
         pin(s, s->queued++);
     }
@@ -200,6 +221,10 @@ static int experts_begin(struct k3_expert_store *st, int layer, const int *exper
     s->layer_stats[layer].records += (uint64_t)n;
     s->stats.records_asked += (uint64_t)n;
     clear_team_load(s);
+    s->policy.ops->batch(&s->policy, s->m->moe_index[layer]);
+    for (int i = 0; i < n; i++)
+        s->policy.ops->asked(&s->policy,
+                             policy_key(s, (int64_t)k3_model_record_object(s->m, layer, experts[i])));
     for (int i = 0; i < n; i++) {
         uint64_t o = k3_model_record_object(s->m, layer, experts[i]);
         if (k3_packed_holds(s->p, o, err)) /* another rank's expert: never read garbage */

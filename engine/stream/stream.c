@@ -151,6 +151,12 @@ static int alloc_tables(struct k3_stream *s)
     s->dropped = calloc(s->record_stride / K3_PACK_ALIGN + 1, sizeof *s->dropped);
     s->team_load = calloc((size_t)s->n_teams, sizeof *s->team_load);
     s->verify_jobs = malloc(k3_verify_scratch_bytes());
+    int moe_layers = 0;
+    for (int l = 0; l < s->m->cfg.n_layers; l++)
+        moe_layers += k3_layer_is_moe(&s->m->cfg, l);
+    if (k3_cache_policy_init(&s->policy, s->o.cache_policy, moe_layers, s->m->cfg.n_experts, 0,
+                             NULL))
+        return -1;
     return s->resident && s->records && s->batch && s->layer_stats &&
                    s->dropped && s->team_load && s->verify_jobs
                ? 0
@@ -397,6 +403,7 @@ void k3_stream_close(struct k3_stream *s)
     free(s->layer_stats);
     free(s->dropped);
     free(s->verify_jobs);
+    k3_cache_policy_free(&s->policy);
     free(s->segment_bytes);
     free(s);
 }

@@ -24,6 +24,7 @@
 #include "engine/forward/forward.h"
 #include "engine/model/model.h"
 #include "engine/base/trace.h"
+#include "engine/stream/policy.h"
 #include "iouring/reader.h"
 
 /* Records a layer prefetches for the next by default (run's --prefetch-k; plan assumes
@@ -51,6 +52,7 @@ struct k3_stream_opts {
     int seqs;                  /* sequences held at once (0 counts as 1) */
     int threads;
     bool cache;                /* expert cache in the spare budget */
+    enum k3_cache_policy_kind cache_policy; /* which cached record gives way (policy.h) */
     bool sync;                 /* one read at a time, waited for: the no-overlap baseline */
     struct k3io_drive_model drive_model; /* --drive-model: each drive timed as one of this
                                 * rate and latency (rate 0: none; iouring/model.h) */
@@ -88,6 +90,8 @@ struct k3_stream_stats {
 /* Per layer (index n_layers: the output), since the stream opened. */
 struct k3_layer_stats {
     uint64_t records;          /* records the layer asked for */
+    uint64_t read, hit;        /* of those: read when asked / in memory from an earlier
+                                * step (the rest were prefetched: predicted_used) */
     uint64_t predicted;        /* records prefetched for it */
     uint64_t predicted_used;   /* of those, asked for */
     uint64_t wasted_bytes;     /* prefetched, not asked for */

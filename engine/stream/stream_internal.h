@@ -131,6 +131,7 @@ struct k3_stream {
     int n_records;
     uint64_t record_stride;
     uint64_t use_clock;
+    struct k3_cache_policy policy; /* which cached record gives way (policy.c) */
     int layer, batch_n;
     struct batch_entry *batch;    /* [n_experts] the experts begin() asked for, in order */
     int delivered;                /* entries next() handed out */

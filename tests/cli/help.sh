@@ -7,7 +7,7 @@
 source "$(dirname "$0")/lib.sh"
 mapfile -t commands < <("$K3" --help | awk '/^commands:/ {on = 1; next}
                                             on && /^  [a-z]/ {print $1} on && /^$/ {exit}')
-for known in run synth pack iobench plan tokenize serve; do
+for known in run synth pack iobench plan tokenize serve replay; do
   [[ " ${commands[*]} " == *" $known "* ]] || fail "k3-uring --help does not list $known"
 done
 for cmd in "${commands[@]}"; do
