@@ -4,7 +4,7 @@
 # Conventions (docs/README.md states them for writers):
 # - a line of a fenced block that starts with `./k3-uring` (after any NAME=VALUE
 #   assignments) is run, in doc order, in a fresh folder per file where `./k3-uring` is the
-#   binary, README.md, bench/ and docs/ the repository's, `k3-tiny` the seed-1 tiny model
+#   binary, README.md, bench/, docs/ and tests/ the repository's, `k3-tiny` the seed-1 tiny model
 #   (README's own folder has none: its synth line makes it) and `/mnt/...` a temporary folder (`/mnt/nvme0` to `/mnt/nvme7` and
 #   `/mnt/box0/nvme0` to `/mnt/box3/nvme3` exist);
 # - a line that cannot run on k3-tiny here (serve, mpirun, real drives, big models) says
@@ -83,7 +83,7 @@ for doc in "${docs[@]}"; do
   work="$base/${name//\//_}"
   mkdir -p "$work"/mnt/nvme{0..7} "$work"/mnt/box{0..3}/nvme{0..3}
   ln -s "$K3" "$work/k3-uring"
-  ln -s "$root/README.md" "$root/bench" "$root/docs" "$work/"
+  ln -s "$root/README.md" "$root/bench" "$root/docs" "$root/tests" "$work/"
   [[ "$name" == README.md ]] || ln -s "$(tiny_model)" "$work/k3-tiny"
 
   while IFS=$'\t' read -r n line; do
