@@ -16,9 +16,10 @@
 #      stream's time between tokens before and at most while the prompt is read, and
 #      the prompt's time to first token.
 #   4. the same prompts (DM_PROMPTS) under the drive model: the pack on DM_DRIVES folders,
-#      each served as a drive of DM_RATE would, traced: prompt seconds against the union
-#      at the modelled rate, the time reads were in flight, and how much of the routed
-#      experts' compute ran under reads (bench/pass_overlap.py).
+#      each served as a drive of DM_RATE would, traced: prompt seconds and the wait for
+#      reads against the union at the modelled rate and the modelled drives' busy time,
+#      and how much of the routed experts' compute ran while a read was outstanding
+#      (bench/pass_overlap.py).
 #
 # usage: bench/prefill.sh CHECKPOINT
 # knobs (environment), each printed with its value when the script starts:
@@ -250,7 +251,7 @@ part_schedule() {
 # ---- 4. prompts under the drive model ----
 # The pack on DM_DRIVES folders of WORK; the same cgroup and budget as part 1.
 part_drive_model() {
-  local n t stall mb asked_mb late floor overlap line rows=() rate_mbps i dirs=() dm_list
+  local n t stall mb asked_mb late modelled floor overlap line rows=() rate_mbps i dirs=() dm_list
   for ((i = 0; i < dm_drives; i++)); do dirs+=("$work/dm$dm_drives/d$i"); done
   ensure_pack "${dirs[@]}"
   dm_list=$(IFS=,; echo "${dirs[*]}")
@@ -259,14 +260,20 @@ part_drive_model() {
     read -r t stall mb _ asked_mb < <(prompt_run "$n" "$dm_list" --drive-model "$dm_rate" --trace "$work/trace.json") ||
       die "no prompt statistics for $n ids under the drive model"
     late=$(sed -n 's/.*reads late, \([0-9.]*\) s of waiting the storage.*/\1/p' "$work/err")
+    modelled=$(sed -n 's/.*reads outstanding \([0-9.]*\) s (modelled).*/\1/p' "$work/err")
     floor=$(awk -v a="$asked_mb" -v d="$dm_drives" -v r="$rate_mbps" 'BEGIN { printf "%.3f", a / (d * r) }')
     overlap=$(python3 "$root/bench/pass_overlap.py" "$work/trace.json") || die "bench/pass_overlap.py on the trace of $n ids"
-    line=$(jq -r --argjson n "$n" --argjson t "$t" --argjson f "$floor" --arg late "${late:-0}" \
-      '"\($n) ids under the drive model: \($t) s, the union at the modelled rate \($f) s; reads in flight \(.reads_in_flight) s; routed experts computed \(.expert_compute) s, \(.expert_compute_under_reads) s of it under reads; the storage late for \($late) s"' <<<"$overlap")
+    # The trace's read spans end when the engine takes a read, so they overstate the drives'
+    # busy time while it computes; the model's own "reads outstanding" does not.
+    line=$(jq -r --argjson n "$n" --argjson t "$t" --argjson s "$stall" --argjson f "$floor" \
+      --arg m "${modelled:-?}" --arg late "${late:-0}" \
+      '"\($n) ids under the drive model: \($t) s, waiting for reads \($s) s (the storage, slower than the model, \($late) s of it); the union at the modelled rate \($f) s, the modelled drives busy \($m) s; routed experts computed \(.expert_compute) s, \(.expert_compute_under_reads) s of it with a read not yet taken"' <<<"$overlap")
     say "$line"
     summary+=("$line")
-    rows+=("$(jq -c --argjson n "$n" --argjson t "$t" --argjson s "$stall" --argjson a "$asked_mb" --argjson f "$floor" --argjson late "${late:-0}" \
-      '{tokens: $n, seconds: $t, stall: $s, union_gb: ($a / 1000), modelled_floor: $f, storage_late: $late} + .' <<<"$overlap")")
+    rows+=("$(jq -c --argjson n "$n" --argjson t "$t" --argjson s "$stall" --argjson a "$asked_mb" --argjson f "$floor" \
+      --argjson late "${late:-0}" --argjson m "${modelled:-null}" \
+      '{tokens: $n, seconds: $t, stall: $s, union_gb: ($a / 1000), modelled_floor: $f, modelled_busy: $m, storage_late: $late,
+        trace_reads_untaken: .reads_in_flight, expert_compute, expert_compute_under_reads}' <<<"$overlap")")
   done
   rm -f "$work/trace.json"
   json_parts+=("\"drive_model\":{\"drives\":$dm_drives,\"rate\":\"$dm_rate\",\"prompts\":[$(IFS=,; echo "${rows[*]}")]}")
