@@ -28,7 +28,7 @@
 #
 # usage: bench/slice-plan.sh [MODEL]   MODEL: k3-slice's checkpoint folder (synthesized
 #        there when missing: 13.8 GB, a few minutes) or its pack's drive folders (D0,D1,..);
-#        default SLICE, else /work/data/k3-slice
+#        default SLICE, else DATA's k3-slice (bench/lib.sh)
 # knobs (environment), each printed with its value when the script starts:
 #   K3            the binary                                   (./k3-uring)
 #   THREADS       compute threads                              (2)
