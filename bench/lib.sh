@@ -14,10 +14,10 @@ bench_default_rounds=3
 bench_default_tokens=6
 bench_default_stages="kernels decode serve"
 bench_emulate_root=$bench_data/emulate   # emulate.sh's backing files, one folder per box
-# du -sb of `k3-uring synth --config k3-bench --seed 1` (measured 2026-12-01): what the
+# du -sb of `k3-uring synth --config k3-bench --seed 1`: what the
 # default checkpoint takes before it exists.
 bench_k3bench_bytes=19956996677
-# and of `k3-uring synth --config k3-slice --seed 1` (measured 2026-12-01), the slice
+# and of `k3-uring synth --config k3-slice --seed 1`, the slice
 # stage's checkpoint, beside the emulated boxes' folder.
 bench_k3slice_bytes=13755250118
 slice_ckpt=${SLICE:-$bench_data/k3-slice}   # SLICE= elsewhere

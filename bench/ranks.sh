@@ -1,5 +1,5 @@
 #!/bin/bash
-# Beyond one box (issue 21): the routed experts sharded over two mpirun ranks, each rank a
+# Beyond one box: the routed experts sharded over two mpirun ranks, each rank a
 # box with its own emulated drives, against one rank with one box, I/O-bound.  One
 # emulated set of 2 x DRIVES throttled drives (one block cgroup holds both boxes' limits);
 # box 0 = the first DRIVES, holding a whole pack, box 1 = the others, holding a whole pack

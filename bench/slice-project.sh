@@ -1,5 +1,5 @@
 #!/bin/bash
-# Full K3 projected from k3-slice's measured per-layer times (issue 20, benchmark 3).
+# Full K3 projected from k3-slice's measured per-layer times.
 #
 # k3-slice has every width of the released K3 in 4 layers (KDA + dense, KDA + MoE twice,
 # MLA + MoE), so one decode step of it times each kind of K3 layer at K3's widths.  This

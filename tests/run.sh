@@ -10,7 +10,7 @@ export K3="$root/$build/k3-uring"
 export K3_ROOT="$root"
 export K3_TEST_TMP="$root/$build/test-tmp"
 # Tests check properties, not speed: OpenMP threads that spin while they wait crawl on a
-# shared machine whose cores are taken (test_faults took 10x longer under load).
+# shared machine whose cores are taken.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 timeout_s=${K3_TEST_TIMEOUT:-300}
 mkdir -p "$K3_TEST_TMP"
