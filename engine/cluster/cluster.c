@@ -8,7 +8,9 @@
 
 #include "engine/cluster/cluster_internal.h"
 
-/* Open MPI's launcher sets these; PMIx's for other launchers. */
+/* Open MPI's launcher sets these; PMIx's for other launchers.  Read here, not in the CLI's
+ * environment table (engine/cli/env.h): they are mpirun's word that it launched us, not a
+ * user's knob, and they decide whether MPI starts at all. */
 static const char *env_rank(void)
 {
     const char *r = getenv("OMPI_COMM_WORLD_RANK");
