@@ -148,8 +148,8 @@ fixtures: deps deps-ref k3-uring
 	@tests/routes/make_routes.sh
 
 # k3-slice (K3's widths, 4 layers) against the PyTorch reference: tens of minutes; writes
-# its 13.75 GB checkpoint to K3_SLICE if missing.
-K3_SLICE ?= /work/data/k3-slice
+# its 13.75 GB checkpoint to K3_SLICE if missing (default: SLICE, else DATA's k3-slice,
+# as bench/lib.sh says).
 check-slice: deps deps-ref k3-uring
 	@tests/ref/check_slice.sh $(K3_SLICE)
 
@@ -157,7 +157,7 @@ check-slice: deps deps-ref k3-uring
 fuzz: deps k3-uring $(FUZZ_BIN)
 	@tests/fuzz/run.sh $(FUZZ_SECONDS)
 
-# The benchmark (root, about 30 minutes, about 22 GB free on /work/data, 42 with k3-bench
+# The benchmark (root, about 30 minutes, about 22 GB free in DATA, 42 with k3-bench
 # to synthesize): emulated boxes of 1-8 drives, or DRIVES=/mnt/a,/mnt/b (real drives);
 # fio, the engine, the planner; results, table and plots in bench/results/.  bench/run.sh
 # checks tools, drives and space first (PREFLIGHT_ONLY=1: only that); knobs in

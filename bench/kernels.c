@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <immintrin.h>
+#include <jansson.h>
 
 #include "engine/base/options.h"
 #include "engine/kernels/kernels.h"
@@ -202,8 +203,8 @@ static double stream_copy(double *a, double *c, size_t n)
 
 /* Sums the 64-bit words of [p, p + bytes) (bytes a multiple of 64) with SSE2, four chains:
  * a read at the memory's pace, not the adds'.  It prefetches as far ahead as the kernels
- * do, or it would not be the memory's pace: on the Xeon VM copies of a 1.67 MB matrix
- * read 8.2 GB/s at 1 thread and 16.5 at 2 without, 10.8 and 20.8 at 4 KiB ahead. */
+ * do, or it would be slower than the memory's pace (the hardware prefetchers alone do not
+ * keep up with copies of a small matrix). */
 static inline __m128i sum_bytes(const uint8_t *p, size_t bytes, __m128i s0)
 {
     __m128i s1 = _mm_setzero_si128(), s2 = _mm_setzero_si128(), s3 = _mm_setzero_si128();
@@ -1231,85 +1232,95 @@ static void report_goals(int t1, int one_t, int most)
                qb / qn / 1e3, n, qb / qn / 1e3 / copy, q1 / qn);
 }
 
-/* Set gflops's medians, when measured, as ",\n  "gflops": [...]" (one object a line). */
-static void write_gflops_json(FILE *f)
+/* x rounded to `decimals` places, as a JSON number. */
+static json_t *rounded(double x, int decimals)
+{
+    double scale = pow(10, decimals);
+    return json_real(round(x * scale) / scale);
+}
+
+/* Adds set gflops's medians, when measured, to root: "gflops_source" and "gflops". */
+static int add_gflops(json_t *root)
 {
     if (!set_chosen("gflops") && !set_chosen("q8_0"))
-        return;
-    fprintf(f, ",\n  \"gflops_source\": \"bench/kernels.sh: 2 flops per weight per token, full "
-               "K3 expert shapes, medians of %d reps; peak: %s FMA chains on every thread, "
-               "measured in turn\",\n  \"gflops\": [", o.reps, peak.zmm ? "zmm" : "ymm");
-    const char *sep = "";
+        return 0;
+    char source[256];
+    snprintf(source, sizeof source, "bench/kernels.sh: 2 flops per weight per token, full K3 "
+             "expert shapes, medians of %d reps; peak: %s FMA chains on every thread, measured "
+             "in turn", o.reps, peak.zmm ? "zmm" : "ymm");
+    json_t *list = json_array();
+    int rc = json_object_set_new(root, "gflops_source", json_string(source)) |
+             json_object_set_new(root, "gflops", list);
     for (int gi = 0; gi < N_GCASES; gi++)
         for (int xi = 0; xi < o.gflops_tokens.n; xi++)
             for (int vi = 0; vi < run.n_vars; vi++)
                 for (int ti = 0; gf.measured[gi][xi][vi] && ti < o.threads.n; ti++) {
-                    double g = gf.gflops[gi][xi][vi][ti].median, p = gf.peak[gi][xi][ti].median,
-                           fr = gf.frac[gi][xi][vi][ti].median;
                     double best = gf.gflops[gi][xi][vi][ti].max / gf.peak[gi][xi][ti].max;
-                    fprintf(f, "%s\n    {\"case\": \"%s\", \"kind\": \"%s\", \"rows\": %d, "
-                               "\"cols\": %d, \"tokens\": %d, \"variant\": \"%s\", "
-                               "\"threads\": %d, \"gflops\": %.2f, \"peak_gflops\": %.2f, "
-                               "\"frac_of_peak\": %.4f, \"best_frac_of_peak\": %.4f}",
-                            sep, gcases[gi].name, kind_name[gcases[gi].kind], gcases[gi].rows,
-                            gcases[gi].cols, o.gflops_tokens.v[xi], run.vars[vi]->name,
-                            o.threads.v[ti], g, p, fr, best);
-                    sep = ",";
+                    rc |= json_array_append_new(list, json_pack(
+                        "{s:s, s:s, s:i, s:i, s:i, s:s, s:i, s:o, s:o, s:o, s:o}",
+                        "case", gcases[gi].name, "kind", kind_name[gcases[gi].kind],
+                        "rows", gcases[gi].rows, "cols", gcases[gi].cols,
+                        "tokens", o.gflops_tokens.v[xi], "variant", run.vars[vi]->name,
+                        "threads", o.threads.v[ti],
+                        "gflops", rounded(gf.gflops[gi][xi][vi][ti].median, 2),
+                        "peak_gflops", rounded(gf.peak[gi][xi][ti].median, 2),
+                        "frac_of_peak", rounded(gf.frac[gi][xi][vi][ti].median, 4),
+                        "best_frac_of_peak", rounded(best, 4)));
                 }
-    fprintf(f, "\n  ]");
+    return rc ? -1 : 0;
+}
+
+/* root written to o.json (and freed), unless building it failed; what it is, said on
+ * stdout. */
+static int write_json(json_t *root, int failed, const char *what)
+{
+    int rc = failed || !root ? -1 : json_dump_file(root, o.json, JSON_INDENT(2) | JSON_REAL_PRECISION(12));
+    json_decref(root);
+    if (failed || !root)
+        fprintf(stderr, "kernels: %s: out of memory building the JSON\n", o.json);
+    else if (rc)
+        fprintf(stderr, "kernels: %s: %s\n", o.json, strerror(errno));
+    else
+        printf("kernels: %s: %s\n", what, o.json);
+    return rc ? -1 : 0;
 }
 
 /* Only set gflops's figures (the run measured no calibration). */
 static int write_gflops_only(void)
 {
-    FILE *f = fopen(o.json, "w");
-    if (!f) {
-        fprintf(stderr, "kernels: %s: %s\n", o.json, strerror(errno));
-        return -1;
-    }
-    fprintf(f, "{\n  \"cores_measured\": %d", o.threads.v[o.threads.n - 1]);
-    write_gflops_json(f);
-    fprintf(f, "\n}\n");
-    if (fclose(f)) {
-        fprintf(stderr, "kernels: %s: %s\n", o.json, strerror(errno));
-        return -1;
-    }
-    printf("kernels: GFLOP/s figures (no calibration in this run): %s\n", o.json);
-    return 0;
+    json_t *root = json_pack("{s:i}", "cores_measured", o.threads.v[o.threads.n - 1]);
+    return write_json(root, root && add_gflops(root), "GFLOP/s figures (no calibration in this run)");
 }
 
 /* The calibration k3-uring plan --calibration reads: the first (best) variant at one
  * thread (one core alone; the plan caps cores x rate by the memory bandwidth itself). */
 static int write_calibration(double cal[4][MAX_THREADS][3], int one)
 {
-    FILE *f = fopen(o.json, "w");
-    if (!f) {
-        fprintf(stderr, "kernels: %s: %s\n", o.json, strerror(errno));
-        return -1;
-    }
-    fprintf(f, "{\n  \"source\": \"bench/kernels.sh: k3-bench decode mix, T = 1, one thread, "
-               "weights in RAM, medians of %d reps\",\n", o.reps);
-    fprintf(f, "  \"variant\": \"%s\",\n", run.vars[0]->name);
-    fprintf(f, "  \"mxfp4_gbps_per_core\": %.3f,\n  \"bf16_gbps_per_core\": %.3f,\n",
-            cal[0][one][0], cal[0][one][1]);
-    if (cal[0][one][2] > 0)
-        fprintf(f, "  \"q8_0_gbps_per_core\": %.3f,\n", cal[0][one][2]);
-    for (int ti = 0; ti < o.threads.n; ti++) {
+    char source[128];
+    snprintf(source, sizeof source, "bench/kernels.sh: k3-bench decode mix, T = 1, one thread, "
+             "weights in RAM, medians of %d reps", o.reps);
+    json_t *root = json_pack("{s:s, s:s, s:o, s:o}", "source", source,
+                             "variant", run.vars[0]->name,
+                             "mxfp4_gbps_per_core", rounded(cal[0][one][0], 3),
+                             "bf16_gbps_per_core", rounded(cal[0][one][1], 3));
+    int bad = !root;
+    if (root && cal[0][one][2] > 0)
+        bad |= json_object_set_new(root, "q8_0_gbps_per_core", rounded(cal[0][one][2], 3));
+    for (int ti = 0; root && ti < o.threads.n; ti++) {
         int threads = o.threads.v[ti];
-        fprintf(f, "  \"threads_%d\": {\"mxfp4_gbps\": %.3f, \"bf16_gbps\": %.3f, "
-                   "\"stream_copy_gbps\": %.3f, \"read_gbps\": %.3f},\n",
-                threads, cal[0][ti][0] * threads, cal[0][ti][1] * threads,
-                run.mem[ti].copy.median, run.mem[ti].read.median);
+        char key[32];
+        snprintf(key, sizeof key, "threads_%d", threads);
+        bad |= json_object_set_new(root, key, json_pack(
+            "{s:o, s:o, s:o, s:o}", "mxfp4_gbps", rounded(cal[0][ti][0] * threads, 3),
+            "bf16_gbps", rounded(cal[0][ti][1] * threads, 3),
+            "stream_copy_gbps", rounded(run.mem[ti].copy.median, 3),
+            "read_gbps", rounded(run.mem[ti].read.median, 3)));
     }
-    fprintf(f, "  \"cores_measured\": %d", o.threads.v[o.threads.n - 1]);
-    write_gflops_json(f);
-    fprintf(f, "\n}\n");
-    if (fclose(f)) {
-        fprintf(stderr, "kernels: %s: %s\n", o.json, strerror(errno));
-        return -1;
-    }
-    printf("kernels: calibration for k3-uring plan --calibration: %s\n", o.json);
-    return 0;
+    if (root)
+        bad |= json_object_set_new(root, "cores_measured",
+                                   json_integer(o.threads.v[o.threads.n - 1])) |
+               add_gflops(root);
+    return write_json(root, bad, "calibration for k3-uring plan --calibration");
 }
 
 /* The summaries over k3-bench's decode token, when the run measured all of them. */

@@ -4,20 +4,23 @@
 
 # ---- the benchmark's defaults: one place, read by run.sh, pipeline.sh and any stage ----
 # (bench/README.md documents each; a knob set in the environment overrides its default)
-bench_default_ckpt=/work/data/k3-bench   # synthesized there (k3-bench, seed 1) when missing
+# The folder every benchmark keeps its data in (checkpoints, emulated drives, packs, read
+# files), unless a knob names another: DATA, else the user's cache folder.
+bench_data=${DATA:-${XDG_CACHE_HOME:-$HOME/.cache}/k3-uring}
+bench_default_ckpt=$bench_data/k3-bench  # synthesized there (k3-bench, seed 1) when missing
 bench_default_counts="1 2 4 8"           # emulated boxes; with DRIVES: 1 2 4 .. and all of them
 bench_default_mbps=100                   # per emulated drive; 8 x 100 stays linear here (README)
 bench_default_rounds=3
 bench_default_tokens=6
 bench_default_stages="kernels decode serve replay"
-bench_emulate_root=/work/data/emulate    # emulate.sh's backing files, one folder per box
-# du -sb of `k3-uring synth --config k3-bench --seed 1` (measured 2026-12-01): what the
+bench_emulate_root=$bench_data/emulate   # emulate.sh's backing files, one folder per box
+# du -sb of `k3-uring synth --config k3-bench --seed 1`: what the
 # default checkpoint takes before it exists.
 bench_k3bench_bytes=19956996677
-# and of `k3-uring synth --config k3-slice --seed 1` (measured 2026-12-01), the slice
+# and of `k3-uring synth --config k3-slice --seed 1`, the slice
 # stage's checkpoint, beside the emulated boxes' folder.
 bench_k3slice_bytes=13755250118
-slice_ckpt=${SLICE:-$(dirname "$bench_emulate_root")/k3-slice}   # SLICE= elsewhere
+slice_ckpt=${SLICE:-$bench_data/k3-slice}   # SLICE= elsewhere
 
 # die MESSAGE: one line on stderr, exit 1.
 die() { echo "$prog: $*" >&2; exit 1; }

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Pipelined decode against the synchronous path on an emulated box whose read time per
-# token is about the compute time per token (issue 5's setting): k3-bench packed on
+# token is about the compute time per token (where overlap matters most): k3-bench packed on
 # DRIVES throttled drives, then alternating rounds of
 #   sync      --sync --predict off   one record at a time, nothing overlapped
 #   pipeline  --predict off          a layer's reads overlap its shared experts and

@@ -24,7 +24,7 @@
 # usage: bench/prefill.sh CHECKPOINT
 # knobs (environment), each printed with its value when the script starts:
 #   K3        the binary                                        (./k3-uring)
-#   WORK      folder for the pack, on the disk measured         (/work/data/prefill)
+#   WORK      folder for the pack, on the disk measured         (DATA's prefill: bench/lib.sh)
 #   RAM       the run's --ram                                   (5G)
 #   CGROUP    the memory cgroup's limit, v1 (none: "")         (6G)
 #   PROMPTS   prompt lengths                                    ("256 1024 4096")
@@ -45,7 +45,7 @@ source "$root/bench/lib.sh"
 ckpt=${1:-${CKPT:?usage: bench/prefill.sh CHECKPOINT (or CKPT=)}}
 [[ -f $ckpt/config.json ]] || die "$ckpt: no config.json (a checkpoint folder as shipped)"
 k3=$(realpath "${K3:-$root/k3-uring}")
-work=${WORK:-/work/data/prefill}
+work=${WORK:-$bench_data/prefill}
 ram=${RAM:-5G}
 cgroup_limit=${CGROUP-6G}
 prompts=${PROMPTS:-256 1024 4096}

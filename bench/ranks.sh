@@ -1,5 +1,5 @@
 #!/bin/bash
-# Beyond one box (issue 21): the routed experts sharded over two mpirun ranks, each rank a
+# Beyond one box: the routed experts sharded over two mpirun ranks, each rank a
 # box with its own emulated drives, against one rank with one box, I/O-bound.  One
 # emulated set of 2 x DRIVES throttled drives (one block cgroup holds both boxes' limits);
 # box 0 = the first DRIVES, holding a whole pack, box 1 = the others, holding a whole pack
@@ -19,7 +19,7 @@
 # usage: bench/ranks.sh [CHECKPOINT] [DRIVES] [MBPS] [ROUNDS] [TOKENS]
 #   CHECKPOINT  default: k3-bench's widths with 64 experts a layer (bench/configs/
 #               k3-bench-64.json, 321 MB of experts a token), synthesized into
-#               $bench_emulate_root/../k3-bench-64 when missing (about 2.9 GB)
+#               DATA's k3-bench-64 (bench/lib.sh) when missing (about 2.9 GB)
 #   DRIVES 4 per box, MBPS 20 per drive, ROUNDS 3, TOKENS 8; BOX_THREADS (env) 1: each
 #   "box" computes with that many threads (one box 1, two boxes 1 each: this machine's 2
 #   cores are both boxes' cores, so each box gets the same compute)
@@ -28,7 +28,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 prog=ranks.sh
 source "$root/bench/lib.sh"
 k3=$(realpath "${K3:-./k3-uring}")
-ckpt=${1:-$(dirname "$bench_emulate_root")/k3-bench-64}
+ckpt=${1:-$bench_data/k3-bench-64}
 drives=${2:-4}
 mbps=${3:-20}
 rounds=${4:-3}

@@ -5,14 +5,16 @@
 # malloc), alternating all four (this disk's speed drifts between runs), page cache
 # dropped before each run.
 # usage: bench/readbench.sh [FILE] [SECONDS] [ROUNDS] [DEPTHS] [BLOCK_KIB]
-#   FILE       created (1 GiB of random bytes) if missing   default /work/data/readtest
+#   FILE       created (1 GiB of random bytes) if missing   default DATA's readtest (bench/lib.sh)
 #   SECONDS    per run                                      default 10
 #   ROUNDS     passes over the four tools per depth         default 2
 #   DEPTHS     requests in flight                           default "1 8 32"
 #   BLOCK_KIB  read size                                    default 1024
 # Writes bench/results/readbench-<date>.csv and prints a table of MiB/s.
 set -euo pipefail
-file=${1:-/work/data/readtest}
+prog=readbench.sh
+source "$(cd "$(dirname "$0")" && pwd)/lib.sh"
+file=${1:-$bench_data/readtest}
 secs=${2:-10}
 rounds=${3:-2}
 depths=${4:-1 8 32}

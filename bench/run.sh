@@ -284,7 +284,7 @@ check_leftovers() {
 }
 
 preflight() {
-  say "every knob: CKPT=$ckpt DRIVES=${drives_given:-(none: emulated)} ALLOW_SAME_DEVICE=$allow_same DRIVE_COUNTS=\"${counts:-(by mode)}\" MBPS=$mbps ROUNDS=$rounds TOKENS=$tokens CALIBRATION=${calibration:-(none)} STAGES=\"$stages\" SLICE=$slice_ckpt K3=$k3"
+  say "every knob: DATA=$bench_data CKPT=$ckpt DRIVES=${drives_given:-(none: emulated)} ALLOW_SAME_DEVICE=$allow_same DRIVE_COUNTS=\"${counts:-(by mode)}\" MBPS=$mbps ROUNDS=$rounds TOKENS=$tokens CALIBRATION=${calibration:-(none)} STAGES=\"$stages\" SLICE=$slice_ckpt K3=$k3"
   check_tools
   check_knobs
   choose_mode

@@ -1,6 +1,6 @@
 #!/bin/bash
 # k3-slice's measured s/token against the planner's projection for the same slice and
-# budget (issue 20, benchmark 2; goal: within 10%).
+# budget (goal: within 10%).
 #
 # k3-slice has every width of the released K3 (17.5 MB records, a 2.35 GB output head), so
 # a token's reads and compute per layer are K3's.  The planner projects a decode step as
@@ -22,13 +22,13 @@
 #      15 ms a token there, under compute, plus the read path's CPU these steps do not
 #      pay).  The rates came from such a run, so this checks the planner's composition
 #      (the weight bytes of each piece, the budget's cache) and the runs' repeatability,
-#      not the rates.  8 x 7 GB/s itself cannot be measured here: the drive model only
-#      slows storage down, and the fastest storage this box has (RAM through the
+#      not the rates.  8 x 7 GB/s itself cannot be measured on slower storage: the drive
+#      model only slows storage down, and the fastest storage a box may have (RAM through the
 #      checksummed read path) delivers 0.4-2 GB/s.
 #
 # usage: bench/slice-plan.sh [MODEL]   MODEL: k3-slice's checkpoint folder (synthesized
 #        there when missing: 13.8 GB, a few minutes) or its pack's drive folders (D0,D1,..);
-#        default SLICE, else /work/data/k3-slice
+#        default SLICE, else DATA's k3-slice (bench/lib.sh)
 # knobs (environment), each printed with its value when the script starts:
 #   K3            the binary                                   (./k3-uring)
 #   THREADS       compute threads                              (2)

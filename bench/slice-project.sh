@@ -1,5 +1,5 @@
 #!/bin/bash
-# Full K3 projected from k3-slice's measured per-layer times (issue 20, benchmark 3).
+# Full K3 projected from k3-slice's measured per-layer times.
 #
 # k3-slice has every width of the released K3 in 4 layers (KDA + dense, KDA + MoE twice,
 # MLA + MoE), so one decode step of it times each kind of K3 layer at K3's widths.  This
@@ -33,7 +33,7 @@
 #      (mxfp4_gbps_per_core, bf16_gbps_per_core), then prints plan's projection with them.
 #
 # usage: bench/slice-project.sh [MODEL]    MODEL: k3-slice's checkpoint folder, or its pack's
-#        drive folders (D0,D1,..); default /work/data/k3-slice
+#        drive folders (D0,D1,..); default SLICE, else DATA's k3-slice (bench/lib.sh)
 # Knobs (environment, with defaults):
 #   K3=./k3-uring  THREADS=2  TOKENS=6 (generated; TOKENS-1 decode steps are measured)
 #   CACHED_RAM=14G (0: measure while reading)  WARM_TOKENS=48 (each prefill position
@@ -50,7 +50,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 prog=slice-project.sh
 source "$root/bench/lib.sh"
-model=${1:-/work/data/k3-slice}
+model=${1:-$slice_ckpt}
 k3=$(realpath "${K3:-$root/k3-uring}")
 threads=${THREADS:-2}
 tokens=${TOKENS:-6}

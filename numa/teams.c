@@ -1,6 +1,7 @@
 /* Teams of a plan running at once (teams.h). */
 #include "numa/teams.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <omp.h>
 #include <sched.h>
@@ -29,6 +30,7 @@ struct team_self {
     int member, n;
 };
 static _Thread_local struct team_self self;
+static _Thread_local bool alone; /* k3numa_team_alone */
 
 int k3numa_teams_create(struct k3numa_teams **out, const struct k3numa_plan *p)
 {
@@ -135,13 +137,19 @@ bool k3numa_team_self(int *member, int *n_members)
 {
     if (!self.bar)
         return false;
-    *member = self.member;
-    *n_members = self.n;
+    *member = alone ? 0 : self.member;
+    *n_members = alone ? 1 : self.n;
     return true;
 }
 
 void k3numa_team_barrier(void)
 {
-    if (self.bar && self.n > 1)
+    if (self.bar && self.n > 1 && !alone)
         barrier_wait(self.bar);
+}
+
+void k3numa_team_alone(bool on)
+{
+    assert(self.bar && alone != on); /* inside a team's work, switched on then off */
+    alone = on;
 }

@@ -42,7 +42,13 @@ void k3numa_teams_run(struct k3numa_teams *t, void (*fn)(void *arg, int team), v
 bool k3numa_team_self(int *member, int *n_members);
 
 /* Inside k3numa_teams_run: returns once every thread of the caller's team has called it
- * (the same number of times).  A no-op elsewhere and in a team of one. */
+ * (the same number of times).  A no-op elsewhere, in a team of one, and alone. */
 void k3numa_team_barrier(void);
+
+/* Inside k3numa_teams_run, between k3numa_team_alone(true) and (false): the calling
+ * thread works by itself, a team of one to k3numa_team_self (so the kernels it calls keep
+ * every row) and to k3numa_team_barrier (which returns at once).  Its teammates' barriers
+ * do not count it meanwhile: they go on with their own work, not waiting for it. */
+void k3numa_team_alone(bool alone);
 
 #endif

@@ -281,6 +281,8 @@ static int set_value(const struct k3_opt *o, const char *flag, const char *val, 
         return parse_set(o, flag, val, err);
     case K3_OPT_INTS:
         return parse_ints(o, flag, val, err);
+    case K3_OPT_CUSTOM:
+        return o->parse(o, flag, val, err);
     }
     return k3_errf(err, "%s: bad option table", flag);
 }
@@ -356,6 +358,21 @@ int k3_opts_parse(const struct k3_opt *opts, int n_opts, int argc, char **argv,
     return 0;
 }
 
+int k3_opts_parse_env(const struct k3_opt *vars, int n_vars, struct k3_err *err)
+{
+    for (int k = 0; k < n_vars; k++) {
+        const struct k3_opt *o = &vars[k];
+        const char *val = getenv(o->name);
+        if (!val)
+            continue;
+        if (!*val)
+            return k3_errf(err, "%s: an empty value (unset it for the default)", o->name);
+        if (set_value(o, o->name, val, err))
+            return -1;
+    }
+    return 0;
+}
+
 /* ---- help and listing ------------------------------------------------------------------ */
 
 /* The destination's value as text ("" when it has none: a NULL string). */
@@ -408,6 +425,8 @@ static void value_text(const struct k3_opt *o, char *buf, size_t len)
             at += (size_t)snprintf(buf + at, len - at, i ? ",%d" : "%d", l->v[i]);
         break;
     }
+    case K3_OPT_CUSTOM: /* its value has no text of its own: .def says the default */
+        break;
     }
 }
 
@@ -446,6 +465,21 @@ void k3_opts_help(FILE *f, const char *usage, const struct k3_opt *opts, int n_o
         fprintf(f, "  %-28s %s%s\n", flag, opts[k].help, def);
     }
     fprintf(f, "  %-28s %s\n", "-h, --help", "show this help");
+}
+
+void k3_opts_help_env(FILE *f, const struct k3_opt *vars, int n_vars)
+{
+    fprintf(f, "\nenvironment:\n");
+    for (int k = 0; k < n_vars; k++) {
+        char arg[160], name[192], def[160];
+        placeholder(&vars[k], arg, sizeof arg);
+        snprintf(name, sizeof name, "%s=%s", vars[k].name, arg);
+        default_text(&vars[k], def, sizeof def);
+        if (strlen(name) > 28) /* its help on the next line, where the others' start */
+            fprintf(f, "  %s\n  %-28s %s%s\n", name, "", vars[k].help, def);
+        else
+            fprintf(f, "  %-28s %s%s\n", name, vars[k].help, def);
+    }
 }
 
 void k3_opts_print_values(FILE *f, const struct k3_opt *opts, int n_opts)

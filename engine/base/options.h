@@ -1,8 +1,10 @@
 /* Command-line options as a table, for every k3-uring command and every bench tool.
  *
  * Owns: one entry per option (flag, kind, range or allowed names, help); parsing argv
- * into the entries' destinations; the --help text and the listing of every knob's value,
- * both generated from the table; the value syntaxes (sizes, token id lists).
+ * into the entries' destinations; the same for environment variables (a table whose
+ * names are the variables'), read once with the same checks; the --help text and the
+ * listing of every knob's value, both generated from the table; the value syntaxes
+ * (sizes, token id lists).
  * Does not own: what a combination of options means (the caller checks that after
  * parsing), printing errors or exiting.
  *
@@ -30,7 +32,13 @@ enum k3_opt_type {
     K3_OPT_ENUM,   /* int * (or an int-sized enum): one of choices, its value */
     K3_OPT_SET,    /* unsigned *: a comma list of choices, their values or'ed together */
     K3_OPT_INTS,   /* struct k3_opt_ints *: a comma list of ints, each within [min, max] */
+    K3_OPT_CUSTOM, /* whatever .parse fills */
 };
+
+struct k3_opt;
+/* A CUSTOM entry's syntax: val into o->dst, or -1 with err naming flag and val. */
+typedef int k3_opt_parse_fn(const struct k3_opt *o, const char *flag, const char *val,
+                            struct k3_err *err);
 
 /* A name an ENUM, SET or SIZE option accepts and the value it stands for.  Lists end with
  * {NULL}; a SET's bits are single choices, and a choice holding several (e.g. "all") comes
@@ -61,6 +69,7 @@ struct k3_opt {
     const struct k3_opt_choice *choices; /* ENUM, SET; SIZE: names besides a size */
     const char *def;       /* the default in words, where the value does not say it */
     bool positional;       /* STRING: a bare argument (the n-th such entry takes the n-th) */
+    k3_opt_parse_fn *parse; /* CUSTOM */
 };
 
 #define K3_OPTS_COUNT(table) ((int)(sizeof(table) / sizeof((table)[0])))
@@ -72,6 +81,15 @@ int k3_opts_parse(const struct k3_opt *opts, int n_opts, int argc, char **argv,
 
 /* usage, then one line per option with its default, then -h, --help. */
 void k3_opts_help(FILE *f, const char *usage, const struct k3_opt *opts, int n_opts);
+
+/* The environment variables named by a table's entries (name "K3_X", no dashes, no
+ * positionals, no flags): each one set is parsed as its option's value would be; an
+ * empty one is refused (unset it to get the default).  0, or -1 with err naming the
+ * variable and its value. */
+int k3_opts_parse_env(const struct k3_opt *vars, int n_vars, struct k3_err *err);
+
+/* "environment:", then one line per variable, "  NAME=ARG  help (default X)". */
+void k3_opts_help_env(FILE *f, const struct k3_opt *vars, int n_vars);
 
 /* One line per option, "  --name  value", as parsed: the knobs a benchmark ran with. */
 void k3_opts_print_values(FILE *f, const struct k3_opt *opts, int n_opts);

@@ -162,11 +162,12 @@ static int budget_input(const struct k3_config *c, const char *config, int n_dri
     return rc;
 }
 
-/* Compute rates per core, GB/s of weights consumed, measured by bench/kernels.sh on this
- * project's machine (AMD EPYC Zen 4, AVX-512 VBMI, one thread, weights in RAM:
- * bench/results/kernels-20261130-055547.json); --calibration FILE overrides them with
- * another machine's, or with the rates bench/slice-project.sh derives from k3-slice's
- * measured layers (every piece of a K3 token at K3's widths, not only the mat-vecs). */
+/* Compute rates per core, GB/s of weights consumed, when no --calibration FILE gives them:
+ * mxfp4_gbps_per_core and bf16_gbps_per_core of bench/results/kernels-20261130-055547.json
+ * (bench/kernels.sh's calibration: one thread, weights in RAM; the machine is in the
+ * results' README entry).  A calibration file gives another machine's, or the rates
+ * bench/slice-project.sh derives from k3-slice's measured layers (every piece of a K3
+ * token at K3's widths, not only the mat-vecs). */
 #define DEFAULT_MXFP4_GBPS_PER_CORE 9.86
 #define DEFAULT_BF16_GBPS_PER_CORE 28.5
 /* Q8_0 (the trunk's large matrices as --trunk-type q8_0 holds them): its rates as
@@ -179,10 +180,9 @@ static int budget_input(const struct k3_config *c, const char *config, int n_dri
 #define Q8_0_GBPS_OF_BF16 0.59
 #define Q8_0_GFLOPS_OF_BF16 0.84
 /* The read path's own CPU, one core's seconds per GB read: submissions, completions and
- * the checksums, which run over the compute threads.  `k3-uring iobench` prints it
- * (io_uring, a k3-bench-64 pack on this project's 2-vCPU Xeon, quiet: 0.40-0.43, half of
- * it the checksums; the pread pool 0.73-0.84); a calibration file may give its own as
- * read_cpu_s_per_gb. */
+ * the checksums, which run over the compute threads.  `k3-uring iobench` measures it;
+ * this is read_cpu_s_per_gb of bench/results/slice-project-20261201-204352.json (io_uring;
+ * about half of it the checksums).  A calibration file may give its own. */
 #define DEFAULT_READ_CPU_S_PER_GB 0.42
 
 struct box {

@@ -1,16 +1,12 @@
 /* k3-uring: run Kimi-K3-class MoE models with the routed experts streamed from NVMe.
- * main() checks the environment knobs and dispatches to a subcommand (cli.h); each
- * prints its own errors. */
-#include <stdint.h>
+ * main() reads the environment knobs (env.h) and dispatches to a subcommand (cli.h);
+ * each prints its own errors. */
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/cli/cli.h"
 #include "engine/base/err.h"
-#include "engine/cluster/cluster.h"
-#include "engine/stream/faults.h"
-#include "engine/kernels/kernels.h"
-#include "engine/kernels/mxfp4.h"
+#include "engine/cli/cli.h"
+#include "engine/cli/env.h"
 
 static const struct {
     const char *name;
@@ -35,27 +31,16 @@ static void usage(FILE *f)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
     fprintf(f, "\nk3-uring --drives D0,D1 -p TEXT ... (or -m DIR) is short for k3-uring run ...\n"
                "exit codes: 0 ok, 1 runtime error, 2 usage error\n");
-}
-
-/* The knobs read deep inside (kernel selection, int8 activations, the fault seed), where
- * a bad value would otherwise be taken for the default: usage errors before any work. */
-static int check_environment(void)
-{
-    struct k3_err err = {""};
-    uint64_t seed;
-    struct k3_cluster_fault rank_fault;
-    if (k3_kernels_check_env(&err) || k3_mxfp4_check_env(&err) || k3_faults_seed_env(&seed, &err) ||
-        k3_cluster_fault_env(&rank_fault, &err)) {
-        fprintf(stderr, "k3-uring: %s\n", err.msg);
-        return -1;
-    }
-    return 0;
+    cli_env_help(f);
 }
 
 int main(int argc, char **argv)
 {
-    if (check_environment())
+    struct k3_err err = {""};
+    if (cli_env_read(&err)) { /* a usage error, before any work */
+        fprintf(stderr, "k3-uring: %s\n", err.msg);
         return 2;
+    }
     if (argc < 2) {
         usage(stderr);
         return 2;

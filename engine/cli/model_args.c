@@ -2,6 +2,7 @@
 #include "engine/cli/model_args.h"
 
 #include "engine/cli/drive_model.h"
+#include "engine/cli/env.h"
 #include "engine/cluster/cluster.h"
 
 #include <stdio.h>
@@ -104,8 +105,10 @@ int model_args_parse(struct model_args *a, const struct k3_opt *own, int n_own, 
     model_args_table(a, opts);
     memcpy(opts + MODEL_ARGS_COUNT, own, sizeof *own * (size_t)n_own);
     int rc = k3_opts_parse(opts, MODEL_ARGS_COUNT + n_own, argc, argv, err);
-    if (rc > 0)
+    if (rc > 0) {
         k3_opts_help(stdout, usage, opts, MODEL_ARGS_COUNT + n_own);
+        cli_env_help(stdout);
+    }
     free(opts);
     return rc;
 }
@@ -128,6 +131,9 @@ int model_args_check(struct model_args *a, struct k3_err *err)
     if (cli_drive_model_parse(a->drive_model_text, &o->drive_model, err))
         return -1;
     o->numa_off = a->numa_off;
+    o->topology = cli_env()->topology;
+    o->faults = cli_env()->faults;
+    o->fault_seed = cli_env()->fault_seed;
     o->predict = a->predict_on ? a->predict_from : K3_PREDICT_OFF;
     return join_ranks(a, err);
 }
@@ -136,7 +142,8 @@ int model_args_check(struct model_args *a, struct k3_err *err)
 static int join_ranks(struct model_args *a, struct k3_err *err)
 {
     struct k3_runtime_opts *o = &a->rt;
-    struct k3_cluster_opts co = {.timeout = a->rank_timeout, .fatal = cluster_fatal};
+    struct k3_cluster_opts co = {.timeout = a->rank_timeout, .fatal = cluster_fatal,
+                                 .fault = cli_env()->rank_fault};
     if (k3_cluster_init(&o->cluster, &co, err))
         return -1;
     o->share = k3_cluster_share(o->cluster);

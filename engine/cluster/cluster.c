@@ -8,7 +8,9 @@
 
 #include "engine/cluster/cluster_internal.h"
 
-/* Open MPI's launcher sets these; PMIx's for other launchers. */
+/* Open MPI's launcher sets these; PMIx's for other launchers.  Read here, not in the CLI's
+ * environment table (engine/cli/env.h): they are mpirun's word that it launched us, not a
+ * user's knob, and they decide whether MPI starts at all. */
 static const char *env_rank(void)
 {
     const char *r = getenv("OMPI_COMM_WORLD_RANK");
@@ -23,18 +25,18 @@ int k3_cluster_env_rank(void)
     return r ? atoi(r) : 0;
 }
 
-int k3_cluster_fault_env(struct k3_cluster_fault *f, struct k3_err *err)
+int k3_cluster_fault_parse(const char *flag, const char *text, struct k3_cluster_fault *f,
+                           struct k3_err *err)
 {
-    const char *v = getenv("K3_RANK_FAULT");
     char kind[8] = "";
     int used = 0;
-    *f = (struct k3_cluster_fault){.rank = -1};
-    if (!v || !*v)
-        return 0;
-    if (sscanf(v, "%d:%7[a-z]@%u%n", &f->rank, kind, &f->step, &used) != 3 || v[used] ||
-        f->rank < 0 || (strcmp(kind, "stall") && strcmp(kind, "exit")))
-        return k3_errf(err, "K3_RANK_FAULT=%s: want RANK:stall@STEP or RANK:exit@STEP", v);
-    f->exit = !strcmp(kind, "exit");
+    struct k3_cluster_fault got = {.rank = -1};
+    if (text[0] < '0' || text[0] > '9' ||
+        sscanf(text, "%d:%7[a-z]@%u%n", &got.rank, kind, &got.step, &used) != 3 || text[used] ||
+        got.rank < 0 || !got.step || (strcmp(kind, "stall") && strcmp(kind, "exit")))
+        return k3_errf(err, "%s=%s: want RANK:stall@STEP or RANK:exit@STEP", flag, text);
+    got.exit = !strcmp(kind, "exit");
+    *f = got;
     return 0;
 }
 
@@ -43,9 +45,6 @@ int k3_cluster_init(struct k3_cluster **out, const struct k3_cluster_opts *o, st
     *out = NULL;
     if (!k3_cluster_launched())
         return 0;
-    struct k3_cluster_fault fault;
-    if (k3_cluster_fault_env(&fault, err))
-        return -1;
     int provided = 0;
     /* Only the thread that steps calls MPI; the compute and I/O threads never do. */
     if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
@@ -56,7 +55,7 @@ int k3_cluster_init(struct k3_cluster **out, const struct k3_cluster_opts *o, st
         return k3_errf(err, "out of memory");
     }
     c->o = *o;
-    c->fault = fault;
+    c->fault = o->fault.step ? o->fault : (struct k3_cluster_fault){.rank = -1};
     c->failed_rank = -1;
     MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &c->ranks);

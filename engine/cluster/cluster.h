@@ -31,22 +31,26 @@ struct k3_cluster;
 bool k3_cluster_launched(void);
 int k3_cluster_env_rank(void);
 
-struct k3_cluster_opts {
-    double timeout;  /* seconds a rank waits for another inside a step */
-    /* A rank stalled or the ranks fell out of step: called with one line, then every
-     * rank is ended (MPI_Abort).  NULL: the line goes nowhere. */
-    void (*fatal)(const char *line);
-};
-
-/* For the tests: K3_RANK_FAULT=RANK:stall@STEP (that rank stops answering at its first
- * exchange of step STEP, counted from 1) or RANK:exit@STEP (it exits there, status 3).
- * -1 with err on a malformed value; rank -1: none. */
+/* For the tests (the CLI's K3_RANK_FAULT): RANK:stall@STEP (that rank stops answering at
+ * its first exchange of step STEP, counted from 1) or RANK:exit@STEP (it exits there,
+ * status 3).  rank -1: none. */
 struct k3_cluster_fault {
     int rank;
     unsigned step;
     bool exit;
 };
-int k3_cluster_fault_env(struct k3_cluster_fault *f, struct k3_err *err);
+/* text as RANK:stall@STEP or RANK:exit@STEP (STEP from 1): 0, or -1 with err naming flag
+ * and text. */
+int k3_cluster_fault_parse(const char *flag, const char *text, struct k3_cluster_fault *f,
+                           struct k3_err *err);
+
+struct k3_cluster_opts {
+    double timeout;  /* seconds a rank waits for another inside a step */
+    /* A rank stalled or the ranks fell out of step: called with one line, then every
+     * rank is ended (MPI_Abort).  NULL: the line goes nowhere. */
+    void (*fatal)(const char *line);
+    struct k3_cluster_fault fault; /* step 0: none */
+};
 
 /* MPI started (only when launched by mpirun; *out NULL otherwise). */
 int k3_cluster_init(struct k3_cluster **out, const struct k3_cluster_opts *o, struct k3_err *err);

@@ -18,11 +18,24 @@ struct expert_job {
     double began, ended;  /* trace times of its computation */
 };
 
+/* Below this many multiply-adds (its rows × 3 × moe_inter × H_l), a routed expert is
+ * computed whole by one member of its team, the team's small experts dealt out among its
+ * members: split over the team, its barriers would cost more than the split gains, and
+ * far more when the cores are shared (a member waits for a descheduled teammate).  K3's
+ * experts (33M per row) are far above it; k3-tiny's (37K per row) below. */
+#define K3_EXPERT_ALONE_MAX_WORK (1L << 20)
+
+/* The buffers one expert's computation uses. */
+struct expert_bufs {
+    float *zt;            /* [rows][H_l] its gathered inputs */
+    float *fg;            /* [rows][moe_inter] SiTU(W1 z, W3 z) */
+    float *yt;            /* [rows][H_l] its outputs */
+};
+
 /* What one compute team uses for routed experts (numa/teams.h). */
 struct team_scratch {
-    float *zt;            /* [C][H_l] one expert's gathered inputs */
-    float *fg;            /* [C][moe_inter] SiTU(W1 z, W3 z) */
-    float *yt;            /* [C][H_l] its outputs */
+    struct expert_bufs whole; /* C rows: an expert the whole team computes */
+    struct expert_bufs *alone; /* [threads] alone_rows each: a member's own experts */
     struct expert_job *jobs; /* [E] this round's experts, in the order they landed */
     int n_jobs;
     uint64_t computed;    /* experts computed since the context began */
@@ -41,6 +54,7 @@ struct k3_forward_scratch {
     int rows;        /* C */
     int threads;
     int n_teams;
+    int alone_rows;  /* the most rows of an expert one member computes alone */
     /* the step */
     int *row_pos;    /* [C] each row's position in its sequence */
     struct k3_seq *const *row_seq; /* [C] the step's sequences (k3_step.seq) */

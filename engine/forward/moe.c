@@ -6,6 +6,7 @@
  * whose node holds it, and the outputs are combined in selection order, never
  * arrival order.  Under mpirun a process reads and computes only its share of the chosen
  * experts; the others' outputs come from the peer hooks before the combine. */
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -44,9 +45,10 @@ static void group_by_expert(struct k3_expert_groups *g, const int *sel, int n, i
 }
 
 /* One expert on the rows that chose it, y = W2·SiTU(W1 z, W3 z), by every thread of a
- * team: the leader gathers the inputs and scatters the outputs, the mat-vecs split their
- * rows over the team and return once it is done (numa/teams.h). */
-static void run_expert(struct k3_forward *f, struct team_scratch *ts, bool leader,
+ * team (the leader gathers the inputs and scatters the outputs, the mat-vecs split their
+ * rows over the team and return once it is done: numa/teams.h), or by one thread alone
+ * (the leader, in its own buffers). */
+static void run_expert(struct k3_forward *f, const struct expert_bufs *ts, bool leader,
                        const uint8_t *rec, int n_users, const int *users)
 {
     const struct k3_config *c = &f->m->cfg;
@@ -67,22 +69,35 @@ static void run_expert(struct k3_forward *f, struct team_scratch *ts, bool leade
             memcpy(s->y + (size_t)users[u] * Hl, ts->yt + (size_t)u * Hl, sizeof(float) * Hl);
 }
 
-/* A team's share of one round: the experts whose records landed in its node's buffers. */
+/* A team's share of one round: the experts whose records landed in its node's buffers.
+ * The small ones (at most alone_rows rows) are dealt out in landing order, one member
+ * computing each whole; the others take the whole team, in landing order. */
 static void team_experts(void *arg, int team)
 {
     struct k3_forward *f = arg;
     const struct k3_expert_groups *g = &f->s->groups;
     struct team_scratch *ts = &f->s->team[team];
-    int member = 0, n_members = 1;
+    int member = 0, n_members = 1, dealt = 0;
     k3numa_team_self(&member, &n_members);
+    assert(member < f->s->threads);
     for (int j = 0; j < ts->n_jobs; j++) {
         struct expert_job *job = &ts->jobs[j];
-        int e = job->expert;
-        if (member == 0)
+        int e = job->expert, n_users = g->user_off[e + 1] - g->user_off[e];
+        const int *users = g->users + g->user_off[e];
+        bool alone = n_users <= f->s->alone_rows;
+        if (alone && dealt++ % n_members != member)
+            continue;
+        bool leader = alone || member == 0;
+        if (leader)
             job->began = k3_trace_now(f->hooks.trace);
-        run_expert(f, ts, member == 0, job->record, g->user_off[e + 1] - g->user_off[e],
-                   g->users + g->user_off[e]);
-        if (member == 0)
+        if (alone) {
+            k3numa_team_alone(true);
+            run_expert(f, &ts->alone[member], true, job->record, n_users, users);
+            k3numa_team_alone(false);
+        } else {
+            run_expert(f, &ts->whole, member == 0, job->record, n_users, users);
+        }
+        if (leader)
             job->ended = k3_trace_now(f->hooks.trace);
     }
 }

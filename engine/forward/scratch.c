@@ -55,6 +55,16 @@ static void layout_attention(struct k3_forward_scratch *s, struct bump *b,
     s->mla_tmp = take(b, (size_t)s->threads * ((size_t)max_ctx + 2 * (size_t)c->kv_lora) * f);
 }
 
+static struct expert_bufs expert_bufs(struct bump *b, const struct k3_config *c, size_t rows)
+{
+    size_t Hl = (size_t)c->latent, f = sizeof(float);
+    struct expert_bufs e;
+    e.zt = take(b, rows * Hl * f);
+    e.fg = take(b, rows * (size_t)c->moe_inter * f);
+    e.yt = take(b, rows * Hl * f);
+    return e;
+}
+
 static void layout_ffn(struct k3_forward_scratch *s, struct bump *b, const struct k3_config *c)
 {
     size_t C = (size_t)s->rows, H = (size_t)c->hidden, f = sizeof(float);
@@ -75,11 +85,19 @@ static void layout_ffn(struct k3_forward_scratch *s, struct bump *b, const struc
     s->round = take(b, E * sizeof(int));
     s->groups.rank_of = take(b, E * sizeof(int));
     s->team = take(b, (size_t)s->n_teams * sizeof *s->team);
+    long row_work = 3L * c->moe_inter * c->latent;
+    s->alone_rows = (int)((K3_EXPERT_ALONE_MAX_WORK - 1) / row_work);
+    if (s->alone_rows > s->rows)
+        s->alone_rows = s->rows;
     for (int i = 0; i < s->n_teams; i++) {
         struct team_scratch sizing, *ts = b->base ? &s->team[i] : &sizing;
-        ts->zt = take(b, C * Hl * f);
-        ts->fg = take(b, C * (size_t)c->moe_inter * f);
-        ts->yt = take(b, C * Hl * f);
+        ts->whole = expert_bufs(b, c, C);
+        ts->alone = s->alone_rows ? take(b, (size_t)s->threads * sizeof *ts->alone) : NULL;
+        for (int k = 0; s->alone_rows && k < s->threads; k++) {
+            struct expert_bufs bufs = expert_bufs(b, c, (size_t)s->alone_rows);
+            if (b->base)
+                ts->alone[k] = bufs;
+        }
         ts->jobs = take(b, E * sizeof *ts->jobs);
     }
 }

@@ -85,21 +85,11 @@ static const struct k3_kernel_ops *best_from(int first)
     return &k3_kernels_scalar;
 }
 
-static const struct k3_kernel_ops *resolve(void)
-{
-    const char *want = getenv("K3_KERNELS");
-    if (want)
-        for (int i = 0; i < N_VARIANTS; i++)
-            if (!strcmp(want, variants[i]->name))
-                return best_from(i);
-    return best_from(0); /* unset, "auto" or unknown */
-}
-
 const struct k3_kernel_ops *k3_kernels(void)
 {
     const struct k3_kernel_ops *k = atomic_load_explicit(&selected, memory_order_acquire);
     if (!k) { /* racing first calls resolve to the same table */
-        k = resolve();
+        k = best_from(0);
         atomic_store_explicit(&selected, k, memory_order_release);
     }
     return k;
@@ -107,15 +97,14 @@ const struct k3_kernel_ops *k3_kernels(void)
 
 const char *k3_kernels_name(void) { return k3_kernels()->name; }
 
-int k3_kernels_check_env(struct k3_err *err)
+int k3_kernels_prefer(const char *name)
 {
-    const char *want = getenv("K3_KERNELS");
-    if (!want || !*want || !strcmp(want, "auto") || k3_kernels_find(want))
-        return 0;
-    char names[64] = "auto"; /* from the table, so the message names every variant there is */
-    for (int i = N_VARIANTS - 1; i >= 0; i--)
-        snprintf(names + strlen(names), sizeof names - strlen(names), ", %s", variants[i]->name);
-    return k3_errf(err, "K3_KERNELS=%s: not a kernel variant (%s)", want, names);
+    for (int i = 0; i < N_VARIANTS; i++)
+        if (!strcmp(name, "auto") || !strcmp(name, variants[i]->name)) {
+            atomic_store_explicit(&selected, best_from(i), memory_order_release);
+            return 0;
+        }
+    return -EINVAL;
 }
 
 int k3_kernels_select(const char *name)

@@ -8,8 +8,8 @@
  * thread count.  Rows are split across OpenMP threads; each row is one thread's.
  * Does not own: MXFP4 (mxfp4.h), model structure.
  *
- * Variants are chosen at the first kernel call (kernels_isa.h): the best the CPU has, or
- * the one named by K3_KERNELS=scalar|avx2|avx512|avx512vnni|auto.  Identical bytes hold
+ * Variants are chosen at the first kernel call (kernels_isa.h): the best the CPU has,
+ * unless the caller chose one first (k3_kernels_prefer, k3_kernels_select).  Identical bytes hold
  * for every input whose sums meet at most one NaN payload (two different NaNs meeting in
  * an add may keep either payload; the result is NaN either way).
  */
@@ -73,11 +73,10 @@ void k3_matmul_bf16_situ(const uint16_t *G, const uint16_t *U, int rows, int col
 
 /* The kernel variant in use: "scalar", "avx2", "avx512" or "avx512vnni". */
 const char *k3_kernels_name(void);
-/* K3_KERNELS, unless unset or empty, names a variant or "auto": 0, or -1 with err naming it.
- * The selection reads it lazily and takes an unknown name for "auto", so the CLI checks
- * it first (a typo must not run another variant unsaid). */
-struct k3_err;
-int k3_kernels_check_env(struct k3_err *err);
+/* Use the best variant this CPU supports at or below NAME in the order avx512vnni,
+ * avx512, avx2, scalar ("auto": the best of all) from now on: 0, or -EINVAL for an
+ * unknown name.  Not to be called while kernels run. */
+int k3_kernels_prefer(const char *name);
 /* Use variant NAME ("auto" = the best supported) from now on: 0, -EINVAL for an unknown
  * name, -ENOTSUP when this CPU lacks it.  Not to be called while kernels run. */
 int k3_kernels_select(const char *name);

@@ -272,9 +272,9 @@ struct k3_kernel_ops {
 extern const struct k3_kernel_ops k3_kernels_avx512vnni, k3_kernels_avx512, k3_kernels_avx2,
     k3_kernels_scalar;
 
-/* The variant the public kernels use: K3_KERNELS (auto|scalar|avx2|avx512|avx512vnni) at
- * the first call, else the best this CPU supports.  A requested variant the CPU lacks falls back to
- * the best supported one below it; k3_kernels_name() says which runs. */
+/* The variant the public kernels use: the one chosen by k3_kernels_prefer or
+ * k3_kernels_select, else (at the first call) the best this CPU supports;
+ * k3_kernels_name() says which runs. */
 const struct k3_kernel_ops *k3_kernels(void);
 /* The table of a variant by name, or NULL when unknown. */
 const struct k3_kernel_ops *k3_kernels_find(const char *name);

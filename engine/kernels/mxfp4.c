@@ -405,25 +405,11 @@ float k3_dot_mxfp4_q8(const uint8_t *packed, const uint8_t *scales, const struct
     return y;
 }
 
-int k3_mxfp4_q8_enabled(void)
-{
-    static _Atomic int enabled = -1; /* racing first calls store the same value */
-    int e = atomic_load_explicit(&enabled, memory_order_relaxed);
-    if (e < 0) {
-        const char *v = getenv("K3_MXFP4_ACT");
-        e = v && !strcmp(v, "q8");
-        atomic_store_explicit(&enabled, e, memory_order_relaxed);
-    }
-    return e;
-}
+static _Atomic int q8_enabled;
 
-int k3_mxfp4_check_env(struct k3_err *err)
-{
-    const char *v = getenv("K3_MXFP4_ACT");
-    if (!v || !*v || !strcmp(v, "f32") || !strcmp(v, "q8"))
-        return 0;
-    return k3_errf(err, "K3_MXFP4_ACT=%s: not an activation type (f32, q8)", v);
-}
+int k3_mxfp4_q8_enabled(void) { return atomic_load_explicit(&q8_enabled, memory_order_relaxed); }
+
+void k3_mxfp4_set_q8(bool on) { atomic_store_explicit(&q8_enabled, on, memory_order_relaxed); }
 
 size_t k3_mxfp4_count_nan_scales(const uint8_t *scales, size_t n)
 {

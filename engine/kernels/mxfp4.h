@@ -28,6 +28,7 @@
 #ifndef K3_MXFP4_H
 #define K3_MXFP4_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -133,13 +134,11 @@ float k3_dot_mxfp4_q8(const uint8_t *packed, const uint8_t *scales, const struct
 void k3_matmul_mxfp4_q8(const uint8_t *packed, const uint8_t *scales, int rows, int cols,
                         const float *X, int ldx, float *Y, int ldy, int T);
 
-/* True when K3_MXFP4_ACT=q8: k3_dot_mxfp4, k3_matmul_mxfp4 and k3_matmul_mxfp4_situ then
- * take the int8 path. */
+/* True after k3_mxfp4_set_q8(true) (the CLI's K3_MXFP4_ACT=q8): k3_dot_mxfp4,
+ * k3_matmul_mxfp4 and k3_matmul_mxfp4_situ then take the int8 path.  Off by default; not
+ * to be switched while kernels run. */
 int k3_mxfp4_q8_enabled(void);
-/* K3_MXFP4_ACT, unless unset or empty, is "f32" (the default) or "q8": 0, or -1 with err
- * naming it. */
-struct k3_err;
-int k3_mxfp4_check_env(struct k3_err *err);
+void k3_mxfp4_set_q8(bool on);
 
 /* Number of scale bytes equal to 255 (groups that decode to zero). */
 size_t k3_mxfp4_count_nan_scales(const uint8_t *scales, size_t n);

@@ -8,7 +8,6 @@
 
 #include "engine/cluster/cluster.h"
 #include "engine/pack/packed.h"
-#include "engine/stream/faults.h"
 #include "engine/text/tokenizer.h"
 
 #define MAX_DRIVES 256
@@ -37,7 +36,7 @@ int k3_runtime_open(struct k3_runtime *rt, const struct k3_runtime_opts *o, stru
         return k3_errf(err, "out of memory");
     const char *drives[MAX_DRIVES];
     int n = list ? split_list(list, drives, MAX_DRIVES) : 0;
-    int rc = k3_placement_init(&rt->place, drives, n, o->threads, o->numa_off, err);
+    int rc = k3_placement_init(&rt->place, drives, n, o->threads, o->numa_off, &o->topology, err);
     if (!rc && o->model_dir)
         rc = k3_model_open_checkpoint(&rt->m, o->model_dir, err);
     else if (!rc)
@@ -54,9 +53,6 @@ static int open_stream(struct k3_runtime *rt, int ctx, int seqs, int rows,
                        struct k3_caller_bytes caller, struct k3_err *err)
 {
     const struct k3_runtime_opts *o = &rt->o;
-    uint64_t fault_seed;
-    if (k3_faults_seed_env(&fault_seed, err))
-        return -1;
     /* Ranks on one box share its memory: each plans from an equal part. */
     k3_ram_machine_read(&rt->machine, &k3_ram_paths_system, k3_cluster_box_ranks(o->cluster));
     struct k3_stream_opts so = {
@@ -74,8 +70,8 @@ static int open_stream(struct k3_runtime *rt, int ctx, int seqs, int rows,
         .prefetch_depth = o->prefetch_depth,
         .trace = rt->trace,
         .place = &rt->place,
-        .faults = getenv("K3_FAULTS"),
-        .fault_seed = fault_seed,
+        .faults = o->faults,
+        .fault_seed = o->fault_seed,
         .caller_bytes = caller.fixed,
         .caller_row_bytes = caller.per_row,
         .rows = rows,

@@ -44,6 +44,9 @@ struct k3_runtime_opts {
     int prefetch_k, prefetch_depth;
     enum k3_predict_from predict;
     const char *trace_path;   /* NULL: no trace */
+    struct k3_topology_source topology; /* zero: this machine's */
+    const char *faults;       /* injected read faults (engine/stream/faults.h), NULL: none */
+    uint64_t fault_seed;      /* their generator's seed */
     /* What the read path says while running (a drive taken as lost), on the caller's
      * thread; NULL: not said. */
     void (*note)(void *ctx, const char *line);

@@ -16,19 +16,30 @@ struct k3_faults {
     struct k3_fault_counts n;
 };
 
-int k3_faults_seed_env(uint64_t *seed, struct k3_err *err)
+/* [text, end) as a decimal number: digits only, at least one. */
+static int decimal(const char *text, const char *end, uint64_t *out)
 {
-    const char *v = getenv("K3_FAULTS_SEED");
-    *seed = 1;
-    if (!v || !*v)
-        return 0;
-    char *end;
-    errno = 0;
-    unsigned long long n = strtoull(v, &end, 10);
-    if (*v < '0' || *v > '9' || *end || errno)
-        return k3_errf(err, "K3_FAULTS_SEED=%s: not a decimal number below 2^64", v);
-    *seed = n;
+    uint64_t n = 0;
+    if (text == end)
+        return -1;
+    for (const char *p = text; p < end; p++) {
+        if (*p < '0' || *p > '9' || n > (UINT64_MAX - 9) / 10)
+            return -1;
+        n = n * 10 + (uint64_t)(*p - '0');
+    }
+    *out = n;
     return 0;
+}
+
+/* text as a number in [0, 1] written with digits and a point ("0.01", "1", ".5"). */
+static int probability(const char *text, double *p)
+{
+    char *end;
+    if (!text[0] || strspn(text, "0123456789.") != strlen(text))
+        return -1;
+    errno = 0;
+    *p = strtod(text, &end);
+    return *end || errno || !(*p >= 0 && *p <= 1) ? -1 : 0;
 }
 
 bool k3_faults_corrupt(const struct k3_faults *f) { return f->corrupt > 0; }
@@ -45,9 +56,11 @@ int k3_faults_parse(struct k3_faults **out, const char *spec, uint64_t seed, str
     f->lost_drive = -1;
     k3_rng_seed(&f->rng, seed);
     int rc = 0;
-    for (char *save = NULL, *item = strtok_r(copy, ",", &save); !rc && item;
-         item = strtok_r(NULL, ",", &save)) {
-        char *colon = strchr(item, ':'), *end;
+    for (char *item = copy, *next; !rc && item; item = next) {
+        next = strchr(item, ',');
+        if (next)
+            *next++ = 0;
+        char *colon = strchr(item, ':');
         if (!colon) {
             rc = k3_errf(err, "K3_FAULTS: \"%s\" is not kind:value", item);
             break;
@@ -55,25 +68,26 @@ int k3_faults_parse(struct k3_faults **out, const char *spec, uint64_t seed, str
         *colon = 0;
         const char *kind = item, *value = colon + 1;
         if (!strcmp(kind, "drive-loss")) {
-            long d = strtol(value, &end, 10);
-            long after = *end == '@' ? strtol(end + 1, &end, 10) : 0;
-            if (d < 0 || after < 0 || *end)
+            uint64_t d = 0, after = 0;
+            const char *at = strchr(value, '@');
+            if (decimal(value, at ? at : value + strlen(value), &d) || d > INT32_MAX ||
+                (at && decimal(at + 1, at + 1 + strlen(at + 1), &after)))
                 rc = k3_errf(err, "K3_FAULTS: drive-loss:%s is not DRIVE[@READS]", value);
             f->lost_drive = (int)d;
-            f->lost_after = (uint64_t)after;
+            f->lost_after = after;
             continue;
         }
-        double p = strtod(value, &end);
         double *slot = !strcmp(kind, "eio")       ? &f->eio
                        : !strcmp(kind, "short")   ? &f->shorts
                        : !strcmp(kind, "eagain")  ? &f->eagain
                        : !strcmp(kind, "delay")   ? &f->delay
                        : !strcmp(kind, "corrupt") ? &f->corrupt
                                                   : NULL;
+        double p = 0;
         if (!slot)
             rc = k3_errf(err, "K3_FAULTS: unknown kind \"%s\" (eio, short, eagain, delay, "
                               "corrupt, drive-loss)", kind);
-        else if (*end || !(p >= 0 && p <= 1))
+        else if (probability(value, &p))
             rc = k3_errf(err, "K3_FAULTS: %s:%s is not a probability in [0, 1]", kind, value);
         else
             *slot = p;

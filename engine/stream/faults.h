@@ -21,11 +21,10 @@ struct k3_fault_counts {
 
 struct k3_faults;
 
-/* K3_FAULTS_SEED, the generator's seed: a decimal number, 1 when unset or empty.  0, or
- * -1 with err naming the value. */
-int k3_faults_seed_env(uint64_t *seed, struct k3_err *err);
-
-/* Parses a spec; names the bad item on error. */
+/* Parses a spec, a comma list of KIND:VALUE: eio, short, eagain, delay or corrupt with a
+ * probability in [0, 1] (digits and a point), or drive-loss:DRIVE[@READS] (decimal
+ * numbers).  An empty value, an unknown kind or a malformed number: -1 with err naming
+ * the item. */
 int k3_faults_parse(struct k3_faults **out, const char *spec, uint64_t seed, struct k3_err *err);
 void k3_faults_free(struct k3_faults *f);
 /* Whether f flips bytes (only a checksum catches those). */

@@ -6,23 +6,32 @@
 
 #include "numa/bind.h"
 
+int k3_topology_parse(const char *flag, const char *text, struct k3_topology_source *out,
+                      struct k3_err *err)
+{
+    struct k3_topology_source got = {K3NUMA_THIS_SYSTEM, NULL};
+    if (!strncmp(text, "synthetic:", 10))
+        got = (struct k3_topology_source){K3NUMA_SYNTHETIC, text + 10};
+    else if (!strncmp(text, "xml:", 4))
+        got = (struct k3_topology_source){K3NUMA_XML, text + 4};
+    if (!got.arg || !got.arg[0])
+        return k3_errf(err, "%s=%s: want synthetic:STRING or xml:FILE", flag, text);
+    struct k3numa_topo *t;
+    int e = k3numa_topo_load(&t, got.kind, got.arg);
+    if (e)
+        return k3_errf(err, "%s=%s: hwloc cannot load it (%s)", flag, text, strerror(-e));
+    k3numa_topo_destroy(t);
+    *out = got;
+    return 0;
+}
+
 int k3_placement_init(struct k3_placement *pl, const char *const *drives, int n_drives,
-                      int threads, bool numa_off, struct k3_err *err)
+                      int threads, bool numa_off, const struct k3_topology_source *topology,
+                      struct k3_err *err)
 {
     memset(pl, 0, sizeof *pl);
-    const char *fake = getenv("K3_TOPOLOGY");
-    enum k3numa_source src = K3NUMA_THIS_SYSTEM;
-    const char *arg = NULL;
-    if (fake && !strncmp(fake, "synthetic:", 10)) {
-        src = K3NUMA_SYNTHETIC;
-        arg = fake + 10;
-    } else if (fake && !strncmp(fake, "xml:", 4)) {
-        src = K3NUMA_XML;
-        arg = fake + 4;
-    } else if (fake && *fake) {
-        return k3_errf(err, "K3_TOPOLOGY: \"%s\" is not synthetic:STRING or xml:FILE", fake);
-    }
-    int e = k3numa_topo_load(&pl->topo, src, arg);
+    int e = topology ? k3numa_topo_load(&pl->topo, topology->kind, topology->arg)
+                     : k3numa_topo_load(&pl->topo, K3NUMA_THIS_SYSTEM, NULL);
     if (e)
         return k3_errf(err, "loading the machine's topology (hwloc): %s", strerror(-e));
     int *nodes = calloc((size_t)n_drives + 1, sizeof *nodes);

@@ -1,7 +1,7 @@
 /* The engine's side of NUMA placement (numa/ does the work, knowing nothing of models).
  *
- * Owns: loading the topology (this machine; or, for tests, K3_TOPOLOGY=synthetic:STRING
- * or xml:FILE, where binding is a no-op), finding each drive's node, making the plan for
+ * Owns: loading the topology (this machine; or, for tests, a described one,
+ * synthetic:STRING or xml:FILE, where binding is a no-op: the CLI's K3_TOPOLOGY), finding each drive's node, making the plan for
  * --threads and --numa, pinning the OpenMP threads and the I/O threads, and the --verbose
  * lines.
  */
@@ -23,9 +23,21 @@ struct k3_placement {
     int n_drives;
 };
 
-/* drives: the packed drive folders (or NULL, 0); threads: 0 = one per core. */
+/* Where the topology comes from; kind K3NUMA_THIS_SYSTEM (zero): this machine. */
+struct k3_topology_source {
+    enum k3numa_source kind;
+    const char *arg; /* the synthetic string or XML file, NULL for this machine */
+};
+/* text as synthetic:STRING or xml:FILE that hwloc loads: 0, or -1 with err naming flag
+ * and text.  out->arg points into text. */
+int k3_topology_parse(const char *flag, const char *text, struct k3_topology_source *out,
+                      struct k3_err *err);
+
+/* drives: the packed drive folders (or NULL, 0); threads: 0 = one per core; topology:
+ * NULL for this machine. */
 int k3_placement_init(struct k3_placement *pl, const char *const *drives, int n_drives,
-                      int threads, bool numa_off, struct k3_err *err);
+                      int threads, bool numa_off, const struct k3_topology_source *topology,
+                      struct k3_err *err);
 void k3_placement_print(FILE *f, const struct k3_placement *pl, uint64_t buffer_bytes);
 /* The team of the drive folder `path` (as given to init; plan rule 5), whose node's I/O
  * thread reads it; 0 for a path not given. */

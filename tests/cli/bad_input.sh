@@ -52,10 +52,6 @@ expect_error 2 "--bogus: unknown option" "$K3" run -m "$m" --ids 5 --bogus
 expect_error 1 "/nonexistent/config.json: No such file" "$K3" run -m /nonexistent --ids 5
 expect_error 1 "--out $m: already exists" "$K3" synth --config k3-tiny --out "$m"
 expect_error 1 "--config k3-huge: not a preset" "$K3" synth --config k3-huge --out "$K3_TEST_TMP/x"
-# Knobs read deep inside, where a typo would pass for the default.
-expect_error 2 "K3_KERNELS=avx512f: not a kernel variant" env K3_KERNELS=avx512f "$K3" run -m "$m" --ids 5
-expect_error 2 "K3_MXFP4_ACT=int8: not an activation type" env K3_MXFP4_ACT=int8 "$K3" run -m "$m" --ids 5
-expect_error 2 "K3_FAULTS_SEED=12x: not a decimal number" env K3_FAULTS_SEED=12x "$K3" run -m "$m" --ids 5
 
 [[ -e "$logits" || -e "$logits.partial" ]] && fail "a logits file was left behind"
 finish

@@ -1,8 +1,8 @@
 #!/bin/bash
 # Prediction with the trunk streamed (--ram floor) routes with the next layer's router
 # as it is on the drives, not with whatever its stream slot held before: it finds about as
-# many records ready as with the trunk resident (k3-tiny, --no-cache: before the fix 50%
-# against 75%), and the tokens are the same.
+# many records ready as with the trunk resident (k3-tiny, --no-cache: a router read from a
+# stale slot finds about 50% against 75%), and the tokens are the same.
 source "$(dirname "$0")/lib.sh"
 m=$(tiny_model)
 d="$K3_TEST_TMP/predict-streamed"

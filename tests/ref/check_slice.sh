@@ -1,7 +1,8 @@
 #!/bin/bash
 # k3-slice (every width of the released K3, 4 layers) against the PyTorch reference:
 #   tests/ref/check_slice.sh [CHECKPOINT]        (or: make check-slice)
-# 1. the checkpoint: CHECKPOINT (default $K3_SLICE, else build/ref/k3-slice), written by
+# 1. the checkpoint: CHECKPOINT (default $K3_SLICE, else bench/lib.sh's: SLICE, else DATA's
+#    k3-slice), written by
 #    `k3-uring synth --config k3-slice --seed 1` when missing (13.75 GB; refused when it
 #    would leave less than $KEEP_FREE_GB free);
 # 2. the reference (gen_fixtures.py, float32, one torch thread) writes the prompt and decode
@@ -17,8 +18,10 @@
 # Exit 0 pass, 1 fail, 77 skip (no torch, or no room for the checkpoint).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+prog=check_slice
+source bench/lib.sh
 k3=${K3:-./k3-uring}
-ckpt=${1:-${K3_SLICE:-build/ref/k3-slice}}
+ckpt=${1:-${K3_SLICE:-$slice_ckpt}}
 prompt=${PROMPT:-163584,17,300,1200,42,150000}
 n=${N:-4}
 rel_tol=${REL_TOL:-1e-4}

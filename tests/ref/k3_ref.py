@@ -1,6 +1,6 @@
 """Independent PyTorch reference of the Kimi-K3 text model.
 
-Written from /work/shared/k3-model.md alone (section numbers below refer to it), never
+Written from the model description (k3-model.md; section numbers below refer to it), never
 from the C engine, so that the two can check each other.  It reads a checkpoint folder as
 K3 ships it (root config.json with a nested text_config, model.safetensors.index.json,
 shards, tensor prefix `language_model.`, MXFP4 routed experts) and computes in float32

@@ -157,10 +157,10 @@ static void test_error(void)
     free(p), free(s), free(x), free(y);
 }
 
-/* K3_MXFP4_ACT=q8: the public f32 entries take the int8 path. */
+/* k3_mxfp4_set_q8(true) (K3_MXFP4_ACT=q8): the public f32 entries take the int8 path. */
 static void test_env_route(void)
 {
-    CHECK(k3_mxfp4_q8_enabled(), "K3_MXFP4_ACT=q8 is seen");
+    CHECK(k3_mxfp4_q8_enabled(), "k3_mxfp4_set_q8(true) is seen");
     struct k3_rng r;
     k3_rng_seed(&r, 5);
     int rows = 300, cols = 1024, T = 3;
@@ -245,7 +245,7 @@ static void test_no_memory_needed(void)
 
 int main(void)
 {
-    setenv("K3_MXFP4_ACT", "q8", 1);
+    k3_mxfp4_set_q8(true);
     bind_mxfp4_scratch(MAX_TOKENS, MAX_INPUTS, 1);
     test_quantizer();
     test_rounding();

@@ -1,5 +1,5 @@
 /* The scalar reference itself: within a stated bound of a double-precision sum, bytewise
- * the same at 1 and 2 threads, and the choice of variant (K3_KERNELS, k3_kernels_select).
+ * the same at 1 and 2 threads, and the choice of variant (k3_kernels_prefer, k3_kernels_select).
  *
  * Bounds (u = 2^-24, valid while no partial sum leaves the normal range): a bf16 dot
  * product of n terms rounds each product once and each lane adds m = ceil(n/16) of them,
@@ -11,8 +11,8 @@
 
 static void test_selection(void)
 {
-    /* K3_KERNELS is read at the first kernel call. */
-    CHECK(!strcmp(k3_kernels_name(), "scalar"), "K3_KERNELS=scalar gives %s", k3_kernels_name());
+    CHECK(!strcmp(k3_kernels_name(), "scalar"), "preferring scalar gives %s", k3_kernels_name());
+    CHECK(k3_kernels_prefer("avx1") == -EINVAL, "an unknown preference is refused");
     CHECK(k3_kernels_select("nonsense") == -EINVAL, "an unknown variant is refused");
     CHECK(!strcmp(k3_kernels_name(), "scalar"), "a refused select keeps the variant");
     CHECK(k3_kernels_select("auto") == 0, "auto is always available");
@@ -25,6 +25,10 @@ static void test_selection(void)
         int rc = k3_kernels_select(*v);
         CHECK(rc == (k->supported() ? 0 : -ENOTSUP), "select %s = %d", *v, rc);
     }
+    CHECK(k3_kernels_prefer("avx512vnni") == 0, "a preference the CPU may lack is taken");
+    const struct k3_kernel_ops *chose = k3_kernels_find(k3_kernels_name());
+    CHECK(chose && chose->supported(), "preferring avx512vnni runs %s, which this CPU has",
+          k3_kernels_name());
     CHECK(k3_kernels_select("scalar") == 0, "scalar is always available");
 }
 
@@ -127,7 +131,7 @@ static void test_activation_accuracy(void)
 
 int main(void)
 {
-    setenv("K3_KERNELS", "scalar", 1);
+    REQUIRE(k3_kernels_prefer("scalar") == 0, "prefer scalar");
     bind_mxfp4_scratch(MAX_TOKENS, MAX_INPUTS, 1);
     test_selection();
     test_bf16_against_double();

@@ -1,7 +1,9 @@
 /* numa/teams: every team of a plan runs at once, each thread in its own team at its own
  * place; a team's barrier holds exactly its own threads; a mat-vec called inside a team's
  * work splits its rows over that team and gives the same bytes as one called outside;
- * the fallback (run inside a parallel region) computes the same; and outside teams the
+ * the fallback (run inside a parallel region) computes the same; a member working alone
+ * (k3numa_team_alone) is a team of one, computes the same bytes with every row its own,
+ * and its team's barriers afterwards still hold all of it; and outside teams the
  * kernels cut rows over threads exactly as the plan's rule 7 says (the stream places
  * resident trunk rows by it). */
 #include <omp.h>
@@ -93,6 +95,24 @@ static void team_matvec(void *arg, int team)
     k3_matmul_bf16(mv->W[team], ROWS, COLS, mv->x, COLS, mv->out[team], ROWS, 1);
 }
 
+/* Every member alone multiplies its team's matrix into its own row of alone_out, then the
+ * team together into mv->out. */
+static float alone_out[MAX_T][ROWS];
+static atomic_int alone_wrong_self;
+
+static void alone_then_team(void *arg, int team)
+{
+    struct matvec *mv = arg;
+    int id = omp_get_thread_num(), member = -1, n = 0;
+    k3numa_team_alone(true);
+    if (!k3numa_team_self(&member, &n) || member != 0 || n != 1)
+        atomic_fetch_add(&alone_wrong_self, 1);
+    k3numa_team_barrier(); /* returns at once: no teammate counts on it */
+    k3_matmul_bf16(mv->W[team], ROWS, COLS, mv->x, COLS, alone_out[id], ROWS, 1);
+    k3numa_team_alone(false);
+    k3_matmul_bf16(mv->W[team], ROWS, COLS, mv->x, COLS, mv->out[team], ROWS, 1);
+}
+
 static void run_in_parallel(struct k3numa_teams *teams, struct matvec *mv)
 {
 #pragma omp parallel num_threads(2)
@@ -134,7 +154,18 @@ static void check_matvec(const char *topo, int threads)
     for (int k = 0; k < p->n_teams; k++)
         CHECK(!memcmp(want[k], got[k], sizeof want[k]),
               "%s: team %d's mat-vec differs when run inside a parallel region", topo, k);
-    printf("%s: %d teams' mat-vecs identical to one outside\n", topo, p->n_teams);
+    memset(got, 0, sizeof got);
+    k3numa_teams_run(teams, alone_then_team, &mv);
+    CHECK(atomic_load(&alone_wrong_self) == 0, "%s: %d members alone saw a team of more than one",
+          topo, atomic_load(&alone_wrong_self));
+    for (int id = 0; id < p->n_threads; id++)
+        CHECK(!memcmp(want[p->thread_team[id]], alone_out[id], sizeof alone_out[id]),
+              "%s: thread %d's mat-vec alone differs", topo, id);
+    for (int k = 0; k < p->n_teams; k++)
+        CHECK(!memcmp(want[k], got[k], sizeof want[k]),
+              "%s: team %d's mat-vec after its members worked alone differs", topo, k);
+    printf("%s: %d teams' mat-vecs identical to one outside, alone or together\n", topo,
+           p->n_teams);
     k3numa_teams_destroy(teams);
     k3numa_plan_free(p);
     k3numa_topo_destroy(t);

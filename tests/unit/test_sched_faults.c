@@ -1,7 +1,7 @@
 /* A server serves on after a read fails on every copy: on a pack without replicas, under
  * injected corruption, requests one after another each end either with the fault-free
  * text and logits hash or with the read's error, and requests after a failed one still
- * succeed (the read path forgets the failure; it used to fail every later step). */
+ * succeed (the read path forgets the failure rather than failing every later step). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -34,6 +34,15 @@ static char *slurp(const char *dir, const char *name, size_t *len)
     return buf;
 }
 
+/* This process's CPU seconds: the synthesis runs on one thread, so its bound holds
+ * however busy the machine's other processes keep the cores (wall time would not). */
+static double cpu_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
 static const char *synth(const char *name, int vocab, int n_base, double *seconds)
 {
     static char dir[4][600];
@@ -41,10 +50,10 @@ static const char *synth(const char *name, int vocab, int n_base, double *second
     char *d = dir[k++ & 3];
     snprintf(d, 600, "%s/%s", root, name);
     struct k3_err err = {{0}};
-    double t0 = now();
+    double t0 = cpu_now();
     REQUIRE(!k3_tok_synthesize(d, vocab, n_base, &err), "synthesize %s: %s", name, err.msg);
     if (seconds)
-        *seconds = now() - t0;
+        *seconds = cpu_now() - t0;
     return d;
 }
 
@@ -222,9 +231,9 @@ int main(void)
     const char *tiny2 = synth("tiny2", 2048, 2032, NULL);
     const char *bench = synth("bench1", 163840, 163584, &t_bench);
     const char *bench2 = synth("bench2", 163840, 163584, NULL);
-    printf("synthesize: k3-tiny %.3f s, k3-bench %.3f s\n", t_tiny, t_bench);
-    CHECK(t_tiny < 1.0, "k3-tiny took %.2f s", t_tiny);
-    CHECK(t_bench < 10.0, "k3-bench took %.2f s", t_bench);
+    printf("synthesize: k3-tiny %.3f s, k3-bench %.3f s of CPU\n", t_tiny, t_bench);
+    CHECK(t_tiny < 1.0, "k3-tiny took %.2f s of CPU", t_tiny);
+    CHECK(t_bench < 10.0, "k3-bench took %.2f s of CPU", t_bench);
     test_deterministic(tiny, tiny2, "k3-tiny");
     test_deterministic(bench, bench2, "k3-bench");
     test_pinned_bytes(tiny, "k3-tiny", 0xb83d2eb1cfd95892ULL, 0x0183f9edcdfcdb7cULL);

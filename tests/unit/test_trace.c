@@ -53,9 +53,9 @@ static void make_trace(const char *path)
     struct k3_trace *t;
     REQUIRE(k3_trace_open(&t, path, N_DRIVES, -1, &e) == 0, "%s", e.msg);
     /* Two single-core nodes: two teams of one thread (binding is a no-op there). */
-    setenv("K3_TOPOLOGY", "synthetic:pack:2 [numa] core:1 pu:1", 1);
+    const struct k3_topology_source two = {K3NUMA_SYNTHETIC, "pack:2 [numa] core:1 pu:1"};
     struct k3_placement pl;
-    REQUIRE(k3_placement_init(&pl, drives, N_DRIVES, 0, false, &e) == 0, "%s", e.msg);
+    REQUIRE(k3_placement_init(&pl, drives, N_DRIVES, 0, false, &two, &e) == 0, "%s", e.msg);
     REQUIRE(pl.plan->n_teams == N_TEAMS, "%d teams planned", pl.plan->n_teams);
     struct k3_stream_opts so = {.ram = K3_RAM_FLOOR, .ctx = 16, .threads = omp_get_max_threads(),
                                 .prefetch_k = 24, .trace = t, .place = &pl};
