@@ -21,7 +21,7 @@
 #   ROUTES          the trace      (../shared/routing/dsv2lite-prompts-0001-1000.routes.gz)
 #   TUNE            requests the policy's constants were tuned on        (0-499)
 #   HELD            requests reported on                                 (500-998)
-#   MODEL           a checkpoint of the trace's shape, or "" to skip 4   (/work/data/k3-dsv2)
+#   MODEL           a checkpoint of the trace's shape, or "" to skip 4   (DATA's k3-dsv2: bench/lib.sh)
 #   REPLAY_REQUESTS requests replayed through the engine                 (500-503)
 #   REPLAY_RAM      its --ram (-b 1): the trunk resident and about a quarter
 #                   of k3-dsv2's experts in the cache's pool             (5500M)
@@ -34,7 +34,7 @@ k3=$(realpath "${K3:-$root/k3-uring}")
 routes=${ROUTES:-$root/../shared/routing/dsv2lite-prompts-0001-1000.routes.gz}
 tune=${TUNE:-0-499}
 held=${HELD:-500-998}
-model=${MODEL-/work/data/k3-dsv2}
+model=${MODEL-$bench_data/k3-dsv2}
 replay_requests=${REPLAY_REQUESTS:-500-503}
 replay_ram=${REPLAY_RAM:-5500M}
 for v in K3=$k3 ROUTES=$routes TUNE=$tune HELD=$held MODEL=$model REPLAY_REQUESTS=$replay_requests \

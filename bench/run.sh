@@ -198,7 +198,7 @@ space_lines() {
       "the ranks stage's k3-bench-64 and its three packs on 8 loop filesystems"
   fi
   if [[ " $stages " == *" prefill "* ]]; then # bench/prefill.sh: a 1-drive and a 4-drive pack, kept
-    local pw=${WORK:-/work/data/prefill} p
+    local pw=${WORK:-$bench_data/prefill} p
     for p in d0 dm4/d0; do
       [[ -f $pw/$p/k3-uring.manifest ]] ||
         printf 'prefill\t%s\t%s\t%s\n' "$(mount_of "$pw")" "$((bench_k3bench_bytes * 101 / 100))" \

@@ -6,7 +6,7 @@
 # area is reserved and taken as reads reach it (iouring/uring_buffers.c), so the goal is a
 # ratio <= 1.2 at every budget, and an RSS at first token that does not grow with it.
 # usage: bench/startup.sh [--help]
-# knobs (environment): K3 (./k3-uring), DRIVES (/work/data/prefill/d0: a 1-drive pack of
+# knobs (environment): K3 (./k3-uring), DRIVES (DATA's prefill/d0, bench/lib.sh: a 1-drive pack of
 #   k3-bench), BUDGETS ("trunk 4G 8G 12G 16G 20G"), ROUNDS (3), OUT
 #   (bench/results/startup-DATE.json)
 set -euo pipefail
@@ -15,7 +15,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/bench/lib.sh"
 if [[ ${1:-} == --help || ${1:-} == -h ]]; then sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 k3=$(realpath "${K3:-./k3-uring}")
-drives=${DRIVES:-/work/data/prefill/d0}
+drives=${DRIVES:-$bench_data/prefill/d0}
 budgets=${BUDGETS:-trunk 4G 8G 12G 16G 20G}
 rounds=${ROUNDS:-3}
 out=${OUT:-$root/bench/results/startup-$(date -u +%Y%m%d-%H%M%S).json}

@@ -6,7 +6,6 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 src=${ROUTING_DIR:-$here/../../../shared/routing}
-[[ -f "$src/dsv2lite-prompts-0001-1000.routes.gz" ]] || src=/work/shared/routing
 if [[ ! -f "$src/dsv2lite-prompts-0001-1000.routes.gz" ]]; then
   echo "make_routes.sh: no routing traces at $src: the committed files stay" >&2
   exit 0
