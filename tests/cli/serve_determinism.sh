@@ -68,13 +68,14 @@ awk -v mean="$(metric k3_decode_union_experts)" '$2 < 16 || $2 > 64 { exit 1 } $
   { sum += $2 } END { exit !(wider && sum / NR - mean < 1e-9 && mean - sum / NR < 1e-9) }' <<<"$unions" ||
   fail "per-layer unions out of [16, 64], none above 16 or not averaging to the mean: $unions"
 
-# Half start streaming; once each of them has text the other half joins.
+# Half start streaming; once one of them has text (the others still prefilling or decoding:
+# eight tokens go by fast on k3-tiny) the other half joins.
 pids=()
 for i in 0 1 2 3; do run_stream "$i" "$d/joined-$i" & pids+=($!); done
 for ((k = 0; k < 600; k++)); do
   n=0
   for i in 0 1 2 3; do [[ -f "$d/joined-$i.sse" ]] && grep -q '"content":"[^"]\|"text":"[^"]' "$d/joined-$i.sse" && n=$((n + 1)); done
-  ((n == 4)) && break
+  ((n >= 1)) && break
   sleep 0.05
 done
 running=$(metric k3_requests_running)
