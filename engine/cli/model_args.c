@@ -49,7 +49,7 @@ static void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARG
     static const struct k3_opt_choice predict_from_choices[] = {
         {"moe-input", K3_PREDICT_MOE_INPUT}, {"moe-input-next", K3_PREDICT_MOE_INPUT_NEXT},
         {"layer-output", K3_PREDICT_LAYER_OUTPUT}, {"ids", K3_PREDICT_IDS}, {NULL, 0}};
-    const struct k3_opt entries[MODEL_ARGS_COUNT] = {
+    const struct k3_opt entries[] = {
         {.name = "model", .short_name = 'm', .type = K3_OPT_STRING, .dst = &a->rt.model_dir,
          .arg = "DIR", .help = "checkpoint folder as shipped"},
         {.name = "drives", .short_name = 'd', .type = K3_OPT_STRING, .dst = &a->rt.drives,
@@ -93,6 +93,8 @@ static void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARG
          .help = "mpirun: seconds a rank waits for another within a step before ending the run",
          .min = 0.001, .max = 1e6},
     };
+    _Static_assert(K3_OPTS_COUNT(entries) == MODEL_ARGS_COUNT,
+                   "MODEL_ARGS_COUNT is the number of entries in the table");
     memcpy(table, entries, sizeof entries);
 }
 

@@ -21,6 +21,17 @@ tiny_copy() {
   echo "$dir"
 }
 
+# same_as_want NAME RUN-ARGS...: `k3-uring run` with RUN-ARGS and the caller's "${args[@]}" gives
+# the logits and tokens in $d/want.f32 and $d/want.ids, byte for byte.
+same_as_want() {
+  local name=$1
+  shift
+  "$K3" run "$@" "${args[@]}" -q --logits-out "$d/got.f32" >"$d/got.ids" 2>"$d/err" ||
+    { fail "$name: $(cat "$d/err")"; return; }
+  cmp -s "$d/want.f32" "$d/got.f32" || fail "$name: logits differ"
+  cmp -s "$d/want.ids" "$d/got.ids" || fail "$name: tokens differ"
+}
+
 # expect_error CODE NEEDLE CMD...: CMD exits with CODE (no signal, no crash), prints
 # exactly one line on stderr containing NEEDLE, and nothing on stdout.
 expect_error() {

@@ -13,16 +13,6 @@ d="$K3_TEST_TMP/stream-matrix"
 rm -rf "$d" && mkdir -p "$d"
 ids=5,17,300,1200,42,7,999,2031,0,64,1024,2032,33,34,35,36,37
 args=(--ids $ids -n 12 --ignore-eos --print-ids)
-# same NAME RUN-ARGS...: `k3-uring run` with RUN-ARGS gives the checkpoint run's logits
-# and tokens, byte for byte.
-same() {
-  local name=$1
-  shift
-  "$K3" run "$@" "${args[@]}" -q --logits-out "$d/got.f32" >"$d/got.ids" 2>"$d/err" ||
-    { fail "$name: $(cat "$d/err")"; return; }
-  cmp -s "$d/want.f32" "$d/got.f32" || fail "$name: logits differ"
-  cmp -s "$d/want.ids" "$d/got.ids" || fail "$name: tokens differ"
-}
 "$K3" run -m "$m" "${args[@]}" -q --logits-out "$d/want.f32" >"$d/want.ids" || fail "checkpoint run"
 for n in 1 2 3; do
   list=$(for i in $(seq 1 $n); do mkdir -p "$d/n$n/d$i"; echo "$d/n$n/d$i"; done | paste -sd,)
@@ -32,7 +22,7 @@ for n in 1 2 3; do
       for io in uring pread; do
         for cache in on off; do
           extra=() && [[ $cache == off ]] && extra=(--no-cache)
-          same "drives=$n ram=$ram threads=$t io=$io cache=$cache" \
+          same_as_want "drives=$n ram=$ram threads=$t io=$io cache=$cache" \
             --drives "$list" --ram $ram -t $t --io $io "${extra[@]}"
         done
       done
@@ -47,7 +37,7 @@ for ram in floor 256M; do
       for sync in off on; do
         extra=() && [[ $cache == off ]] && extra=(--no-cache)
         [[ $sync == on ]] && extra+=(--sync)
-        same "-m DIR ram=$ram io=$io cache=$cache sync=$sync" -m "$m" --ram $ram --io $io "${extra[@]}"
+        same_as_want "-m DIR ram=$ram io=$io cache=$cache sync=$sync" -m "$m" --ram $ram --io $io "${extra[@]}"
       done
     done
   done
@@ -59,14 +49,14 @@ for pred in "--predict off" "--prefetch-k 16" "--prefetch-k 20" "--prefetch-k 32
             "--predict-from moe-input" "--predict-from layer-output" "--prefetch-k 32 --ram floor" \
             "--prefetch-depth 1" "--prefetch-depth 64"; do
   # shellcheck disable=SC2086
-  same "$pred" --drives "$d/n3/d1,$d/n3/d2,$d/n3/d3" --no-cache $pred
+  same_as_want "$pred" --drives "$d/n3/d1,$d/n3/d2,$d/n3/d3" --no-cache $pred
 done
 echo "prediction off and on (k' 16, 20, 24, 32; three hidden states; prefetch depth 1, 2, 64) compared"
 
 # A prompt's passes change how many rows a layer takes at once, never the bytes.
 for pass in "-b 1" "-b 5 --ram floor" "-b 6 --sync" "-b 16 -t 1 --no-cache"; do
   # shellcheck disable=SC2086
-  same "$pass" --drives "$d/n3/d1,$d/n3/d2,$d/n3/d3" $pass
+  same_as_want "$pass" --drives "$d/n3/d1,$d/n3/d2,$d/n3/d3" $pass
 done
 echo "prompt passes of 1, 5, 6 and 16 rows compared"
 

@@ -11,14 +11,6 @@ m=$(tiny_model)
 d="$K3_TEST_TMP/trunk-type"
 rm -rf "$d" && mkdir -p "$d"
 args=(--ids 5,17,300,1200,42,7,999,2031,0,64 -n 10 --ignore-eos --print-ids)
-same() {
-  local name=$1
-  shift
-  "$K3" run "$@" "${args[@]}" -q --logits-out "$d/got.f32" >"$d/got.ids" 2>"$d/err" ||
-    { fail "$name: $(cat "$d/err")"; return; }
-  cmp -s "$d/want.f32" "$d/got.f32" || fail "$name: logits differ"
-  cmp -s "$d/want.ids" "$d/got.ids" || fail "$name: tokens differ"
-}
 "$K3" run -m "$m" "${args[@]}" -q --logits-out "$d/bf16.f32" >/dev/null || fail "bf16 run"
 "$K3" run -m "$m" "${args[@]}" -q --trunk-type q8_0 --logits-out "$d/want.f32" \
   >"$d/want.ids" || fail "q8_0 run"
@@ -35,20 +27,20 @@ echo "data: bf16 $bsize B, q8_0 $qsize B"
 
 for ram in floor 256M; do
   for t in 1 2; do
-    same "-m DIR ram=$ram threads=$t" -m "$m" --trunk-type q8_0 --ram $ram -t $t
+    same_as_want "-m DIR ram=$ram threads=$t" -m "$m" --trunk-type q8_0 --ram $ram -t $t
     for cache in on off; do
       extra=() && [[ $cache == off ]] && extra=(--no-cache)
-      same "1 drive ram=$ram threads=$t cache=$cache" --drives "$d/q1/d0" --ram $ram -t $t \
+      same_as_want "1 drive ram=$ram threads=$t cache=$cache" --drives "$d/q1/d0" --ram $ram -t $t \
         "${extra[@]}"
-      same "2 drives ram=$ram threads=$t cache=$cache" --drives "$d/q2/d1,$d/q2/d0" \
+      same_as_want "2 drives ram=$ram threads=$t cache=$cache" --drives "$d/q2/d1,$d/q2/d0" \
         --trunk-type q8_0 --ram $ram -t $t "${extra[@]}"
     done
   done
 done
-same "2 drives io=pread" --drives "$d/q2/d0,$d/q2/d1" --io pread --ram floor
-same "2 drives --sync --predict off" --drives "$d/q2/d0,$d/q2/d1" --sync --predict off
-same "passes of 5 rows" --drives "$d/q2/d0,$d/q2/d1" -b 5 --ram floor
-same "-m DIR passes of 5 rows, --sync" -m "$m" --trunk-type q8_0 -b 5 --sync
+same_as_want "2 drives io=pread" --drives "$d/q2/d0,$d/q2/d1" --io pread --ram floor
+same_as_want "2 drives --sync --predict off" --drives "$d/q2/d0,$d/q2/d1" --sync --predict off
+same_as_want "passes of 5 rows" --drives "$d/q2/d0,$d/q2/d1" -b 5 --ram floor
+same_as_want "-m DIR passes of 5 rows, --sync" -m "$m" --trunk-type q8_0 -b 5 --sync
 echo "22 configurations of q8_0 compared with -m DIR --trunk-type q8_0"
 
 expect_error 2 "--trunk-type fp8: not a trunk type (bf16, q8_0)" \
