@@ -8,6 +8,8 @@
 #      compute (its prompt time less its wait for reads) and the floor max(union bytes /
 #      fio's rate, compute).  Goals: bytes read <= 1.05 x the union; prompt time <= 1.2 x
 #      the floor.  The same prompt in 32-row passes (-b 32) for the way it was before.
+#      Also the read area's fresh memory the prompt took and the seconds spent faulting it
+#      in (on a VM whose host backs memory lazily, seconds a GB, inside the wait for reads).
 #   2. a two-turn conversation through serve: the second turn's time to first token and
 #      bytes read, against a fresh server given the second turn's prompt, and against
 #      its new tokens alone (a prompt of just them on a fresh server).
@@ -118,7 +120,9 @@ fio_rate() {
 # ids N: N seeded pseudo-random ids of the vocabulary.
 vocab=$(jq '.text_config.vocab_size // .vocab_size' "$ckpt/config.json")
 ids() { awk -v n="$1" -v v="$vocab" 'BEGIN { srand(7); for (i = 0; i < n; i++) printf "%s%d", (i ? "," : ""), int(rand() * (v - 256)) + 1 }'; }
-# prompt_run N DRIVES [ARGS]: "seconds stall MB_read records_read MB_asked" of the prompt.
+# prompt_run N DRIVES [ARGS]: "seconds stall MB_read records_read MB_asked MB_taken
+# seconds_taking" of the prompt (the last two: the read area's fresh memory the prompt took,
+# and the time spent faulting it in).
 prompt_run() {
   local n=$1 drives=$2
   shift 2
@@ -126,7 +130,7 @@ prompt_run() {
   "${in_cgroup[@]}" "$k3" run --drives "$drives" --ram "$ram" -t "$threads" --ids "$(ids "$n")" -n 1 \
     --stats "$@" 2>"$work/err" >/dev/null || die "run of $n ids $*: $(tail -1 "$work/err")"
   { echo "== run of $n ids $*"; cat "$work/err"; } >>"$log"
-  sed -n 's/^k3-uring: prompt [0-9]*: \([0-9.]*\) s, \([0-9.]*\) MB in .*stall \([0-9.]*\) s, \([0-9]*\) records read, [0-9]* cache hits, [0-9]* records asked (\([0-9.]*\) MB).*/\1 \3 \2 \4 \5/p' "$work/err"
+  sed -n 's/^k3-uring: prompt [0-9]*: \([0-9.]*\) s, \([0-9.]*\) MB in .*stall \([0-9.]*\) s, \([0-9]*\) records read, [0-9]* cache hits, [0-9]* records asked (\([0-9.]*\) MB).*area taken \([0-9.]*\) MB in \([0-9.]*\) s.*/\1 \3 \2 \4 \5 \6 \7/p' "$work/err"
 }
 
 json_parts=()
@@ -134,18 +138,18 @@ summary=()
 
 # ---- 1. prompts off the disk ----
 part_prompts() {
-  local n rate t stall mb asked_mb union_gb compute floor row line t32 mb32 rows=()
+  local n rate t stall mb asked_mb taken_mb taking union_gb compute floor row line t32 mb32 rows=()
   for n in $prompts; do
     rate=$(fio_rate)
-    read -r t stall mb _ asked_mb < <(prompt_run "$n" "$pack") || die "no prompt statistics for $n ids"
+    read -r t stall mb _ asked_mb taken_mb taking < <(prompt_run "$n" "$pack") || die "no prompt statistics for $n ids"
     union_gb=$(awk -v a="$asked_mb" 'BEGIN { printf "%.3f", a / 1000 }')
     compute=$(awk -v t="$t" -v s="$stall" 'BEGIN { printf "%.3f", t - s }')
     floor=$(awk -v u="$union_gb" -v r="$rate" -v c="$compute" 'BEGIN { f = u / r; printf "%.3f", (f > c ? f : c) }')
-    row="\"tokens\":$n,\"seconds\":$t,\"stall\":$stall,\"read_gb\":$(awk -v m="$mb" 'BEGIN { printf "%.3f", m / 1000 }'),\"union_gb\":$union_gb,\"fio_gbps\":$rate,\"compute\":$compute,\"floor\":$floor"
-    line=$(awk -v n="$n" -v t="$t" -v m="$mb" -v u="$union_gb" -v r="$rate" -v c="$compute" -v f="$floor" \
-      'BEGIN { printf "%5d ids: %7.1f s (%.3f s a token), read %6.2f GB = %.3f x the union (%.2f GB), fio %.2f GB/s, compute %.1f s, floor %.1f s: %.2f x the floor", n, t, t / n, m / 1000, m / 1000 / u, u, r, c, f, t / f }')
+    row="\"tokens\":$n,\"seconds\":$t,\"stall\":$stall,\"read_gb\":$(awk -v m="$mb" 'BEGIN { printf "%.3f", m / 1000 }'),\"union_gb\":$union_gb,\"fio_gbps\":$rate,\"compute\":$compute,\"floor\":$floor,\"area_taken_gb\":$(awk -v m="$taken_mb" 'BEGIN { printf "%.3f", m / 1000 }'),\"area_taking_s\":$taking"
+    line=$(awk -v n="$n" -v t="$t" -v m="$mb" -v u="$union_gb" -v r="$rate" -v c="$compute" -v f="$floor" -v tm="$taken_mb" -v ts="$taking" \
+      'BEGIN { printf "%5d ids: %7.1f s (%.3f s a token), read %6.2f GB = %.3f x the union (%.2f GB), fio %.2f GB/s, compute %.1f s, floor %.1f s: %.2f x the floor; %.2f GB of fresh memory taken for the cache in %.1f s", n, t, t / n, m / 1000, m / 1000 / u, u, r, c, f, t / f, tm / 1000, ts }')
     if [[ " $chunked " == *" $n "* ]]; then
-      read -r t32 _ mb32 _ _ < <(prompt_run "$n" "$pack" -b 32) || die "no statistics for $n ids in 32-row passes"
+      read -r t32 _ mb32 _ _ _ _ < <(prompt_run "$n" "$pack" -b 32) || die "no statistics for $n ids in 32-row passes"
       row+=",\"seconds_b32\":$t32,\"read_gb_b32\":$(awk -v m="$mb32" 'BEGIN { printf "%.3f", m / 1000 }')"
       line+=$(awk -v t="$t32" -v m="$mb32" -v a="$t" 'BEGIN { printf "; in 32-row passes %.1f s, %.2f GB (%.1fx)", t, m / 1000, t / a }')
     fi
@@ -257,7 +261,7 @@ part_drive_model() {
   dm_list=$(IFS=,; echo "${dirs[*]}")
   rate_mbps=$(to_bytes "${dm_rate%%/*}" | awk '{ printf "%.0f", $1 / 1e6 }')
   for n in $dm_prompts; do
-    read -r t stall mb _ asked_mb < <(prompt_run "$n" "$dm_list" --drive-model "$dm_rate" --trace "$work/trace.json") ||
+    read -r t stall mb _ asked_mb _ _ < <(prompt_run "$n" "$dm_list" --drive-model "$dm_rate" --trace "$work/trace.json") ||
       die "no prompt statistics for $n ids under the drive model"
     late=$(sed -n 's/.*reads late, \([0-9.]*\) s of waiting the storage.*/\1/p' "$work/err")
     modelled=$(sed -n 's/.*reads outstanding \([0-9.]*\) s (modelled).*/\1/p' "$work/err")

@@ -5,6 +5,9 @@
 # the time at the smallest budget that holds the whole trunk (`--ram trunk`).  The read
 # area is reserved and taken as reads reach it (iouring/uring_buffers.c), so the goal is a
 # ratio <= 1.2 at every budget, and an RSS at first token that does not grow with it.
+# Each run also says how much of the area it took and the seconds its reads' path spent
+# faulting that in; the ratio is given again without those seconds, since on a VM whose
+# host backs guest memory lazily they are host time, seconds a GB, that vary run to run.
 # usage: bench/startup.sh [--help]
 # knobs (environment): K3 (./k3-uring), DRIVES (DATA's prefill/d0, bench/lib.sh: a 1-drive pack of
 #   k3-bench), BUDGETS ("trunk 4G 8G 12G 16G 20G"), ROUNDS (3), OUT
@@ -29,7 +32,7 @@ python3 - "$k3" "$drives" "$rounds" "$out" $budgets <<'EOF'
 import json, os, re, select, statistics, subprocess, sys, time
 
 k3, drives, rounds, out, budgets = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5:]
-args = ["run", "--drives", drives, "--ids", "5,17,300", "-n", "2", "--ignore-eos", "--print-ids", "-v"]
+args = ["run", "--drives", drives, "--ids", "5,17,300", "-n", "1", "--ignore-eos", "--print-ids", "-v"]
 
 def rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
@@ -39,7 +42,8 @@ def rss_kib(pid):
     return 0
 
 def once(ram):
-    """Seconds to the first byte on stdout, RSS then (MiB), the budget -v planned (bytes), the ids."""
+    """Seconds to the first byte on stdout, RSS then (MiB), the budget -v planned (bytes), the ids,
+    and the read area taken (MB) with the seconds spent faulting it in (the run's line)."""
     t0 = time.monotonic()
     p = subprocess.Popen([k3] + args + ["--ram", ram], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     select.select([p.stdout], [], [])
@@ -49,7 +53,9 @@ def once(ram):
     if p.returncode:
         sys.exit(f"startup.sh: --ram {ram}: exit {p.returncode}: {err.decode().strip()[-300:]}")
     budget = int(re.search(r"budget [0-9.]+ GiB = ([0-9]+) B", err.decode()).group(1))
-    return t, rss, budget, ids.decode().strip()
+    area = re.search(r"read area: ([0-9.]+) MB taken as reads reached it, in ([0-9.]+) s", err.decode())
+    taken, taking = (float(area.group(1)), float(area.group(2))) if area else (0.0, 0.0)
+    return t, rss, budget, ids.decode().strip(), taken, taking
 
 load_start = os.getloadavg()[0]
 runs = {b: [] for b in budgets}
@@ -57,25 +63,38 @@ for r in range(rounds):
     for b in budgets:
         subprocess.run(["sync"])
         runs[b].append(once(b))
-        print(f"startup.sh: round {r + 1} --ram {b}: first token {runs[b][-1][0]:.2f} s, "
-              f"RSS {runs[b][-1][1]:.0f} MiB", file=sys.stderr)
+        x = runs[b][-1]
+        print(f"startup.sh: round {r + 1} --ram {b}: first token {x[0]:.2f} s, RSS {x[1]:.0f} MiB, "
+              f"area taken {x[4]:.0f} MB in {x[5]:.2f} s", file=sys.stderr)
 ids = {x[3] for b in budgets for x in runs[b]}
 if len(ids) != 1:
     sys.exit(f"startup.sh: the tokens differ across budgets: {sorted(ids)}")
+# The run's time less the seconds its reads' path spent faulting fresh memory in: what the
+# start costs where memory is cheap to take (on this kind of VM it is not: the host backs
+# guest memory lazily, seconds a GB when busy).
 base = statistics.median(x[0] for x in runs[budgets[0]])
+base_unfaulted = statistics.median(x[0] - x[5] for x in runs[budgets[0]])
 rows = []
 for b in budgets:
     t = statistics.median(x[0] for x in runs[b])
+    t_unfaulted = statistics.median(x[0] - x[5] for x in runs[b])
     rows.append({"ram": b, "budget_bytes": runs[b][0][2], "first_token_s": round(t, 3),
                  "first_token_s_runs": [round(x[0], 3) for x in runs[b]],
                  "ratio": round(t / base, 3),
-                 "rss_first_token_mib": round(statistics.median(x[1] for x in runs[b]))})
+                 "rss_first_token_mib": round(statistics.median(x[1] for x in runs[b])),
+                 "area_taken_mb": round(statistics.median(x[4] for x in runs[b])),
+                 "area_taking_s_runs": [round(x[5], 3) for x in runs[b]],
+                 "first_token_less_taking_s": round(t_unfaulted, 3),
+                 "ratio_less_taking": round(t_unfaulted / base_unfaulted, 3)})
     print(f"--ram {b:>6} ({runs[b][0][2] / 2**30:6.2f} GiB): first token {t:6.2f} s, "
-          f"{t / base:5.2f}x the trunk's, RSS at first token {rows[-1]['rss_first_token_mib']} MiB")
+          f"{t / base:5.2f}x the trunk's, RSS at first token {rows[-1]['rss_first_token_mib']} MiB; "
+          f"area taken {rows[-1]['area_taken_mb']} MB, less the time taking it "
+          f"{t_unfaulted:5.2f} s, {t_unfaulted / base_unfaulted:5.2f}x")
 doc = {"bench": "startup", "command": "bench/startup.sh", "engine": k3, "drives": drives,
        "args": args, "rounds": rounds, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
        "load_start": load_start, "load_end": os.getloadavg()[0], "goal": "ratio <= 1.2 at every budget",
-       "met": all(r["ratio"] <= 1.2 for r in rows), "results": rows}
+       "met": all(r["ratio"] <= 1.2 for r in rows),
+       "met_less_taking": all(r["ratio_less_taking"] <= 1.2 for r in rows), "results": rows}
 with open(out, "w") as f:
     json.dump(doc, f, indent=1)
 print(f"startup.sh: wrote {out}", file=sys.stderr)

@@ -572,7 +572,10 @@ const char *k3io_backend_name(const struct k3io_reader *r)
 
 struct k3io_stats k3io_stats(const struct k3io_reader *r)
 {
-    return r->stats;
+    struct k3io_stats st = r->stats;
+    st.area_taken_bytes = atomic_load(&r->area_taken_bytes);
+    st.area_take_seconds = atomic_load(&r->area_take_ns) / 1e9;
+    return st;
 }
 
 void k3io_set_fault(struct k3io_reader *r, k3io_fault_fn fn, void *ctx)

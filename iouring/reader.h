@@ -97,6 +97,11 @@ struct k3io_stats {
                               * waited: the storage, not the model, set their time */
     double late_seconds;     /* the caller's wait past those releases: what the storage
                               * added over the model */
+    /* The area taken as reads first reached it: bytes, and seconds spent taking them
+     * (registering, which faults fresh memory in; on the reads' way, not the ahead
+     * thread's) */
+    uint64_t area_taken_bytes;
+    double area_take_seconds;
 };
 
 struct k3io_reader;

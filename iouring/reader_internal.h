@@ -14,6 +14,7 @@
 
 #include <liburing.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -102,6 +103,10 @@ struct k3io_reader {
     size_t piece_bytes;           /* k3io__area_piece_bytes(area_bytes): chunks never
                                    * cross a boundary of these pieces of the area */
     struct k3io_ahead *ahead;     /* area_ahead.c, or NULL */
+    /* Pieces registered on first use (uring_buffers.c), by whichever thread submits:
+     * their bytes, and the seconds spent (mostly faulting fresh memory in). */
+    _Atomic uint64_t area_taken_bytes;
+    _Atomic uint64_t area_take_ns;
     unsigned queue_depth;
     uint32_t max_io_bytes;
     int pread_threads;
@@ -222,13 +227,13 @@ int k3io__ring_open(struct k3io_reader *r, struct k3io_ring *u, unsigned entries
                     const char **failed_call, char *note, size_t note_len);
 /* Fills sqe to read chunk c (user data: c), registering its piece of the area first if
  * no read reached it before. */
-void k3io__ring_prep(const struct k3io_reader *r, struct k3io_ring *u,
+void k3io__ring_prep(struct k3io_reader *r, struct k3io_ring *u,
                      struct io_uring_sqe *sqe, struct k3io_chunk *c);
 /* uring_buffers.c: the area's table with the ring (sparse where the kernel allows, else
  * whole, said in *whole; 0 or -errno), a piece's registration on first use (true:
  * READ_FIXED into it), and the ring's end. */
 int k3io__ring_register_area(struct k3io_reader *r, struct k3io_ring *u, bool *whole);
-bool k3io__ring_piece_ready(const struct k3io_reader *r, struct k3io_ring *u, size_t piece);
+bool k3io__ring_piece_ready(struct k3io_reader *r, struct k3io_ring *u, size_t piece);
 void k3io__ring_close(struct k3io_ring *u);
 /* area_ahead.c: how far past the furthest piece registered the area is kept populated,
  * by a thread keeping the area populated a little past the furthest piece

@@ -127,7 +127,7 @@ static void uring_exit(struct k3io_reader *r)
     free(u);
 }
 
-void k3io__ring_prep(const struct k3io_reader *r, struct k3io_ring *u,
+void k3io__ring_prep(struct k3io_reader *r, struct k3io_ring *u,
                      struct io_uring_sqe *sqe, struct k3io_chunk *c)
 {
     int fd = u->fixed_files ? (int)c->file : r->fds[c->file];

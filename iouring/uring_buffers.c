@@ -64,10 +64,13 @@ static int register_whole(struct k3io_reader *r, struct k3io_ring *u)
 }
 
 /* Puts piece i in its slot: 0, or -errno (the piece is then read without it). */
-static int register_piece(const struct k3io_reader *r, struct k3io_ring *u, size_t i)
+static int register_piece(struct k3io_reader *r, struct k3io_ring *u, size_t i)
 {
     struct iovec iov = piece_iov(r, i);
+    double t0 = k3io__now();
     int rc = io_uring_register_buffers_update_tag(&u->ring, (unsigned)i, &iov, NULL, 1);
+    atomic_fetch_add(&r->area_taken_bytes, iov.iov_len);
+    atomic_fetch_add(&r->area_take_ns, (uint64_t)((k3io__now() - t0) * 1e9));
     u->piece_state[i] = rc == 1 ? PIECE_REGISTERED : PIECE_REFUSED;
     k3io__ahead_reached(r, i);
     return rc == 1 ? 0 : rc < 0 ? rc : -EIO;
@@ -100,7 +103,7 @@ int k3io__ring_register_area(struct k3io_reader *r, struct k3io_ring *u, bool *w
     return rc;
 }
 
-bool k3io__ring_piece_ready(const struct k3io_reader *r, struct k3io_ring *u, size_t piece)
+bool k3io__ring_piece_ready(struct k3io_reader *r, struct k3io_ring *u, size_t piece)
 {
     if (!u->fixed_bufs)
         return false;

@@ -20,7 +20,7 @@ void run_print_step(const struct runner *r, const char *what, int index,
     fprintf(stderr,
             "k3-uring: %s %d: %.4f s, %.1f MB in %llu reads (%.1f MB trunk, %.2f GB/s), "
             "stall %.4f s, %llu records read, %llu cache hits, %llu records asked (%.1f MB), verify "
-            "%.4f s\n",
+            "%.4f s, area taken %.1f MB in %.4f s\n",
             what, index, dt, bytes / 1e6, (unsigned long long)(y->reads - x->reads),
             (y->trunk_bytes - x->trunk_bytes) / 1e6,
             dt > 0 ? bytes / dt / 1e9 : 0, y->stall_seconds - x->stall_seconds,
@@ -28,7 +28,9 @@ void run_print_step(const struct runner *r, const char *what, int index,
             (unsigned long long)(y->records_hit - x->records_hit),
             (unsigned long long)(y->records_asked - x->records_asked),
             (double)(y->records_asked - x->records_asked) * (double)r->rt.m.record.bytes / 1e6,
-            y->verify_seconds - x->verify_seconds);
+            y->verify_seconds - x->verify_seconds,
+            (y->area_taken_bytes - x->area_taken_bytes) / 1e6,
+            y->area_take_seconds - x->area_take_seconds);
 }
 
 /* Layer l's counters since the prompt ended. */
@@ -132,6 +134,16 @@ static void print_faults(const struct runner *r)
             (unsigned long long)st.retries, (unsigned long long)st.replica_reads);
 }
 
+/* The read area is taken as reads reach it; on a VM whose host backs guest memory lazily
+ * that faulting costs seconds a GB, and this line says how much of the run it was. */
+static void print_area(const struct k3_runtime_snapshot *end)
+{
+    if (end->io.area_taken_bytes)
+        fprintf(stderr, "k3-uring: read area: %.1f MB taken as reads reached it, in %.3f s "
+                        "(faulting fresh memory in)\n",
+                end->io.area_taken_bytes / 1e6, end->io.area_take_seconds);
+}
+
 static void print_teams(const struct runner *r)
 {
     const struct k3_forward *f = &r->rt.fwd;
@@ -158,6 +170,7 @@ void run_print_summary(const struct runner *r, int generated,
         struct k3io_stats io = k3_stream_io_stats(r->rt.stream);
         cli_drive_model_print(stderr, "k3-uring", &r->rt.o.drive_model, &io);
     }
+    print_area(end);
     print_faults(r);
     print_teams(r);
     if (r->rt.store->stats.nan_scale_groups)

@@ -418,7 +418,14 @@ const struct k3_budget *k3_stream_budget(const struct k3_stream *s,
 
 struct k3_expert_store *k3_stream_experts(struct k3_stream *s) { return &s->store; }
 const struct k3_trunk_source *k3_stream_trunk(struct k3_stream *s) { return &s->trunk; }
-struct k3_stream_stats k3_stream_stats(const struct k3_stream *s) { return s->stats; }
+struct k3_stream_stats k3_stream_stats(const struct k3_stream *s)
+{
+    struct k3_stream_stats st = s->stats;
+    struct k3io_stats io = k3io_stats(s->r);
+    st.area_taken_bytes = io.area_taken_bytes;
+    st.area_take_seconds = io.area_take_seconds;
+    return st;
+}
 const struct k3_layer_stats *k3_stream_layer_stats(const struct k3_stream *s)
 {
     return s->layer_stats;

@@ -85,6 +85,11 @@ struct k3_stream_stats {
     double verify_seconds;     /* checking piece checksums */
     uint64_t retries;          /* failed reads tried again (same place or replica) */
     uint64_t replica_reads;    /* pieces read from their replica */
+    /* The read area taken as reads first reach it (the reader's k3io_stats): bytes, and
+     * seconds the submitting threads spent taking them, which is faulting fresh memory in
+     * (slow on VMs whose host backs guest memory lazily) */
+    uint64_t area_taken_bytes;
+    double area_take_seconds;
 };
 
 /* Per layer (index n_layers: the output), since the stream opened. */

@@ -33,6 +33,11 @@ hits() { sed -n 's/.*token [0-9]*:.* records read, \([0-9]*\) cache hits.*/\1/p'
 "$K3" run "${args[@]}" --ram 512M --stats --no-cache >/dev/null 2>"$d/nocache.log" || fail "no-cache run"
 [[ $(hits "$d/cache.log") -gt 0 ]] || fail "no cache hits with 512M: $(grep 'token 7' "$d/cache.log")"
 [[ $(hits "$d/nocache.log") -eq 0 ]] || fail "hits with --no-cache: $(grep 'token 7' "$d/nocache.log")"
+# The read area is taken as reads reach it: the cache's records take pieces the
+# no-cache run, reading into the same in-flight slots, never reaches.
+taken() { sed -n 's/^k3-uring: read area: \([0-9.]*\) MB taken.*/\1/p' "$1"; }
+awk -v c="$(taken "$d/cache.log")" -v n="$(taken "$d/nocache.log")" 'BEGIN { exit !(n > 0 && c > n) }' ||
+  fail "area taken: with a cache $(taken "$d/cache.log") MB, without $(taken "$d/nocache.log") MB"
 echo "cache: $(grep 'token 7:' "$d/cache.log" | sed 's/k3-uring: //')"
 echo "no cache: $(grep 'token 7:' "$d/nocache.log" | sed 's/k3-uring: //')"
 grep -q "5 streamed segments" "$d/drives-floor.log" || fail "at the floor the layers should stream: $(grep slots "$d/drives-floor.log")"
