@@ -66,15 +66,17 @@ void k3_mla_rows(struct k3_forward *f, const struct k3_step *st, int l)
     }
     k3_matmul(w->q_b, n * qh, c->q_lora, s->mcq, c->q_lora, s->mq, n * qh, T);
     mla_cache_rows(f, st, l);
-    size_t tmp_stride = (size_t)f->max_ctx + 2 * (size_t)R;
+    /* A pass's rows each walk the cache once for a group of heads; a step of few rows
+     * (decode) spreads its heads over the threads instead. */
+    int per = T < 2 * s->threads ? 1 : k3_mla_heads_per_walk(c, f->max_ctx);
+    int groups = (n + per - 1) / per;
+    size_t tmp_stride = (size_t)per * ((size_t)f->max_ctx + 2 * (size_t)R);
 #pragma omp parallel for schedule(dynamic)
-    for (int th = 0; th < T * n; th++) {
-        int t = th / n, h = th % n;
-        const float *q = s->mq + (size_t)t * n * qh + (size_t)h * qh;
-        k3_mla_head(c, q, q + c->qk_nope, st->seq[t]->mla_cache[l], s->row_pos[t] + 1,
-                    w->kv_b + (size_t)h * (c->qk_nope + c->v_head) * R,
-                    s->mo + (size_t)t * V + (size_t)h * c->v_head,
-                    s->mla_tmp + (size_t)omp_get_thread_num() * tmp_stride);
+    for (int tg = 0; tg < T * groups; tg++) {
+        int t = tg / groups, h0 = tg % groups * per;
+        k3_mla_heads(c, s->mq + (size_t)t * n * qh, st->seq[t]->mla_cache[l], s->row_pos[t] + 1,
+                     w->kv_b, h0, n - h0 < per ? n - h0 : per, s->mo + (size_t)t * V,
+                     s->mla_tmp + (size_t)omp_get_thread_num() * tmp_stride);
     }
     k3_matmul(w->g_proj, V, H, s->hn, H, s->mg, V, T);
     for (size_t i = 0; i < (size_t)T * V; i++)

@@ -71,7 +71,7 @@ struct k3_forward_scratch {
     float *mq;       /* [C][mla_heads * (nope + rope)] */
     float *mkv;      /* [C][kv_lora + rope] */
     float *mo, *mg;  /* [C][mla_heads * v_head] attention output and gate */
-    float *mla_tmp;  /* [threads][max_ctx + 2 * kv_lora] */
+    float *mla_tmp;  /* [threads][k3_mla_heads_per_walk][max_ctx + 2 * kv_lora] */
     /* feed-forward */
     float *fg;       /* [C][max(dense, shared, expert) width] SiTU(gate, up) of an MLP */
     float *rlogit;   /* [C][E] router logits */

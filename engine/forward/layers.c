@@ -201,44 +201,66 @@ void k3_kda_token(const struct k3_config *c, const struct k3_kda_weights *w, flo
     }
 }
 
-void k3_mla_head(const struct k3_config *c, const float *q_nope, const float *q_pe,
-                 const float *cache, int n_ctx, const uint16_t *kv_b_head, float *out,
-                 float *scratch)
+/* q̃ = (U^K)ᵀ q_nope, so that scores read the latent directly; summed over i in order. */
+static void mla_absorb(const struct k3_config *c, const float *q_nope, const uint16_t *uk,
+                       float *q_lat)
 {
-    int R = c->kv_lora, row = c->kv_lora + c->qk_rope;
-    float *scores = scratch, *q_lat = scratch + n_ctx, *c_bar = q_lat + R;
-    /* Absorb U^K into the query: q̃ = (U^K)ᵀ q_nope, so scores read the latent directly. */
+    int R = c->kv_lora;
     for (int r = 0; r < R; r++)
         q_lat[r] = 0;
-    for (int i = 0; i < c->qk_nope; i++) {
-        const uint16_t *uk = kv_b_head + (size_t)i * R;
-        for (int r = 0; r < R; r++)
-            q_lat[r] += k3_bf16_to_f32(uk[r]) * q_nope[i];
-    }
-    float scale = 1.0f / sqrtf((float)(c->qk_nope + c->qk_rope));
-    float max = -INFINITY;
-    for (int s = 0; s < n_ctx; s++) {
-        const float *cs = cache + (size_t)s * row;
-        float sc = k3_dot_f32(q_lat, cs, R);
-        if (c->qk_rope)
-            sc += k3_dot_f32(q_pe, cs + R, c->qk_rope);
-        scores[s] = sc * scale;
+    for (int i = 0; i < c->qk_nope; i++)
+        k3_axpy_bf16(q_lat, q_nope[i], uk + (size_t)i * R, R);
+}
+
+/* In place: scores[s] = exp(scores[s] - max) / sum over the n_ctx scores. */
+static void softmax_weights(float *scores, int n_ctx)
+{
+    float max = -INFINITY, sum = 0;
+    for (int s = 0; s < n_ctx; s++)
         max = scores[s] > max ? scores[s] : max;
-    }
-    float sum = 0;
     for (int s = 0; s < n_ctx; s++) {
         scores[s] = expf(scores[s] - max);
         sum += scores[s];
     }
-    for (int r = 0; r < R; r++)
-        c_bar[r] = 0;
+    for (int s = 0; s < n_ctx; s++)
+        scores[s] = scores[s] / sum;
+}
+
+int k3_mla_heads_per_walk(const struct k3_config *c, int max_ctx)
+{
+    long per = (4L << 20) / (long)sizeof(float) / ((long)max_ctx + 2L * c->kv_lora);
+    return per < 1 ? 1 : per > c->mla_heads ? c->mla_heads : (int)per;
+}
+
+void k3_mla_heads(const struct k3_config *c, const float *q, const float *cache, int n_ctx,
+                  const uint16_t *kv_b, int h0, int nh, float *out, float *scratch)
+{
+    int R = c->kv_lora, row = c->kv_lora + c->qk_rope, qh = c->qk_nope + c->qk_rope;
+    size_t head_rows = (size_t)(c->qk_nope + c->v_head) * R;
+    float *scores = scratch, *q_lat = scores + (size_t)nh * n_ctx, *c_bar = q_lat + (size_t)nh * R;
+    for (int j = 0; j < nh; j++)
+        mla_absorb(c, q + (size_t)(h0 + j) * qh, kv_b + (size_t)(h0 + j) * head_rows, q_lat + (size_t)j * R);
+    float scale = 1.0f / sqrtf((float)qh);
     for (int s = 0; s < n_ctx; s++) {
         const float *cs = cache + (size_t)s * row;
-        float a = scores[s] / sum;
-        for (int r = 0; r < R; r++)
-            c_bar[r] += a * cs[r];
+        for (int j = 0; j < nh; j++) {
+            float sc = k3_dot_f32(q_lat + (size_t)j * R, cs, R);
+            if (c->qk_rope)
+                sc += k3_dot_f32(q + (size_t)(h0 + j) * qh + c->qk_nope, cs + R, c->qk_rope);
+            scores[(size_t)j * n_ctx + s] = sc * scale;
+        }
     }
-    const uint16_t *uv = kv_b_head + (size_t)c->qk_nope * R;
-    for (int i = 0; i < c->v_head; i++)
-        out[i] = k3_dot_bf16(uv + (size_t)i * R, c_bar, R);
+    for (int j = 0; j < nh; j++) {
+        softmax_weights(scores + (size_t)j * n_ctx, n_ctx);
+        for (int r = 0; r < R; r++)
+            c_bar[(size_t)j * R + r] = 0;
+    }
+    for (int s = 0; s < n_ctx; s++)
+        for (int j = 0; j < nh; j++)
+            k3_axpy_f32(c_bar + (size_t)j * R, scores[(size_t)j * n_ctx + s], cache + (size_t)s * row, R);
+    for (int j = 0; j < nh; j++) {
+        const uint16_t *uv = kv_b + (size_t)(h0 + j) * head_rows + (size_t)c->qk_nope * R;
+        for (int i = 0; i < c->v_head; i++)
+            out[(size_t)(h0 + j) * c->v_head + i] = k3_dot_bf16(uv + (size_t)i * R, c_bar + (size_t)j * R, R);
+    }
 }

@@ -49,12 +49,17 @@ void k3_kda_token(const struct k3_config *c, const struct k3_kda_weights *w, flo
                   float *ring, float *q, float *k, float *v, const float *u,
                   const float *beta_logit, const float *z, float *gated);
 
-/* MLA attention for one head of one query, absorbed form (§3.5.6).
- * q_nope [nope], q_pe [rope]; cache rows [n_ctx][kv_lora + rope] hold (c, k_pe);
- * kv_b_head: the head's [nope + v, kv_lora] rows of kv_b_proj.  Writes out [v].
- * scratch: [n_ctx + 2 * kv_lora] floats. */
-void k3_mla_head(const struct k3_config *c, const float *q_nope, const float *q_pe,
-                 const float *cache, int n_ctx, const uint16_t *kv_b_head, float *out,
-                 float *scratch);
+/* MLA attention of one query's heads [h0, h0 + nh), absorbed form (§3.5.6).
+ * q [heads][nope + rope]: the query's heads, each (q_nope, q_pe); cache rows
+ * [n_ctx][kv_lora + rope] hold (c, k_pe); kv_b: kv_b_proj, [heads][nope + v][kv_lora].
+ * Writes out [heads][v] for the heads asked.  The heads share one walk over the cache
+ * (each cache row is read once for all of them), and each head's arithmetic is the same
+ * whatever nh: the bytes do not depend on how heads are grouped.
+ * scratch: nh * (n_ctx + 2 * kv_lora) floats. */
+void k3_mla_heads(const struct k3_config *c, const float *q, const float *cache, int n_ctx,
+                  const uint16_t *kv_b, int h0, int nh, float *out, float *scratch);
+/* How many heads may share one walk over a cache of up to max_ctx rows: all of them,
+ * unless their scratch (mostly scores) would pass 4 MiB a thread. */
+int k3_mla_heads_per_walk(const struct k3_config *c, int max_ctx);
 
 #endif

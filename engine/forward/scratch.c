@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "engine/forward/forward_internal.h"
+#include "engine/forward/layers.h"
 #include "engine/forward/predict_ids.h"
 #include "engine/kernels/mxfp4.h"
 #include "numa/teams.h"
@@ -52,7 +53,8 @@ static void layout_attention(struct k3_forward_scratch *s, struct bump *b,
     s->mkv = take(b, C * (size_t)(c->kv_lora + c->qk_rope) * f);
     s->mo = take(b, C * mla_out * f);
     s->mg = take(b, C * mla_out * f);
-    s->mla_tmp = take(b, (size_t)s->threads * ((size_t)max_ctx + 2 * (size_t)c->kv_lora) * f);
+    s->mla_tmp = take(b, (size_t)s->threads * (size_t)k3_mla_heads_per_walk(c, max_ctx) *
+                             ((size_t)max_ctx + 2 * (size_t)c->kv_lora) * f);
 }
 
 static struct expert_bufs expert_bufs(struct bump *b, const struct k3_config *c, size_t rows)

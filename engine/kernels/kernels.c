@@ -46,6 +46,18 @@ void k3_situ_scalar(float *y, const float *g, const float *u, int n, float beta_
         y[i] = k3_situ(g[i], u[i], beta_gate, beta_up);
 }
 
+void k3_axpy_f32_scalar(float *y, float a, const float *x, int n)
+{
+    for (int i = 0; i < n; i++)
+        y[i] += a * x[i];
+}
+
+void k3_axpy_bf16_scalar(float *y, float a, const uint16_t *x, int n)
+{
+    for (int i = 0; i < n; i++)
+        y[i] += a * k3_bf16_to_f32(x[i]);
+}
+
 static bool scalar_supported(void) { return true; }
 
 const struct k3_kernel_ops k3_kernels_scalar = {
@@ -58,6 +70,8 @@ const struct k3_kernel_ops k3_kernels_scalar = {
     .rows_mxfp4_q8 = k3_rows_mxfp4_q8_scalar,
     .rows_q8_0 = k3_rows_q8_0_scalar,
     .situ = k3_situ_scalar,
+    .axpy_f32 = k3_axpy_f32_scalar,
+    .axpy_bf16 = k3_axpy_bf16_scalar,
 };
 
 /* ---- choice of variant -------------------------------------------------------------- */
@@ -162,6 +176,13 @@ void k3_rows_parallel(int rows, long row_bytes, long work, void *arg,
 float k3_dot_bf16(const uint16_t *w, const float *x, int n) { return k3_kernels()->dot_bf16(w, x, n); }
 
 float k3_dot_f32(const float *a, const float *b, int n) { return k3_kernels()->dot_f32(a, b, n); }
+
+void k3_axpy_f32(float *y, float a, const float *x, int n) { k3_kernels()->axpy_f32(y, a, x, n); }
+
+void k3_axpy_bf16(float *y, float a, const uint16_t *x, int n)
+{
+    k3_kernels()->axpy_bf16(y, a, x, n);
+}
 
 void k3_situ_n(float *y, const float *g, const float *u, int n, float beta_gate, float beta_up)
 {

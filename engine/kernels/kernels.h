@@ -59,6 +59,10 @@ static inline float k3_lane_reduce(float acc[K3_LANES])
 
 float k3_dot_bf16(const uint16_t *w, const float *x, int n);
 float k3_dot_f32(const float *a, const float *b, int n);
+/* y[i] += a * x[i] for i < n, each product rounded before its add; identical bytes in
+ * every variant (no lane order to keep). */
+void k3_axpy_f32(float *y, float a, const float *x, int n);
+void k3_axpy_bf16(float *y, float a, const uint16_t *x, int n);
 
 /* Y[t][r] = W[r]·X[t] for t < T: W [rows, cols] bf16, X [T, ldx], Y [T, ldy]. */
 void k3_matmul_bf16(const uint16_t *W, int rows, int cols, const float *X, int ldx, float *Y,

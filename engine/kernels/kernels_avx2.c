@@ -69,6 +69,27 @@ static float dot_f32_avx2(const float *a, const float *b, int n)
     return k3_lane_reduce(s);
 }
 
+static void axpy_f32_avx2(float *y, float a, const float *x, int n)
+{
+    __m256 av = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i),
+                                              _mm256_mul_ps(av, _mm256_loadu_ps(x + i))));
+    for (; i < n; i++)
+        y[i] += a * x[i];
+}
+
+static void axpy_bf16_avx2(float *y, float a, const uint16_t *x, int n)
+{
+    __m256 av = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(av, bf16x8(x + i))));
+    for (; i < n; i++)
+        y[i] += a * k3_bf16_to_f32(x[i]);
+}
+
 static inline __attribute__((always_inline)) void
 row_bf16_tokens(const uint16_t *w, int cols, const float *X, int ldx, float *Y, int ldy, int NT)
 {
@@ -221,4 +242,6 @@ const struct k3_kernel_ops k3_kernels_avx2 = {
     .rows_mxfp4_q8 = k3_rows_mxfp4_q8_avx2,
     .rows_q8_0 = k3_rows_q8_0_avx2,
     .situ = situ_avx2,
+    .axpy_f32 = axpy_f32_avx2,
+    .axpy_bf16 = axpy_bf16_avx2,
 };

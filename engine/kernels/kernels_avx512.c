@@ -71,6 +71,27 @@ static float dot_f32_avx512(const float *a, const float *b, int n)
     return k3_lane_reduce(s);
 }
 
+static void axpy_f32_avx512(float *y, float a, const float *x, int n)
+{
+    __m512 av = _mm512_set1_ps(a);
+    int i = 0;
+    for (; i + K3_LANES <= n; i += K3_LANES)
+        _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i),
+                                              _mm512_mul_ps(av, _mm512_loadu_ps(x + i))));
+    for (; i < n; i++)
+        y[i] += a * x[i];
+}
+
+static void axpy_bf16_avx512(float *y, float a, const uint16_t *x, int n)
+{
+    __m512 av = _mm512_set1_ps(a);
+    int i = 0;
+    for (; i + K3_LANES <= n; i += K3_LANES)
+        _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), _mm512_mul_ps(av, bf16x16(x + i))));
+    for (; i < n; i++)
+        y[i] += a * k3_bf16_to_f32(x[i]);
+}
+
 /* RB rows against NT tokens (constants after inlining, so acc[][] stays in registers): the
  * rows advance together, so each 16 activations are loaded once for RB rows (a long x
  * need not survive in L1 while a whole row streams past; K3_X_L1_BYTES) and RB·NT
@@ -207,6 +228,8 @@ const struct k3_kernel_ops k3_kernels_avx512 = {
     .rows_mxfp4_q8 = k3_rows_mxfp4_q8_avx2,
     .rows_q8_0 = k3_rows_q8_0_avx512,
     .situ = situ_avx512,
+    .axpy_f32 = axpy_f32_avx512,
+    .axpy_bf16 = axpy_bf16_avx512,
 };
 
 /* The same kernels, and the int8 path with VNNI (mxfp4_avx512.c). */
@@ -220,4 +243,6 @@ const struct k3_kernel_ops k3_kernels_avx512vnni = {
     .rows_mxfp4_q8 = k3_rows_mxfp4_q8_avx512vnni,
     .rows_q8_0 = k3_rows_q8_0_avx512,
     .situ = situ_avx512,
+    .axpy_f32 = axpy_f32_avx512,
+    .axpy_bf16 = axpy_bf16_avx512,
 };

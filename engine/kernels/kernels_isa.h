@@ -32,6 +32,10 @@ struct k3_q8_0_block;
 typedef void k3_rows_q8_0_fn(const struct k3_q8_0_block *W, int nrows, int cols, const float *X,
                              int ldx, float *Y, int ldy, int T);
 
+/* y[i] += a * x[i], the product rounded before the add (no FMA): the element order does
+ * not matter, so every width gives the scalar bytes. */
+typedef void k3_axpy_f32_fn(float *y, float a, const float *x, int n);
+typedef void k3_axpy_bf16_fn(float *y, float a, const uint16_t *x, int n);
 /* y[i] = k3_situ(g[i], u[i], beta_gate, beta_up) for i < n (kernels.h). */
 typedef void k3_situ_fn(float *y, const float *g, const float *u, int n, float beta_gate,
                         float beta_up);
@@ -266,6 +270,8 @@ struct k3_kernel_ops {
     k3_rows_mxfp4_q8_fn *rows_mxfp4_q8; /* the optional int8-activation path */
     k3_rows_q8_0_fn *rows_q8_0;         /* the trunk's Q8_0 matrices (q8_0.h) */
     k3_situ_fn *situ;                   /* k3_situ_n */
+    k3_axpy_f32_fn *axpy_f32;           /* k3_axpy_f32 */
+    k3_axpy_bf16_fn *axpy_bf16;         /* k3_axpy_bf16 */
 };
 
 /* Best first; the scalar reference last (always supported). */
@@ -286,6 +292,8 @@ float k3_dot_mxfp4_scalar(const uint8_t *packed, const uint8_t *scales, const fl
 k3_rows_bf16_fn k3_rows_bf16_scalar;
 k3_rows_mxfp4_fn k3_rows_mxfp4_scalar;
 k3_situ_fn k3_situ_scalar;
+k3_axpy_f32_fn k3_axpy_f32_scalar;
+k3_axpy_bf16_fn k3_axpy_bf16_scalar;
 k3_rows_mxfp4_q8_fn k3_rows_mxfp4_q8_scalar;
 k3_rows_q8_0_fn k3_rows_q8_0_scalar;
 

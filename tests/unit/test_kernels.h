@@ -437,6 +437,38 @@ static void test_situ(const struct k3_kernel_ops *k, uint64_t seed)
     printf("%s: SiTU bytewise equal to the scalar reference on %d inputs\n", k->name, n);
 }
 
+/* axpy: every length 0..40 and the dot lengths, offsets 0..3, specials included. */
+static void test_axpy(const struct k3_kernel_ops *k, uint64_t seed)
+{
+    enum { N = 12288 + 4 };
+    static float x[N], y0[N], want[N], got[N];
+    static uint16_t w[N];
+    struct k3_rng r;
+    k3_rng_seed(&r, seed);
+    int checked = 0;
+    for (int n = 0; n <= 40 + N_OF(dot_lengths); n++) {
+        int len = n <= 40 ? n : dot_lengths[n - 41], off = n % 4;
+        fill_x(x, N, &r, n % 3 == 0);
+        fill_x(y0, N, &r, n % 3 == 0);
+        fill_bf16(w, N, &r, n % 3 == 0);
+        float a = x[N - 1];
+        memcpy(want, y0, sizeof want);
+        memcpy(got, y0, sizeof got);
+        k3_axpy_f32_scalar(want + off, a, x + off, len);
+        k->axpy_f32(got + off, a, x + off, len);
+        long d = first_diff(want, got, N);
+        CHECK(d < 0, "%s axpy_f32 n=%d: [%ld] %a vs reference %a", k->name, len, d, got[d], want[d]);
+        memcpy(want, y0, sizeof want);
+        memcpy(got, y0, sizeof got);
+        k3_axpy_bf16_scalar(want + off, a, w + off, len);
+        k->axpy_bf16(got + off, a, w + off, len);
+        d = first_diff(want, got, N);
+        CHECK(d < 0, "%s axpy_bf16 n=%d: [%ld] %a vs reference %a", k->name, len, d, got[d], want[d]);
+        checked += 2;
+    }
+    printf("%s: %d axpy results bytewise equal to the scalar reference\n", k->name, checked);
+}
+
 /* Selects variant name and runs every comparison; 77 when the CPU lacks it. */
 static inline int run_variant_tests(const char *name)
 {
@@ -452,6 +484,7 @@ static inline int run_variant_tests(const char *name)
     test_matmuls(k, 2);
     test_tiles(k, 6);
     test_situ(k, 5);
+    test_axpy(k, 7);
     return check_result();
 }
 
