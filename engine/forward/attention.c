@@ -23,15 +23,20 @@ void k3_kda_rows(struct k3_forward *f, const struct k3_step *st, int l)
     k3_matmul_bf16(w->f_b, P, d, s->kfa, d, s->ku, P, T);
     k3_matmul_bf16(w->b_proj, c->kda_heads, H, s->hn, H, s->kbeta, c->kda_heads, T);
     k3_matmul(w->g_proj, P, H, s->hn, H, s->kz, P, T);
-    for (int t = 0; t < T; t++) {
-        size_t at = (size_t)t * P;
-        float *u = s->ku + at;
+    for (int t = 0; t < T; t++)
         for (int i = 0; i < P; i++)
-            u[i] += w->dt_bias[i];
-        struct k3_seq *q = st->seq[t];
-        k3_kda_token(c, w, q->kda_state[l], q->conv_ring[l], s->kq + at, s->kk + at, s->kv + at,
-                     u, s->kbeta + (size_t)t * c->kda_heads, s->kz + at, s->kout + at);
-    }
+            s->ku[(size_t)t * P + i] += w->dt_bias[i];
+    /* Each thread carries its heads through every row: one fork for the pass, not one a
+     * row; a head's rows still go in row order. */
+#pragma omp parallel for schedule(static) if (c->kda_heads > 1 && (long)T * d * d >= 4096)
+    for (int h = 0; h < c->kda_heads; h++)
+        for (int t = 0; t < T; t++) {
+            size_t at = (size_t)t * P;
+            struct k3_seq *q = st->seq[t];
+            k3_kda_head(c, w, q->kda_state[l], q->conv_ring[l], s->kq + at, s->kk + at,
+                        s->kv + at, s->ku + at, s->kbeta + (size_t)t * c->kda_heads, s->kz + at,
+                        s->kout + at, h);
+        }
     k3_matmul(w->o_proj, H, P, s->kout, P, s->o, H, T);
 }
 

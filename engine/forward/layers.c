@@ -173,32 +173,27 @@ static void l2_normalize(float *x, int d, float scale)
         x[i] *= inv;
 }
 
-void k3_kda_token(const struct k3_config *c, const struct k3_kda_weights *w, float *state,
-                  float *ring, float *q, float *k, float *v, const float *u,
-                  const float *beta_logit, const float *z, float *gated)
+void k3_kda_head(const struct k3_config *c, const struct k3_kda_weights *w, float *state,
+                 float *ring, float *q, float *k, float *v, const float *u,
+                 const float *beta_logit, const float *z, float *gated, int h)
 {
-    int d = c->kda_head_dim, P = k3_kda_width(c), W = c->conv_kernel;
+    int d = c->kda_head_dim, P = k3_kda_width(c), W = c->conv_kernel, c0 = h * d;
     size_t ring_stride = (size_t)P * (W - 1);
-    float q_scale = 1.0f / sqrtf((float)d);
-#pragma omp parallel for schedule(static) if (c->kda_heads > 1 && (long)d * d >= 4096)
-    for (int h = 0; h < c->kda_heads; h++) {
-        int c0 = h * d;
-        short_conv_silu(q, ring, w->q_conv, c0, d, W);
-        short_conv_silu(k, ring + ring_stride, w->k_conv, c0, d, W);
-        short_conv_silu(v, ring + 2 * ring_stride, w->v_conv, c0, d, W);
-        l2_normalize(q + c0, d, q_scale);
-        l2_normalize(k + c0, d, 1.0f);
-        float alpha[K3_MAX_HEAD_DIM];
-        for (int i = 0; i < d; i++)
-            alpha[i] = expf(k3_kda_gate(u[c0 + i], w->a_log[h], c->gate_lower_bound));
-        float *o = gated + c0;
-        k3_kda_head_step(state + (size_t)h * d * d, alpha, k + c0, v + c0, q + c0,
-                         k3_sigmoid(beta_logit[h]), o, d);
-        /* Normalize first, then gate (fla's FusedRMSNormGated). */
-        k3_rmsnorm(o, o, w->o_norm, d, c->rms_eps);
-        for (int i = 0; i < d; i++)
-            o[i] *= k3_sigmoid(z[c0 + i]);
-    }
+    short_conv_silu(q, ring, w->q_conv, c0, d, W);
+    short_conv_silu(k, ring + ring_stride, w->k_conv, c0, d, W);
+    short_conv_silu(v, ring + 2 * ring_stride, w->v_conv, c0, d, W);
+    l2_normalize(q + c0, d, 1.0f / sqrtf((float)d));
+    l2_normalize(k + c0, d, 1.0f);
+    float alpha[K3_MAX_HEAD_DIM];
+    for (int i = 0; i < d; i++)
+        alpha[i] = expf(k3_kda_gate(u[c0 + i], w->a_log[h], c->gate_lower_bound));
+    float *o = gated + c0;
+    k3_kda_head_step(state + (size_t)h * d * d, alpha, k + c0, v + c0, q + c0,
+                     k3_sigmoid(beta_logit[h]), o, d);
+    /* Normalize first, then gate (fla's FusedRMSNormGated). */
+    k3_rmsnorm(o, o, w->o_norm, d, c->rms_eps);
+    for (int i = 0; i < d; i++)
+        o[i] *= k3_sigmoid(z[c0 + i]);
 }
 
 /* q̃ = (U^K)ᵀ q_nope, so that scores read the latent directly; summed over i in order. */

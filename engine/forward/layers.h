@@ -40,14 +40,16 @@ float k3_kda_gate(float u, float a_log_head, float lower_bound);
 void k3_kda_head_step(float *S, const float *alpha, const float *k, const float *v,
                       const float *q, float beta, float *o, int d);
 
-/* The KDA recurrence for one token, all heads, after the projections:
- * q, k, v [P]: raw projections (overwritten); u [P]: f_b(f_a h) + dt_bias;
- * beta_logit [heads]; z [P]: g_proj output.  Updates state [heads][d][d] and
- * ring [3][P][W-1] (the previous raw inputs of q, k, v).  Writes gated [P], the
- * normalized and gated head outputs that o_proj takes. */
-void k3_kda_token(const struct k3_config *c, const struct k3_kda_weights *w, float *state,
-                  float *ring, float *q, float *k, float *v, const float *u,
-                  const float *beta_logit, const float *z, float *gated);
+/* The KDA recurrence of head h for one token, after the projections:
+ * q, k, v [P]: raw projections (the head's channels overwritten); u [P]: f_b(f_a h) +
+ * dt_bias; beta_logit [heads]; z [P]: g_proj output.  Updates the head's state
+ * [d][d] of state [heads][d][d] and its channels of ring [3][P][W-1] (the previous raw
+ * inputs of q, k, v).  Writes the head's part of gated [P], the normalized and gated
+ * head outputs that o_proj takes.  Heads share nothing, so they may run on any threads
+ * in any order. */
+void k3_kda_head(const struct k3_config *c, const struct k3_kda_weights *w, float *state,
+                 float *ring, float *q, float *k, float *v, const float *u,
+                 const float *beta_logit, const float *z, float *gated, int h);
 
 /* MLA attention of one query's heads [h0, h0 + nh), absorbed form (§3.5.6).
  * q [heads][nope + rope]: the query's heads, each (q_nope, q_pe); cache rows
