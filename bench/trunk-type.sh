@@ -12,23 +12,27 @@
 # same size as Q8_0's, in other matrices).
 # usage: bench/trunk-type.sh [--tokens N] [DIR...]
 #   DIR: checkpoint folders (-m); none: k3-tiny synthesized (seed 1) in a temporary folder.
+#   K3 (environment): the engine to run (default: build/rel/k3-uring, built first).
 # Writes bench/results/trunk-type-<date>.json (every figure, the commands) and .txt (the
 # table), and prints the table.
 set -euo pipefail
 prog=trunk-type.sh
 root=$(cd "$(dirname "$0")/.." && pwd)
-k3="$root/build/rel/k3-uring"
+k3=${K3:-}
 tokens=64
 prompt=5,17,300,1200,42,7,999,2031
 dirs=()
 while (($#)); do
   case $1 in
     --tokens) tokens=$2; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) dirs+=("$1"); shift ;;
   esac
 done
-make -C "$root" --no-print-directory build/rel/k3-uring >&2
+if [[ -z $k3 ]]; then
+  make -C "$root" --no-print-directory build/rel/k3-uring >&2
+  k3="$root/build/rel/k3-uring"
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 if ((${#dirs[@]} == 0)); then
