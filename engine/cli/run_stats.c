@@ -148,7 +148,14 @@ static void print_teams(const struct runner *r)
 {
     const struct k3_forward *f = &r->rt.fwd;
     int n_teams = k3numa_teams_count(f->teams);
-    if (!r->o->verbose || n_teams < 2)
+    if (!r->o->verbose)
+        return;
+    uint64_t all = 0, whole = k3_forward_experts_whole(f);
+    for (int i = 0; i < n_teams; i++)
+        all += k3_forward_team_experts(f, i);
+    fprintf(stderr, "k3-uring: routed experts: %llu computed whole by one thread, %llu split over "
+                    "their team\n", (unsigned long long)whole, (unsigned long long)(all - whole));
+    if (n_teams < 2)
         return;
     char line[1024];
     int at = snprintf(line, sizeof line, "k3-uring: routed experts computed by");

@@ -185,6 +185,9 @@ int k3_forward_tokens(struct k3_forward *f, struct k3_seq *q, const int32_t *tok
 
 /* Routed experts team `team` has computed since the context began (0 for no such team). */
 uint64_t k3_forward_team_experts(const struct k3_forward *f, int team);
+/* Of the routed experts all teams computed, those one thread computed whole (small ones,
+ * and a prompt pass's that fit a member's buffers), not split over its team. */
+uint64_t k3_forward_experts_whole(const struct k3_forward *f);
 
 /* Bytes of scratch a context of `rows` rows allocates (activations, AttnRes blocks,
  * router outputs and per-row expert outputs of a pass, attention rows, each team's

@@ -9,6 +9,8 @@
 #ifndef K3_FORWARD_INTERNAL_H
 #define K3_FORWARD_INTERNAL_H
 
+#include <stdatomic.h>
+
 #include "engine/forward/forward.h"
 
 /* A routed expert whose record has landed, for its team to compute. */
@@ -16,6 +18,7 @@ struct expert_job {
     int expert;
     const uint8_t *record;
     double began, ended;  /* trace times of its computation */
+    _Atomic int claimed;  /* taken by the member computing it whole (moe.c) */
 };
 
 /* Below this many multiply-adds (its rows × 3 × moe_inter × H_l), a routed expert is
@@ -39,6 +42,7 @@ struct team_scratch {
     struct expert_job *jobs; /* [E] this round's experts, in the order they landed */
     int n_jobs;
     uint64_t computed;    /* experts computed since the context began */
+    _Atomic uint64_t computed_whole; /* of them, by one member alone */
 };
 
 /* Attention Residuals (§3.2): the blocks stored so far and the live partial sum. */

@@ -69,33 +69,54 @@ static void run_expert(struct k3_forward *f, const struct expert_bufs *ts, bool 
             memcpy(s->y + (size_t)users[u] * Hl, ts->yt + (size_t)u * Hl, sizeof(float) * Hl);
 }
 
-/* A team's share of one round: the experts whose records landed in its node's buffers.
- * The small ones (at most alone_rows rows) are dealt out in landing order, one member
- * computing each whole; the others take the whole team, in landing order. */
+/* The rows of the team's buffers member m may use alone in a prompt pass's round. */
+static struct expert_bufs member_slice(const struct k3_forward *f, const struct expert_bufs *whole,
+                                       int member, int slice)
+{
+    size_t at = (size_t)member * (size_t)slice, Hl = (size_t)f->m->cfg.latent;
+    return (struct expert_bufs){whole->zt + at * Hl, whole->fg + at * (size_t)f->m->cfg.moe_inter,
+                                whole->yt + at * Hl};
+}
+
+/* A team's share of one round: the experts whose records landed in its node's buffers,
+ * in landing order.  The small ones (at most alone_rows rows) are computed whole by
+ * whichever member claims them first.  So are, in a prompt pass's round of many experts,
+ * those that fit a member's slice of the team's buffers: there the barriers inside a
+ * split expert would cost more than its split gains.  The others take the whole team,
+ * and in such a round they are fenced by barriers, since the leader gathers into and
+ * scatters out of rows the members' slices reuse. */
 static void team_experts(void *arg, int team)
 {
     struct k3_forward *f = arg;
     const struct k3_expert_groups *g = &f->s->groups;
     struct team_scratch *ts = &f->s->team[team];
-    int member = 0, n_members = 1, dealt = 0;
+    int member = 0, n_members = 1;
     k3numa_team_self(&member, &n_members);
     assert(member < f->s->threads);
+    bool dealing = !f->s->decode && n_members > 1 && ts->n_jobs >= 4 * n_members;
+    int slice = f->s->rows / n_members;
     for (int j = 0; j < ts->n_jobs; j++) {
         struct expert_job *job = &ts->jobs[j];
         int e = job->expert, n_users = g->user_off[e + 1] - g->user_off[e];
         const int *users = g->users + g->user_off[e];
-        bool alone = n_users <= f->s->alone_rows;
-        if (alone && dealt++ % n_members != member)
+        bool small = n_users <= f->s->alone_rows, alone = small || (dealing && n_users <= slice);
+        if (alone && atomic_exchange(&job->claimed, 1))
             continue;
         bool leader = alone || member == 0;
         if (leader)
             job->began = k3_trace_now(f->hooks.trace);
         if (alone) {
+            atomic_fetch_add(&ts->computed_whole, 1);
+            struct expert_bufs mine = small ? ts->alone[member] : member_slice(f, &ts->whole, member, slice);
             k3numa_team_alone(true);
-            run_expert(f, &ts->alone[member], true, job->record, n_users, users);
+            run_expert(f, &mine, true, job->record, n_users, users);
             k3numa_team_alone(false);
         } else {
+            if (dealing)
+                k3numa_team_barrier();
             run_expert(f, &ts->whole, member == 0, job->record, n_users, users);
+            if (dealing)
+                k3numa_team_barrier();
         }
         if (leader)
             job->ended = k3_trace_now(f->hooks.trace);
@@ -135,7 +156,7 @@ static int routed_experts(struct k3_forward *f, int l, const int *experts, int n
         for (; rc == 0; rc = store->ops->next(store, false, &got, err)) {
             struct team_scratch *ts = &s->team[got.team % s->n_teams];
             s->round[taken] = got.index;
-            ts->jobs[ts->n_jobs++] = (struct expert_job){experts[got.index], got.record, 0, 0};
+            ts->jobs[ts->n_jobs++] = (struct expert_job){experts[got.index], got.record, 0, 0, 0};
             ts->computed++;
             if (++taken == round_max || done + taken == n)
                 break;

@@ -87,6 +87,8 @@ static void layout_ffn(struct k3_forward_scratch *s, struct bump *b, const struc
     s->round = take(b, E * sizeof(int));
     s->groups.rank_of = take(b, E * sizeof(int));
     s->team = take(b, (size_t)s->n_teams * sizeof *s->team);
+    if (b->base) /* the block is not zeroed: the teams' counters start at 0 */
+        memset(s->team, 0, (size_t)s->n_teams * sizeof *s->team);
     long row_work = 3L * c->moe_inter * c->latent;
     s->alone_rows = (int)((K3_EXPERT_ALONE_MAX_WORK - 1) / row_work);
     if (s->alone_rows > s->rows)
@@ -188,6 +190,14 @@ void k3_forward_free(struct k3_forward *f)
 uint64_t k3_forward_team_experts(const struct k3_forward *f, int team)
 {
     return team >= 0 && team < f->s->n_teams ? f->s->team[team].computed : 0;
+}
+
+uint64_t k3_forward_experts_whole(const struct k3_forward *f)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < f->s->n_teams; i++)
+        n += atomic_load(&f->s->team[i].computed_whole);
+    return n;
 }
 
 /* ---- a sequence's state ------------------------------------------------------------ */
