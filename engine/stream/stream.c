@@ -68,6 +68,7 @@ static int budget_input(struct k3_stream *s, struct k3_err *err)
         .caller_row_bytes = s->o.caller_row_bytes,
         .rows = s->o.rows,
         .inflight_records = has_records ? c->top_k + s->o.prefetch_k : 0,
+        .predict_ids = s->o.predict_ids,
     };
     return 0;
 }
