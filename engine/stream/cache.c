@@ -4,10 +4,10 @@
  * refilled as soon as done() says its record is computed; prefetch() reads predicted
  * records into free slots in the background once the batch has no queue; next() hands
  * back records as they land and check out.  A slot is reused free first; then, in this
- * order, one not prefetched and waiting, one not asked for by the current batch, one
- * whose layer holds more than its share of the slots (an equal share per MoE layer; the
- * layer taking the slot gives way to itself once it holds its share), and among those
- * the record the replacement policy (policy.h: --cache-policy) values least; never while
+ * order, one not prefetched and waiting, one not asked for by the current batch, one of
+ * the reading layer once it holds its share of the slots (an equal share per MoE layer),
+ * one of a layer holding more than its share, and among those the record the
+ * replacement policy (policy.h: --cache-policy) values least; never while
  * pinned or landing; each team's slots are taken in turn, so a layer's experts spread
  * over the teams.  The shares make the cache the per-layer caches that bench/routesim,
  * --hit-curve and plan judge: one pool shared freely lets the layers whose choices
@@ -55,14 +55,24 @@ static void count_held(struct k3_stream *s)
 
 /* What decides whether a reusable slot gives way before another: the fields in order,
  * the lesser first (see the header). */
+enum share_rank {
+    READER_FULL,  /* the reading layer's, which holds its share: it gives way to itself */
+    OVER_SHARE,   /* another layer's, which holds more than its share */
+    WITHIN_SHARE, /* another layer's, within its share */
+};
+
 struct victim_rank {
     bool predicted;    /* prefetched, not yet asked for */
     bool this_batch;   /* asked for by the current batch */
-    bool within_share; /* its layer holds no more than its share */
+    enum share_rank share;
     double keep;       /* the policy's worth */
     uint64_t last_use;
 };
 
+/* The slots left over from equal shares stay with the layers that took them: a layer
+ * holding its share evicts its own before another's surplus, so the policy never weighs
+ * one layer's records against another's (lfru's worth is per layer, and a shared
+ * surplus let it act as one pool again). */
 static struct victim_rank rank_of(const struct k3_stream *s, const struct buffer *b, int layer)
 {
     uint32_t key = policy_key(s, b->object);
@@ -71,7 +81,9 @@ static struct victim_rank rank_of(const struct k3_stream *s, const struct buffer
     return (struct victim_rank){
         .predicted = b->predicted >= 0,
         .this_batch = b->last_use > s->batch_clock,
-        .within_share = own == layer ? held < share : held <= share,
+        .share = own == layer && held >= share ? READER_FULL
+                 : held > share                ? OVER_SHARE
+                                               : WITHIN_SHARE,
         .keep = s->policy.ops->keep(&s->policy, key, b->last_use),
         .last_use = b->last_use,
     };
@@ -83,8 +95,8 @@ static bool gives_way_before(const struct victim_rank *a, const struct victim_ra
         return b->predicted;
     if (a->this_batch != b->this_batch)
         return b->this_batch;
-    if (a->within_share != b->within_share)
-        return b->within_share;
+    if (a->share != b->share)
+        return a->share < b->share;
     return a->keep < b->keep || (a->keep == b->keep && a->last_use < b->last_use);
 }
 

@@ -2,9 +2,9 @@
 # per MoE layer, the records each step reads (the union of its rows' experts) and, for a
 # pool of `slots` records shared by every layer (the engine's cache with prediction off,
 # --cache-policy lru), how many of them are found in memory: a read takes a free slot,
-# else the least recently used record not asked for by its step, one of a layer holding
-# more than its share (slots / layers; the reading layer's own once it holds its share)
-# first.
+# else the least recently used record not asked for by its step: the reading layer's own
+# once it holds its share (slots / layers), else one of a layer holding more than its
+# share, else any.
 #   zcat FILE | awk -v mode=decode -v B=2 -v slots=N -f expect.awk     (decode steps)
 #   zcat FILE | awk -v mode=prefill -v P=8 -f expect.awk               (prompt passes)
 # Prints "layer union hits" per MoE layer (0-based among MoE layers), then "pool N" the
@@ -46,17 +46,17 @@ function step_layer(n, rows_req, rows_pos, m,    i, j, f, e, seen, ids, k, key) 
     if (!(key in ever)) { ever[key] = 1; distinct++ }
   }
 }
-function over_share(l, m,    share) {
+function share_rank(l, m,    share) { # 0 gives way first
   share = int(slots / L)
-  return l == m ? held[l] >= share : held[l] > share
+  return l == m && held[l] >= share ? 0 : held[l] > share ? 1 : 2
 }
-function evict(m,    key, best, bk, over, best_over) {
+function evict(m,    key, best, bk, r, best_r) {
   best = -1
   for (key in stamp) {
     if (stamp[key] > step_start) continue
-    over = over_share(layer_of[key], m)
-    if (best < 0 || over > best_over || (over == best_over && stamp[key] < best)) {
-      best = stamp[key]; bk = key; best_over = over
+    r = share_rank(layer_of[key], m)
+    if (best < 0 || r < best_r || (r == best_r && stamp[key] < best)) {
+      best = stamp[key]; bk = key; best_r = r
     }
   }
   if (best < 0) { print "every slot holds this step's records: give the test more RAM" > "/dev/stderr"; exit 1 }
