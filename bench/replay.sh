@@ -6,8 +6,11 @@
 #   1. hit rate of a per-layer cache of 1/16, 1/8, 1/4, 1/2 of a layer's experts, decode
 #      steps of one request after another: each --cache-policy, the offline optimum
 #      (Belady: the record asked again last gives way; "belady" keeps every miss as the
-#      engine does, "belady-bypass" may decline one), and the same on uniform routing;
-#      goal: the default policy >= 0.8 x Belady at a quarter of the experts, on HELD;
+#      engine does, "belady-bypass" may decline one), the next-step oracle (knows the
+#      next step's experts exactly and keeps them first: what a perfect predictor of the
+#      next token could give), and the same on uniform routing; goal: the default policy
+#      >= 0.8 x Belady at a quarter of the experts, on HELD; then the same on DECODE's
+#      traces (other models, never tuned on: each whole file);
 #   2. recall of next-layer predictions from ids alone at top_k, 2 top_k, 3 top_k
 #      guesses, and the reads they waste per token; goal >= 60% at 2 top_k;
 #   3. unions per MoE layer of B = 1..16 requests decoding together and of prompt passes
@@ -21,6 +24,8 @@
 #   ROUTES          the trace      (../shared/routing/dsv2lite-prompts-0001-1000.routes.gz)
 #   TUNE            requests the policy's constants were tuned on        (0-499)
 #   HELD            requests reported on                                 (500-998)
+#   DECODE          other models' decode traces, space-separated, or "" to skip
+#                   (the *-decode.routes.gz beside ROUTES)
 #   MODEL           a checkpoint of the trace's shape, or "" to skip 4   (DATA's k3-dsv2: bench/lib.sh)
 #   REPLAY_REQUESTS requests replayed through the engine                 (500-503)
 #   REPLAY_RAM      its --ram (-b 1): the trunk resident and about a quarter
@@ -34,11 +39,12 @@ k3=$(realpath "${K3:-$root/k3-uring}")
 routes=${ROUTES:-$root/../shared/routing/dsv2lite-prompts-0001-1000.routes.gz}
 tune=${TUNE:-0-499}
 held=${HELD:-500-998}
+decode=${DECODE-$(ls "$(dirname "$routes")"/*-decode.routes.gz 2>/dev/null | tr '\n' ' ')}
 model=${MODEL-$bench_data/k3-dsv2}
 replay_requests=${REPLAY_REQUESTS:-500-503}
 replay_ram=${REPLAY_RAM:-5500M}
-for v in K3=$k3 ROUTES=$routes TUNE=$tune HELD=$held MODEL=$model REPLAY_REQUESTS=$replay_requests \
-         REPLAY_RAM=$replay_ram; do say "$v"; done
+for v in K3=$k3 ROUTES=$routes TUNE=$tune HELD=$held "DECODE=$decode" MODEL=$model \
+         REPLAY_REQUESTS=$replay_requests REPLAY_RAM=$replay_ram; do say "$v"; done
 if [[ ! -f $routes ]]; then
   say "skipped: ROUTES=$routes: no such trace (../shared/routing holds them)"
   exit 0
@@ -55,6 +61,10 @@ out=$res/replay-$stamp
 say "1. cache hit rates on $held (and $tune, where the constants were tuned)"
 "$sim" hits "$routes" "$held" >"$out.hits-held.csv"
 "$sim" hits "$routes" "$tune" >"$out.hits-tune.csv"
+for d in $decode; do
+  say "1b. cache hit rates on $(basename "$d") (all of it)"
+  "$sim" hits "$d" 0- >"$out.hits-$(basename "$d" .routes.gz).csv"
+done
 say "2. prediction from ids on $held"
 "$sim" predict "$routes" "$held" >"$out.predict.csv"
 say "3. unions on $held"
@@ -64,14 +74,32 @@ say "3. unions on $held"
 table() { # CSV TITLE
   echo "### $2"
   echo
-  echo "| cache (per layer) | lfru | lru | belady | belady-bypass | lfru / belady | lru / belady | uniform: lfru | uniform: belady |"
-  echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+  echo "| cache (per layer) | lfru | lru | next-step oracle | belady | belady-bypass | lfru / belady | lfru / belady-bypass | lru / belady | oracle / belady | uniform: lfru | uniform: belady |"
+  echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
   awk -F, 'NR > 1 { v[$1, $2, $3] = $5; slots[$3] = $4; if (!seen[$3]++) order[n++] = $3 }
-    END { for (i = 0; i < n; i++) { f = order[i]
-      printf "| %s (%d) | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.2f | %.2f | %.1f%% | %.1f%% |\n", f, slots[f],
-        100 * v["trace", "lfru", f], 100 * v["trace", "lru", f], 100 * v["trace", "belady", f],
-        100 * v["trace", "belady-bypass", f], v["trace", "lfru", f] / v["trace", "belady", f],
-        v["trace", "lru", f] / v["trace", "belady", f], 100 * v["uniform", "lfru", f], 100 * v["uniform", "belady", f] } }' "$1"
+    END { for (i = 0; i < n; i++) { f = order[i]; b = v["trace", "belady", f]
+      printf "| %s (%d) | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.2f | %.2f | %.2f | %.2f | %.1f%% | %.1f%% |\n", f, slots[f],
+        100 * v["trace", "lfru", f], 100 * v["trace", "lru", f], 100 * v["trace", "oracle-next", f],
+        100 * b, 100 * v["trace", "belady-bypass", f], v["trace", "lfru", f] / b,
+        v["trace", "lfru", f] / v["trace", "belady-bypass", f], v["trace", "lru", f] / b,
+        v["trace", "oracle-next", f] / b, 100 * v["uniform", "lfru", f], 100 * v["uniform", "belady", f] } }' "$1"
+  echo
+}
+# The decode traces: the default's share of Belady's, per trace and cache size.
+decode_table() {
+  echo "### Cache hit rate on other models' decode traces (never tuned on; each whole file)"
+  echo
+  echo "| trace | cache (per layer) | lfru | lru | belady | belady-bypass | lfru / belady | lfru / belady-bypass |"
+  echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+  for d in $decode; do
+    awk -F, -v name="$(basename "$d" .routes.gz)" '
+      NR > 1 && $1 == "trace" { v[$2, $3] = $5; slots[$3] = $4; if (!seen[$3]++) order[n++] = $3 }
+      END { for (i = 0; i < n; i++) { f = order[i]
+        printf "| %s | %s (%d) | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.2f | %.2f |\n", name, f, slots[f],
+          100 * v["lfru", f], 100 * v["lru", f], 100 * v["belady", f], 100 * v["belady-bypass", f],
+          v["lfru", f] / v["belady", f], v["lfru", f] / v["belady-bypass", f] } }' \
+      "$out.hits-$(basename "$d" .routes.gz).csv"
+  done
   echo
 }
 {
@@ -79,6 +107,7 @@ table() { # CSV TITLE
   echo
   table "$out.hits-held.csv" "Cache hit rate, decode, requests $held (held out)"
   table "$out.hits-tune.csv" "The same on requests $tune (tuned on)"
+  [[ -z $decode ]] || decode_table
   echo "### Prediction from ids, requests $held"
   echo
   echo "| predictor | guesses | recall | wasted reads per token |"

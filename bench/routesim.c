@@ -4,9 +4,11 @@
  *
  *   routesim hits FILE A-B [HALF_LIFE]   hit rate of a per-layer cache of 1/16, 1/8, 1/4,
  *       1/2 of a layer's experts: each policy of engine/stream/policy.h (the engine's own
- *       code), the offline optimum (Belady: evict what is asked again last), and the same
- *       on uniform routing of the trace's shape (seeded).  CSV: routing,policy,fraction,
- *       slots,hit_rate.
+ *       code), the offline optimum (Belady: evict what is asked again last), the next-step
+ *       oracle (keeps the next step's experts first, then as lfru: the most any predictor
+ *       of the next token's experts could give), each keeping every miss or free to
+ *       decline one ("-bypass"), and the same on uniform routing of the trace's shape
+ *       (seeded).  CSV: routing,policy,fraction,slots,hit_rate.
  *   routesim predict FILE A-B            recall of next-layer predictions from ids alone
  *       (the previous token's experts at that layer, rank order; layer-to-layer
  *       co-occurrence counts learned online, as --predict-from ids), at k' = top_k, 2 top_k, 3 top_k guesses, and the wasted
@@ -41,12 +43,12 @@ static void *xcalloc(size_t n, size_t size)
     return p;
 }
 
-/* ---- Belady's per-layer caches ----------------------------------------------------- */
+/* ---- offline judges' per-layer caches ------------------------------------------------- */
 
 struct cache {
     int slots, n;
     int32_t *key;     /* [slots] */
-    uint64_t *last;   /* [slots] the clock of its last ask or fill */
+    uint64_t *last;   /* [slots] the step of the record's next ask */
     bool *pinned;     /* [slots] asked by the current batch */
 };
 
@@ -58,13 +60,35 @@ static int find(const struct cache *c, int32_t key)
     return -1;
 }
 
-/* Belady: the unpinned record asked again last (or never) gives way; last[] holds each
- * record's next ask.  bypass: a miss asked again later than every cached record is read
- * and not kept (the true optimum); without, every miss is kept, as the engine's are. */
-static int batch_belady(struct cache *c, const int32_t *ids, const int64_t *next, int k,
-                        bool bypass)
+/* Who picks what gives way knowing the future: Belady (the record asked again last), or
+ * the next-step oracle, which knows only the next step's asks: those are kept first, then
+ * what the default policy values most.  The oracle bounds any policy that predicts the
+ * next step's experts, however well. */
+struct judge {
+    struct k3_cache_policy *p; /* the next-step oracle's policy; NULL: Belady */
+    bool bypass;               /* a miss worth less than every cached record is read and
+                                * not kept; without, every miss is kept, as the engine's are */
+    int64_t now;               /* the step being asked */
+};
+
+static double worth(const struct judge *j, int32_t key, uint64_t next)
+{
+    if (!j->p)
+        return -(double)next;
+    return (next == (uint64_t)j->now + 1 ? 1e9 : 0) + j->p->ops->keep(j->p, (uint32_t)key, 0);
+}
+
+/* A batch of layer m asking ids (their next asks in next[]): the unpinned record worth
+ * least gives way to each miss; the hits. */
+static int batch_judged(struct cache *c, const struct judge *jd, int m, const int32_t *ids,
+                        const int64_t *next, int k)
 {
     int hits = 0;
+    if (jd->p) {
+        jd->p->ops->batch(jd->p, m);
+        for (int j = 0; j < k; j++)
+            jd->p->ops->asked(jd->p, (uint32_t)ids[j]);
+    }
     memset(c->pinned, 0, sizeof(bool) * (size_t)c->slots);
     bool miss[K3_MAX_TOPK];
     for (int j = 0; j < k; j++) {
@@ -80,13 +104,16 @@ static int batch_belady(struct cache *c, const int32_t *ids, const int64_t *next
         if (!miss[j])
             continue;
         int v = c->n < c->slots ? c->n++ : -1;
+        double least = 0;
         for (int s = 0; v < 0 && s < c->n; s++)
             if (!c->pinned[s])
-                v = s;
-        for (int s = 0; v >= 0 && c->key[v] >= 0 && s < c->n; s++)
-            if (!c->pinned[s] && c->last[s] > c->last[v])
-                v = s;
-        if (v < 0 || (bypass && c->key[v] >= 0 && c->last[v] < (uint64_t)next[j]))
+                v = s, least = worth(jd, c->key[s], c->last[s]);
+        for (int s = 0; v >= 0 && c->key[v] >= 0 && s < c->n; s++) {
+            double w = c->pinned[s] ? 0 : worth(jd, c->key[s], c->last[s]);
+            if (!c->pinned[s] && w < least)
+                v = s, least = w;
+        }
+        if (v < 0 || (jd->bypass && c->key[v] >= 0 && least > worth(jd, ids[j], (uint64_t)next[j])))
             continue;
         c->key[v] = ids[j];
         c->last[v] = (uint64_t)next[j];
@@ -147,9 +174,17 @@ static void sorted_row(const struct flat *f, int64_t t, int m, int32_t *ids, int
     }
 }
 
+/* The offline judges, as hit_rate's policy (an engine policy is >= 0). */
+enum {
+    BELADY = -1,             /* keeping every miss */
+    BELADY_BYPASS = -2,      /* free to decline one */
+    ORACLE_NEXT = -3,        /* the next-step oracle, keeping every miss */
+    ORACLE_NEXT_BYPASS = -4, /* free to decline one */
+};
+
 /* The hit rate of per-layer caches of `slots` records over the trace's tokens, one a step:
- * policy >= 0 runs that policy through the engine's code (routes/hit_curve.h), -1 Belady
- * keeping every miss, -2 Belady free to decline one. */
+ * policy >= 0 runs that policy through the engine's code (routes/hit_curve.h), < 0 a judge
+ * (the enum above), the oracle over the default policy. */
 static double hit_rate(const struct flat *f, int slots, int policy, double half_life)
 {
     struct cache *c = xcalloc((size_t)f->L, sizeof *c);
@@ -166,16 +201,21 @@ static double hit_rate(const struct flat *f, int slots, int policy, double half_
     }
     struct k3_cache_policy p;
     struct k3_err err;
-    if (policy >= 0 && k3_cache_policy_init(&p, policy, f->L, f->E, half_life, &err))
+    bool oracle = policy == ORACLE_NEXT || policy == ORACLE_NEXT_BYPASS;
+    if ((policy >= 0 || oracle) &&
+        k3_cache_policy_init(&p, oracle ? K3_POLICY_LFRU : policy, f->L, f->E, half_life, &err))
         die(err.msg);
+    struct judge jd = {.p = oracle ? &p : NULL,
+                       .bypass = policy == BELADY_BYPASS || policy == ORACLE_NEXT_BYPASS};
     uint64_t clock = 0, hits = 0, asks = 0;
     int32_t ids[K3_MAX_TOPK];
     int64_t next[K3_MAX_TOPK];
     for (int64_t t = 0; t < f->tokens; t++)
         for (int m = 0; m < f->L; m++) {
             sorted_row(f, t, m, ids, next);
+            jd.now = t;
             hits += (uint64_t)(policy >= 0 ? k3_sim_cache_batch(&sc[m], &p, m, ids, f->K, &clock)
-                                           : batch_belady(&c[m], ids, next, f->K, policy == -2));
+                                           : batch_judged(&c[m], &jd, m, ids, next, f->K));
             asks += (uint64_t)f->K;
         }
     for (int m = 0; m < f->L; m++) {
@@ -184,7 +224,7 @@ static double hit_rate(const struct flat *f, int slots, int policy, double half_
     }
     free(c);
     free(sc);
-    if (policy >= 0)
+    if (policy >= 0 || oracle)
         k3_cache_policy_free(&p);
     return (double)hits / (double)asks;
 }
@@ -202,10 +242,11 @@ static void hits_table(const struct k3_routes *r, double half_life)
             for (int i = 0; i < 2; i++)
                 printf("%s,%s,1/%d,%d,%.4f\n", uniform ? "uniform" : "trace", names[i], div, slots,
                        hit_rate(&f, slots, kinds[i], half_life));
-            printf("%s,belady,1/%d,%d,%.4f\n", uniform ? "uniform" : "trace", div, slots,
-                   hit_rate(&f, slots, -1, 0));
-            printf("%s,belady-bypass,1/%d,%d,%.4f\n", uniform ? "uniform" : "trace", div, slots,
-                   hit_rate(&f, slots, -2, 0));
+            static const char *const judges[] = {"belady", "belady-bypass", "oracle-next",
+                                                 "oracle-next-bypass"};
+            for (int i = 0; i < 4; i++)
+                printf("%s,%s,1/%d,%d,%.4f\n", uniform ? "uniform" : "trace", judges[i], div, slots,
+                       hit_rate(&f, slots, -1 - i, half_life));
             fflush(stdout);
         }
         free(f.key), free(f.next);

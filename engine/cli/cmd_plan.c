@@ -15,6 +15,7 @@
 #include "engine/serve/prompt_store.h"
 #include "engine/stream/budget.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/model_args.h"
 #include "engine/model/config.h"
 #include "engine/routes/hit_curve.h"
 #include "engine/model/config_presets.h"
@@ -536,6 +537,7 @@ struct box_plan {
     const struct k3_config *c;
     const char *config;
     int drives, ctx, seqs, rows, threads, nodes;
+    bool predict_ids; /* --predict-from ids: its counts in the floor */
     uint64_t store;
     struct curve curve; /* --hit-curve */
 };
@@ -558,6 +560,7 @@ static int plan_type(const struct box_plan *bp, enum k3_trunk_type tt, uint64_t 
     int rc = budget_input(bp->c, bp->config, bp->drives, bp->ctx, bp->seqs, bp->store, bp->rows,
                           bp->threads, bp->nodes, tt, &pl->in, &pl->segments, &overlapping, &q8,
                           err);
+    pl->in.predict_ids = bp->predict_ids;
     if (!rc) {
         k3_budget_plan(&pl->in, UINT64_MAX, &pl->b, NULL); /* the floor, whatever the budget */
         if (*ram == K3_RAM_FLOOR)
@@ -612,7 +615,7 @@ int cmd_plan(int argc, char **argv)
         {"floor", K3_RAM_FLOOR}, {"trunk", K3_RAM_TRUNK}, {NULL, 0}};
     const char *config = "k3", *calibration = NULL, *trunk_type = "bf16", *curve_path = NULL;
     int ctx = 4096, seqs = 0, drives = 8, threads = 0, cores = 0, nodes = 1, ranks = 1, dealt = 0;
-    int rows = K3_BATCH_DEFAULT, prompt = 0;
+    int rows = K3_BATCH_DEFAULT, prompt = 0, predict_from = K3_PREDICT_MOE_INPUT_NEXT;
     static const struct k3_opt_choice split_choices[] = {{"owner", 0}, {"dealt", 1}, {NULL, 0}};
     float drive_gbps = 7.0f, mem_gbps = 150.0f;
     float net_gbps = 100.0f, net_us = 5.0f; /* 100 Gb Ethernet; an RDMA-like exchange */
@@ -647,6 +650,9 @@ int cmd_plan(int argc, char **argv)
          .help = "NUMA nodes (memory bandwidth scales with them)", .min = 1, .max = 64},
         {.name = "mem-gbps", .type = K3_OPT_FLOAT, .dst = &mem_gbps, .arg = "GB/s",
          .help = "memory bandwidth per NUMA node", .min = 1, .max = 10000},
+        {.name = "predict-from", .type = K3_OPT_ENUM, .dst = &predict_from,
+         .choices = k3_predict_from_choices,
+         .help = "run's --predict-from: ids holds co-occurrence counts, counted in the floor"},
         {.name = "hit-curve", .type = K3_OPT_STRING, .dst = &curve_path, .arg = "FILE",
          .help = "the cache's hit rate against its records per layer, measured (replay "
                  "--hit-curve), instead of uniform routing's", .def = "uniform"},
@@ -718,7 +724,7 @@ int cmd_plan(int argc, char **argv)
     struct box_plan bp = {.c = &c, .config = config, .drives = drives, .ctx = ctx,
                           .seqs = seqs ? seqs : 1, .store = cache_ram, .rows = rows,
                           .threads = threads ? threads : box.cores, .nodes = nodes,
-                          .curve = {curve, curve_n}};
+                          .predict_ids = predict_from == K3_PREDICT_IDS, .curve = {curve, curve_n}};
     struct plan_of pl;
     rc = plan_type(&bp, tt, &ram, &pl, &err);
     if (!rc) {

@@ -11,6 +11,10 @@
 
 #define MODEL_ARGS_COUNT 17
 
+const struct k3_opt_choice k3_predict_from_choices[] = {
+    {"moe-input", K3_PREDICT_MOE_INPUT}, {"moe-input-next", K3_PREDICT_MOE_INPUT_NEXT},
+    {"layer-output", K3_PREDICT_LAYER_OUTPUT}, {"ids", K3_PREDICT_IDS}, {NULL, 0}};
+
 /* What the read path says while running (a drive taken as lost). */
 static void read_path_note(void *ctx, const char *line)
 {
@@ -46,9 +50,6 @@ static void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARG
         {"auto", K3IO_AUTO}, {"uring", K3IO_URING}, {"pread", K3IO_PREAD}, {NULL, 0}};
     static const struct k3_opt_choice policy_choices[] = {
         {"lfru", K3_POLICY_LFRU}, {"lru", K3_POLICY_LRU}, {NULL, 0}};
-    static const struct k3_opt_choice predict_from_choices[] = {
-        {"moe-input", K3_PREDICT_MOE_INPUT}, {"moe-input-next", K3_PREDICT_MOE_INPUT_NEXT},
-        {"layer-output", K3_PREDICT_LAYER_OUTPUT}, {"ids", K3_PREDICT_IDS}, {NULL, 0}};
     const struct k3_opt entries[] = {
         {.name = "model", .short_name = 'm', .type = K3_OPT_STRING, .dst = &a->rt.model_dir,
          .arg = "DIR", .help = "checkpoint folder as shipped"},
@@ -87,7 +88,7 @@ static void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARG
          .help = "prefetch reads in flight per drive, started only while no demand read waits",
          .min = 1, .max = 1024},
         {.name = "predict-from", .type = K3_OPT_ENUM, .dst = &a->predict_from,
-         .choices = predict_from_choices,
+         .choices = k3_predict_from_choices,
          .help = "the hidden state the next layer's router is applied to, or ids: no router, the experts this layer chose, by co-occurrence counts learned online"},
         {.name = "rank-timeout", .type = K3_OPT_FLOAT, .dst = &a->rank_timeout, .arg = "S",
          .help = "mpirun: seconds a rank waits for another within a step before ending the run",

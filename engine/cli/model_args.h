@@ -32,6 +32,9 @@ _Static_assert(sizeof(enum k3io_backend) == sizeof(int) &&
                sizeof(enum k3_predict_from) == sizeof(int) &&
                sizeof(enum k3_cache_policy_kind) == sizeof(int), "enums parsed as int");
 
+/* --predict-from's names, for every command that takes it (run, serve, plan). */
+extern const struct k3_opt_choice k3_predict_from_choices[];
+
 /* The defaults: the whole trunk resident, io auto, prediction on; the read path's notes
  * (a drive taken as lost) on stderr as they come. */
 void model_args_init(struct model_args *a);

@@ -4,11 +4,24 @@
 
 #include "engine/forward/predict_ids.h"
 
+/* Pairs of consecutive MoE layers the counts cover (one, unused, when there is one layer). */
+static size_t layer_pairs(int moe_layers)
+{
+    return moe_layers > 1 ? (size_t)(moe_layers - 1) : 1;
+}
+
+uint64_t k3_id_predictor_bytes(int moe_layers, int experts, int top_k, int rows)
+{
+    uint64_t E = (uint64_t)experts, pairs = layer_pairs(moe_layers);
+    return pairs * E * E * sizeof(float) + pairs * E * sizeof(float) +
+           (uint64_t)rows * (uint64_t)top_k * sizeof(int) + E * sizeof(float);
+}
+
 int k3_id_predictor_init(struct k3_id_predictor *p, int moe_layers, int experts, int top_k,
                          int rows, struct k3_err *err)
 {
     memset(p, 0, sizeof *p);
-    size_t pairs = moe_layers > 1 ? (size_t)(moe_layers - 1) : 1;
+    size_t pairs = layer_pairs(moe_layers);
     *p = (struct k3_id_predictor){.layers = moe_layers, .experts = experts, .top_k = top_k,
                                   .rows = rows, .prev_layer = -1};
     p->count = calloc(pairs * (size_t)experts * (size_t)experts, sizeof *p->count);

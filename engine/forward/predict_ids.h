@@ -6,7 +6,8 @@
  * experts with 2 top_k guesses (bench/replay.sh).
  *
  * Owns: the counts ([moe layers - 1][E][E], 4 bytes each: 426 KB for k3-dsv2, 295 MB
- * for K3, outside the --ram budget) and the previous MoE layer's choices of the step.
+ * for K3; counted in the --ram floor, k3_id_predictor_bytes) and the previous MoE layer's
+ * choices of the step.
  * Does not own: what is prefetched (stages.c), the store.
  * Invariants: learning and guessing depend only on the ids seen, in order: the same run
  * guesses the same experts; guesses never change the output, only what is read early.
@@ -26,6 +27,10 @@ struct k3_id_predictor {
     int prev_layer; /* the MoE layer prev holds, or -1 */
     float *score;   /* [E] */
 };
+
+/* What a predictor of these sizes allocates: counts, their row sums, the previous layer's
+ * choices of `rows` rows and the score row.  The one definition, for init and the budget. */
+uint64_t k3_id_predictor_bytes(int moe_layers, int experts, int top_k, int rows);
 
 int k3_id_predictor_init(struct k3_id_predictor *p, int moe_layers, int experts, int top_k,
                          int rows, struct k3_err *err);

@@ -67,6 +67,7 @@ static int open_stream(struct k3_runtime *rt, int ctx, int seqs, int rows,
         .sync = o->sync,
         .drive_model = o->drive_model,
         .prefetch_k = o->predict != K3_PREDICT_OFF ? o->prefetch_k : 0,
+        .predict_ids = !o->sync && o->predict == K3_PREDICT_IDS, /* as k3_runtime_start's hooks */
         .prefetch_depth = o->prefetch_depth,
         .trace = rt->trace,
         .place = &rt->place,

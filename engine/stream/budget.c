@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "engine/forward/forward.h"
+#include "engine/forward/predict_ids.h"
 #include "engine/model/tensors.h"
 #include "engine/stream/verify.h"
 
@@ -35,8 +36,11 @@ static uint64_t fixed_part(const struct k3_budget_input *in, int rows, struct k3
     b->expert_inflight = (uint64_t)in->inflight_records * in->record_bytes;
     b->verify = k3_verify_scratch_bytes();
     b->embed_buffer = in->embed_buffer_bytes;
+    b->predictor = in->predict_ids ? k3_id_predictor_bytes(k3_moe_layer_count(in->cfg),
+                                                           in->cfg->n_experts, in->cfg->top_k, rows)
+                                   : 0;
     return b->runtime + b->state + b->scratch + b->vectors + b->manifest + b->caller +
-           b->expert_inflight + b->verify + b->embed_buffer;
+           b->expert_inflight + b->verify + b->embed_buffer + b->predictor;
 }
 
 /* Largest layer or output segment not resident: the size of each stream slot (the
@@ -230,6 +234,9 @@ void k3_budget_print(FILE *f, const struct k3_budget *b, const struct k3_budget_
     fprintf(f, "  small tensors         %8.3f GiB\n", (b->vectors + b->manifest) / G);
     fprintf(f, "  expert buffers        %8.3f GiB (%d in flight)\n", b->expert_inflight / G,
             in->inflight_records);
+    if (b->predictor)
+        fprintf(f, "  id predictor          %8.3f GiB (--predict-from ids: co-occurrence counts)\n",
+                b->predictor / G);
     fprintf(f, "  trunk resident        %8.3f GiB (%d of %d layer/output segments%s)\n",
             b->resident_bytes / G, resident, in->n_segments - 1,
             b->resident[K3_SEG_EMBED] ? ", and the embedding" : "; embedding rows read on demand");

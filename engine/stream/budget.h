@@ -4,7 +4,7 @@
  * Owns: the arithmetic.  The floor is the runtime itself, the session state for the
  * context (KDA state, conv rings, MLA latent cache), the scratch of one chunk, every
  * segment's small tensors, the manifest, the caller's buffers, the expert buffers one
- * layer keeps in flight, the checksum pass's scratch, the buffer embedding rows are read
+ * layer keeps in flight, --predict-from ids's co-occurrence counts, the checksum pass's scratch, the buffer embedding rows are read
  * into (on demand), and the trunk at its cheapest: two stream slots (one computing, one
  * being read) of the largest streamed segment, plus whichever largest segments are
  * cheaper resident than streamed through slots of their size.
@@ -52,6 +52,7 @@ struct k3_budget_input {
                                    * K3_CHUNK) */
     uint64_t caller_row_bytes;    /* the caller's buffers per pass row (logits to a file) */
     int inflight_records;         /* expert records one layer keeps in flight */
+    bool predict_ids;             /* --predict-from ids: its counts are held (predict_ids.h) */
 };
 
 struct k3_budget {
@@ -61,6 +62,8 @@ struct k3_budget {
     uint64_t runtime, state, scratch, vectors, manifest, caller;
     uint64_t expert_inflight;     /* inflight_records x record_bytes */
     uint64_t verify;              /* the checksum pass's scratch (k3_verify_scratch_bytes) */
+    uint64_t predictor;           /* --predict-from ids: k3_id_predictor_bytes at the pass's
+                                   * rows; else 0 */
     uint64_t embed_buffer;        /* in->embed_buffer_bytes */
     int rows;                     /* a prompt pass's rows: the scratch and caller rows
                                    * above are sized for them */

@@ -3,11 +3,17 @@
  * whose reads stream through free slots, at most `capacity` in flight, each slot
  * refilled as soon as done() says its record is computed; prefetch() reads predicted
  * records into free slots in the background once the batch has no queue; next() hands
- * back records as they land and check out.  A slot is reused free first, then holding
- * the record the replacement policy (policy.h: --cache-policy) values least, a
- * prefetched one not yet asked for last; never while pinned or landing; each team's
- * slots are taken in turn, so a layer's experts spread over the teams. */
+ * back records as they land and check out.  A slot is reused free first; then, in this
+ * order, one not prefetched and waiting, one not asked for by the current batch, one of
+ * the reading layer once it holds its share of the slots (an equal share per MoE layer),
+ * one of a layer holding more than its share, and among those the record the
+ * replacement policy (policy.h: --cache-policy) values least; never while
+ * pinned or landing; each team's slots are taken in turn, so a layer's experts spread
+ * over the teams.  The shares make the cache the per-layer caches that bench/routesim,
+ * --hit-curve and plan judge: one pool shared freely lets the layers whose choices
+ * churn most crowd out the rest, and hits less (bench/results/engine-choices.md). */
 #include <assert.h>
+#include <string.h>
 
 #include "engine/kernels/mxfp4.h"
 #include "engine/stream/stream_internal.h"
@@ -38,30 +44,79 @@ static uint32_t policy_key(const struct k3_stream *s, int64_t object)
     return (uint32_t)((uint64_t)object - (uint64_t)k3_seg_count(&s->m->cfg));
 }
 
-/* A slot to read into: the first free one, else a record not prefetched and waiting
- * before one that is, and among those the one the policy values least (the least
- * recently used among equals); -1 if there is none.  team >= 0: only that team's slots. */
-static int free_slot_of(const struct k3_stream *s, int team)
+/* The record slots each MoE layer's records hold (landed, landing or cached). */
+static void count_held(struct k3_stream *s)
 {
-    const struct k3_cache_policy *p = &s->policy;
+    memset(s->layer_held, 0, sizeof *s->layer_held * (size_t)s->policy.layers);
+    for (int i = 0; i < s->n_records; i++)
+        if (s->records[i].object >= 0 && s->records[i].state != BUF_ABANDONED)
+            s->layer_held[policy_key(s, s->records[i].object) / (uint32_t)s->policy.experts]++;
+}
+
+/* What decides whether a reusable slot gives way before another: the fields in order,
+ * the lesser first (see the header). */
+enum share_rank {
+    READER_FULL,  /* the reading layer's, which holds its share: it gives way to itself */
+    OVER_SHARE,   /* another layer's, which holds more than its share */
+    WITHIN_SHARE, /* another layer's, within its share */
+};
+
+struct victim_rank {
+    bool predicted;    /* prefetched, not yet asked for */
+    bool this_batch;   /* asked for by the current batch */
+    enum share_rank share;
+    double keep;       /* the policy's worth */
+    uint64_t last_use;
+};
+
+/* The slots left over from equal shares stay with the layers that took them: a layer
+ * holding its share evicts its own before another's surplus, so the policy never weighs
+ * one layer's records against another's (lfru's worth is per layer, and a shared
+ * surplus let it act as one pool again). */
+static struct victim_rank rank_of(const struct k3_stream *s, const struct buffer *b, int layer)
+{
+    uint32_t key = policy_key(s, b->object);
+    int own = (int)(key / (uint32_t)s->policy.experts);
+    int share = s->n_records / s->policy.layers, held = s->layer_held[own];
+    return (struct victim_rank){
+        .predicted = b->predicted >= 0,
+        .this_batch = b->last_use > s->batch_clock,
+        .share = own == layer && held >= share ? READER_FULL
+                 : held > share                ? OVER_SHARE
+                                               : WITHIN_SHARE,
+        .keep = s->policy.ops->keep(&s->policy, key, b->last_use),
+        .last_use = b->last_use,
+    };
+}
+
+static bool gives_way_before(const struct victim_rank *a, const struct victim_rank *b)
+{
+    if (a->predicted != b->predicted)
+        return b->predicted;
+    if (a->this_batch != b->this_batch)
+        return b->this_batch;
+    if (a->share != b->share)
+        return a->share < b->share;
+    return a->keep < b->keep || (a->keep == b->keep && a->last_use < b->last_use);
+}
+
+/* A slot to read a record of MoE layer `layer` into: the first free one, else the one
+ * that gives way first (the header's order; layer_held counted); -1 if there is none.
+ * team >= 0: only that team's slots. */
+static int free_slot_of(const struct k3_stream *s, int team, int layer)
+{
     int victim = -1;
-    bool victim_predicted = false;
-    double victim_keep = 0;
+    struct victim_rank worst = {0};
     for (int i = 0; i < s->n_records; i++) {
         const struct buffer *b = &s->records[i];
         if (!reusable(b) || (team >= 0 && slot_team(s, i) != team))
             continue;
         if (b->object < 0)
             return i;
-        bool predicted = b->predicted >= 0;
-        if (victim >= 0 && predicted && !victim_predicted)
-            continue;
-        double keep = p->ops->keep(p, policy_key(s, b->object), b->last_use);
-        if (victim < 0 || (!predicted && victim_predicted) || keep < victim_keep ||
-            (keep == victim_keep && b->last_use < s->records[victim].last_use)) {
+        struct victim_rank r = rank_of(s, b, layer);
+        if (victim < 0 || gives_way_before(&r, &worst)) {
             victim = i;
-            victim_predicted = predicted;
-            victim_keep = keep;
+            worst = r;
         }
     }
     return victim;
@@ -69,15 +124,16 @@ static int free_slot_of(const struct k3_stream *s, int team)
 
 /* A free slot on the team that has taken the fewest since team_load was cleared, so
  * that each team gets its share of a layer's experts; any team's when that one has none. */
-static int free_slot(struct k3_stream *s)
+static int free_slot(struct k3_stream *s, uint64_t o)
 {
-    int team = 0;
+    int team = 0, layer = (int)(policy_key(s, (int64_t)o) / (uint32_t)s->policy.experts);
     for (int i = 1; i < s->n_teams; i++)
         if (s->team_load[i] < s->team_load[team])
             team = i;
-    int slot = free_slot_of(s, s->n_teams > 1 ? team : -1);
+    count_held(s);
+    int slot = free_slot_of(s, s->n_teams > 1 ? team : -1, layer);
     if (slot < 0 && s->n_teams > 1)
-        slot = free_slot_of(s, -1);
+        slot = free_slot_of(s, -1, layer);
     if (slot >= 0)
         s->team_load[slot_team(s, slot)]++;
     return slot;
@@ -192,7 +248,7 @@ static int start_queued(struct k3_stream *s, struct k3_err *err)
             s->queued++;
             continue;
         }
-        int slot = free_slot(s);
+        int slot = free_slot(s, en->object);
         if (slot < 0)
             return 0;
         s->store.stats.bytes += s->m->record.bytes;
@@ -215,6 +271,7 @@ static int experts_begin(struct k3_expert_store *st, int layer, const int *exper
         return k3_errf(err, "expert batch of %d exceeds a layer's %d experts", n,
                        s->m->cfg.n_experts);
     unpin_all(s, layer);
+    s->batch_clock = s->use_clock;
     s->layer = layer;
     s->batch_n = n;
     s->delivered = s->queued = s->reading = 0;
@@ -263,7 +320,7 @@ static int experts_prefetch(struct k3_expert_store *st, int layer, const int *ex
         uint64_t o = k3_model_record_object(s->m, layer, experts[i]);
         if (slot_holding(s, o) >= 0 || !s->p->objects[o].n_pieces)
             continue; /* in memory or landing already, or another rank's to read */
-        int slot = free_slot(s);
+        int slot = free_slot(s, o);
         if (slot < 0)
             break;
         if (start_record(s, slot, o, SPECULATIVE, err))

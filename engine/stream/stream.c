@@ -68,6 +68,7 @@ static int budget_input(struct k3_stream *s, struct k3_err *err)
         .caller_row_bytes = s->o.caller_row_bytes,
         .rows = s->o.rows,
         .inflight_records = has_records ? c->top_k + s->o.prefetch_k : 0,
+        .predict_ids = s->o.predict_ids,
     };
     return 0;
 }
@@ -157,8 +158,9 @@ static int alloc_tables(struct k3_stream *s)
     if (k3_cache_policy_init(&s->policy, s->o.cache_policy, moe_layers, s->m->cfg.n_experts, 0,
                              NULL))
         return -1;
+    s->layer_held = calloc((size_t)moe_layers + 1, sizeof *s->layer_held);
     return s->resident && s->records && s->batch && s->layer_stats &&
-                   s->dropped && s->team_load && s->verify_jobs
+                   s->dropped && s->team_load && s->layer_held && s->verify_jobs
                ? 0
                : -1;
 }
@@ -400,6 +402,7 @@ void k3_stream_close(struct k3_stream *s)
     free(s->batch);
     free(s->drive_team);
     free(s->team_load);
+    free(s->layer_held);
     free(s->layer_stats);
     free(s->dropped);
     free(s->verify_jobs);

@@ -57,6 +57,8 @@ struct k3_stream_opts {
     struct k3io_drive_model drive_model; /* --drive-model: each drive timed as one of this
                                 * rate and latency (rate 0: none; iouring/model.h) */
     int prefetch_k;            /* records a layer may prefetch for the next (0: none) */
+    bool predict_ids;          /* the caller holds --predict-from ids's counts: counted in the
+                                * budget (k3_id_predictor_bytes at the pass's rows) */
     int prefetch_depth;        /* prefetch chunks in flight per drive (0: the reader's default) */
     struct k3_trace *trace;    /* NULL: none */
     const struct k3_placement *place; /* NUMA plan for the buffers, or NULL */

@@ -131,7 +131,10 @@ struct k3_stream {
     int n_records;
     uint64_t record_stride;
     uint64_t use_clock;
+    uint64_t batch_clock;         /* use_clock when the current batch began */
     struct k3_cache_policy policy; /* which cached record gives way (policy.c) */
+    int *layer_held;              /* [policy.layers] record slots holding each MoE layer's
+                                   * records (cache.c counts them when a slot is wanted) */
     int layer, batch_n;
     struct batch_entry *batch;    /* [n_experts] the experts begin() asked for, in order */
     int delivered;                /* entries next() handed out */

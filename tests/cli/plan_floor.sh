@@ -1,7 +1,8 @@
 #!/bin/bash
 # `plan` and the runtime see one budget: for a packed model, `plan --config` of its
 # config.json prints the same floor, budget and parts, to the byte, as `run -v` over its
-# drives, at the same context, threads and NUMA nodes, for --ram floor, trunk and a size.
+# drives, at the same context, threads and NUMA nodes, for --ram floor, trunk and a size,
+# and with --predict-from ids, whose counts both count.
 source "$(dirname "$0")/lib.sh"
 m=$(tiny_model)
 d="$K3_TEST_TMP/plan-floor"
@@ -31,4 +32,7 @@ done
 compare "1 thread, 512 context" "--ram floor --ctx 512 --threads 1" "$K3" run --ram floor -c 512 -t 1
 compare "two NUMA nodes" "--ram floor --ctx 64 --threads 2 --numa-nodes 2" \
   K3_TOPOLOGY="synthetic:pack:2 [numa] core:1 pu:1" "$K3" run --ram floor -c 64 -t 2
+compare "--predict-from ids" "--ram floor --ctx 64 --threads 2 --predict-from ids" \
+  "$K3" run --ram floor -c 64 -t 2 --predict-from ids
+grep -q "id predictor" "$d/plan.block" || fail "--predict-from ids: no id predictor line in the budget"
 finish

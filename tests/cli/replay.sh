@@ -3,7 +3,7 @@
 # shape (tests/routes/k3-dsv2-tiny.json) with the first requests of its prompts trace
 # (tests/routes/dsv2-r0-7.routes.gz): replay's accounting equals what the file alone says
 # (records read without a cache = each step's union per layer, for prompt passes and for
-# decode steps of several requests; cache hits = an LRU pool simulated over the file);
+# decode steps of several requests; cache hits = an LRU pool with per-layer shares simulated over the file);
 # a replayed run is deterministic and says once that its output is not the model's; a
 # trace of another shape, a malformed line, an id outside [0, E) are refused.
 source "$(dirname "$0")/lib.sh"
@@ -47,8 +47,8 @@ zcat "$routes" | awk '/^#/ || $1 < 4' | awk -v mode=decode -v B=3 -f "$expect" >
 compare "$d/decode.csv" "$d/decode.sim" 3 "decode x3: records read per layer (no cache)" 2
 awk -F, 'NR > 1 && $4 != 0 { exit 1 }' "$d/decode.csv" || fail "hits without a cache"
 
-# With a cache and no prediction, --cache-policy lru's hits are an LRU pool's over every
-# layer's records.
+# With a cache and no prediction, --cache-policy lru's hits are those of an LRU pool over
+# every layer's records, each layer held to its share once the pool is full (expect.awk).
 "$K3" replay -m "$model" --routes "$d/r01.routes" --phase decode --parallel 2 --predict off \
   --numa off -b 4 --ram 60M --cache-policy lru --hit-curve "$d/curve.csv" >"$d/lru.csv" 2>"$d/lru.err" || fail "replay --ram 60M: $(cat "$d/lru.err")"
 cat "$d/lru.err"

@@ -1,7 +1,10 @@
 # What replay should count, worked out from a routes file alone (tests/cli/replay.sh):
 # per MoE layer, the records each step reads (the union of its rows' experts) and, for a
-# single LRU pool of `slots` records shared by every layer (the engine's cache with
-# prediction off), how many of them are found in memory.
+# pool of `slots` records shared by every layer (the engine's cache with prediction off,
+# --cache-policy lru), how many of them are found in memory: a read takes a free slot,
+# else the least recently used record not asked for by its step: the reading layer's own
+# once it holds its share (slots / layers), else one of a layer holding more than its
+# share, else any.
 #   zcat FILE | awk -v mode=decode -v B=2 -v slots=N -f expect.awk     (decode steps)
 #   zcat FILE | awk -v mode=prefill -v P=8 -f expect.awk               (prompt passes)
 # Prints "layer union hits" per MoE layer (0-based among MoE layers), then "pool N" the
@@ -27,22 +30,37 @@ function step_layer(n, rows_req, rows_pos, m,    i, j, f, e, seen, ids, k, key) 
   union[m] += k
   asort_num(ids, k)
   if (!slots) return
+  step_start = clock
   for (i = 0; i < k; i++) {          # hits first, in ascending order, as begin() pins them
     key = m SUBSEP ids[i]
-    if (key in stamp) { hits[m]++; stamp[key] = ++clock; held[i] = 1 } else held[i] = 0
+    if (key in stamp) { hits[m]++; stamp[key] = ++clock; hit[i] = 1 } else hit[i] = 0
   }
-  for (i = 0; i < k; i++) {          # then the reads, each taking the least recent slot
-    if (held[i]) continue
+  for (i = 0; i < k; i++) {          # then the reads, each taking a slot
+    if (hit[i]) continue
     key = m SUBSEP ids[i]
-    if (used == slots) evict()
+    if (used == slots) evict(m)
     else used++
     stamp[key] = ++clock
+    layer_of[key] = m
+    held[m]++
     if (!(key in ever)) { ever[key] = 1; distinct++ }
   }
 }
-function evict(    key, best, bk) {
+function share_rank(l, m,    share) { # 0 gives way first
+  share = int(slots / L)
+  return l == m && held[l] >= share ? 0 : held[l] > share ? 1 : 2
+}
+function evict(m,    key, best, bk, r, best_r) {
   best = -1
-  for (key in stamp) if (best < 0 || stamp[key] < best) { best = stamp[key]; bk = key }
+  for (key in stamp) {
+    if (stamp[key] > step_start) continue
+    r = share_rank(layer_of[key], m)
+    if (best < 0 || r < best_r || (r == best_r && stamp[key] < best)) {
+      best = stamp[key]; bk = key; best_r = r
+    }
+  }
+  if (best < 0) { print "every slot holds this step's records: give the test more RAM" > "/dev/stderr"; exit 1 }
+  held[layer_of[bk]]--
   delete stamp[bk]
 }
 function asort_num(a, n,    i, j, t) {

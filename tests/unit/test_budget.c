@@ -5,7 +5,8 @@
  * resident within the budget; the resident layer bytes fall short of the best any plan
  * could hold (found by trying every subset) by less than that plan's stream slot; below
  * the floor the plan is refused.  Sequences held at once (serve --parallel) each add
- * their state to the floor, and a refusal names them. */
+ * their state to the floor, and a refusal names them.  --predict-from ids adds exactly its
+ * counts' bytes to the floor. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -175,6 +176,29 @@ static void sequences_enter_the_floor(void)
           "one sequence's floor is below eight's, and the refusal names them: %s", err.msg);
 }
 
+/* --predict-from ids: the floor grows by the counts ([MoE layers - 1][E][E] and their row
+ * sums, floats), the previous layer's choices of a pass's rows (ints) and a score row, and
+ * a budget at the floor without them is refused. */
+static void id_counts_enter_the_floor(void)
+{
+    static const uint64_t bytes[] = {8 * MiB, 40 * MiB, 40 * MiB, 8 * MiB};
+    struct k3_budget_input off = input(bytes, 4), ids = off;
+    ids.predict_ids = true;
+    struct k3_budget a, b;
+    struct k3_err err = {{0}};
+    REQUIRE(k3_budget_plan(&off, UINT64_MAX, &a, NULL) == 0 &&
+                k3_budget_plan(&ids, UINT64_MAX, &b, NULL) == 0, "plans");
+    uint64_t pairs = (uint64_t)k3_moe_layer_count(&cfg) - 1, E = (uint64_t)cfg.n_experts;
+    uint64_t want = 4 * (pairs * E * E + pairs * E + (uint64_t)b.rows * (uint64_t)cfg.top_k + E);
+    REQUIRE(pairs > 0, "k3-tiny has several MoE layers");
+    CHECK(a.predictor == 0 && b.predictor == want && b.floor - a.floor == want,
+          "ids: predictor %" PRIu64 " B, floor +%" PRIu64 " B; want %" PRIu64 " (%" PRIu64
+          " layer pairs x %" PRIu64 " experts, %d rows)", b.predictor, b.floor - a.floor, want,
+          pairs, E, b.rows);
+    CHECK(k3_budget_plan(&ids, a.floor, &b, &err) == -1 && strstr(err.msg, "below the floor"),
+          "the floor without the counts is refused with them: %s", err.msg);
+}
+
 int main(void)
 {
     struct k3_err err;
@@ -202,6 +226,7 @@ int main(void)
         check_shape(&sh);
     }
     sequences_enter_the_floor();
+    id_counts_enter_the_floor();
     k3_config_free(&cfg);
     return check_result();
 }

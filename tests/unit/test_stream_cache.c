@@ -2,7 +2,9 @@
  * packed k3-tiny: exact counts of records read, cache hits, records prefetched and
  * prefetched-then-used, wasted bytes, and the bytes read from the drives, so that a
  * record read twice or a hit miscounted shows (byte-equal output cannot see either).
- * Every record handed out holds the pack's bytes for the expert asked. */
+ * Every record handed out holds the pack's bytes for the expert asked.  A full cache
+ * keeps each MoE layer's share of the slots: one layer's churn does not evict another's
+ * records. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,6 +210,42 @@ static void whole_union(const char *const *drives, bool cache)
     close_fixture(&f);
 }
 
+/* A cache of a few records per MoE layer (LRU, no prefetch): L1 fills its share, then L2
+ * reads far more records than the free slots hold; L1's, the least recently used, stay,
+ * as L2 gives way to itself once it holds its share, and are found again. */
+static void layer_shares(const char *const *drives)
+{
+    struct fixture f;
+    struct k3_err e;
+    REQUIRE(k3_model_open_packed(&f.m, drives, 2, (struct k3_share){0}, &e) == 0, "%s", e.msg);
+    struct k3_stream_opts so = {.ram = K3_RAM_TRUNK, .ctx = 8, .threads = omp_get_max_threads(),
+                                .cache = true, .cache_policy = K3_POLICY_LRU};
+    REQUIRE(k3_stream_open(&f.s, &f.m, &so, NULL, 0, &e) == 0, "%s", e.msg);
+    const struct k3_budget_input *in;
+    int moe = k3_moe_layer_count(&f.m.cfg), inflight = f.m.cfg.top_k;
+    so.ram = k3_stream_budget(f.s, &in)->budget + (uint64_t)(4 * moe) * in->record_bytes;
+    k3_stream_close(f.s);
+    REQUIRE(k3_stream_open(&f.s, &f.m, &so, NULL, 0, &e) == 0, "%s", e.msg);
+    const struct k3_budget *b = k3_stream_budget(f.s, &in);
+    int slots = b->cache_records + in->inflight_records, share = slots / moe;
+    REQUIRE(in->inflight_records == inflight && share >= 4 && share < 8,
+            "%d slots for %d MoE layers: a share of %d", slots, moe, share);
+    f.st = k3_stream_experts(f.s);
+    static const int mine[] = {0, 1, 2, 3};
+    batch(&f, L1, mine, 4, "L1 fills part of its share");
+    int churn[8], reads = 0;
+    for (int round = 0; reads < 2 * slots; round++) {
+        for (int i = 0; i < 8; i++)
+            churn[i] = (round * 8 + i) % f.m.cfg.n_experts;
+        batch(&f, L2, churn, 8, "L2 churns");
+        reads += 8;
+    }
+    mark(&f);
+    batch(&f, L1, mine, 4, "L1 again");
+    expect(&f, "L1 again: its records stayed", 0, 4, 0);
+    close_fixture(&f);
+}
+
 /* A caller that never gives records back cannot wait for more than the slots hold. */
 static void held_slots(const char *const *drives)
 {
@@ -244,5 +282,6 @@ int main(void)
     whole_union(drives, false);
     whole_union(drives, true);
     held_slots(drives);
+    layer_shares(drives);
     return check_result();
 }
