@@ -1,7 +1,7 @@
 /* Expert cache replacement: which cached record gives way when a slot must take another.
  *
  * Owns: the policies as an ops table, each with the little history it keeps per record,
- * shared by the engine's cache (cache.c) and bench/cachesim (which judges them against
+ * shared by the engine's cache (cache.c) and bench/routesim (which judges them against
  * the offline optimum on real routing), so what is measured is what runs.  A policy is
  * told when a layer's batch begins and which records it asks for; when the cache needs a
  * slot it asks the policy how much each reusable record is worth keeping, and evicts the
