@@ -18,7 +18,7 @@ float k3_dot_bf16_scalar(const uint16_t *w, const float *x, int n)
 {
     float acc[K3_LANES] = {0};
     for (int i = 0; i < n; i++)
-        acc[i % K3_LANES] += k3_bf16_to_f32(w[i]) * x[i];
+        acc[i % K3_LANES] = fmaf(k3_bf16_to_f32(w[i]), x[i], acc[i % K3_LANES]);
     return k3_lane_reduce(acc);
 }
 

@@ -1,7 +1,8 @@
 /* AVX-512 bf16 and f32 kernels (F, BW, VL), and the tables of the "avx512" and
- * "avx512vnni" variants (they differ in the int8 path only): one zmm holds the 16 lanes of kernels.h, so
- * element i lands in lane i mod 16 as in the reference; mul then add, never FMA; the
- * same pairwise lane tree; a partial last block of 16 goes through the scalar tail.
+ * "avx512vnni" variants (they differ in the int8 path only): one zmm holds the 16 lanes
+ * of kernels.h, so element i lands in lane i mod 16 as in the reference; bf16 fuses each
+ * product with its add (fma), f32 multiplies then adds, as kernels.h says; the same
+ * pairwise lane tree; a partial last block of 16 goes through the scalar tail.
  * The mat-mul keeps one weight row in registers for up to K3_TOKEN_BLOCK tokens, or with
  * long activations K3_ROW_BLOCK rows, and takes many tokens a chunk at a time
  * (K3_X_L2_BYTES). */
@@ -43,7 +44,7 @@ static inline float finish_bf16(__m512 acc, const uint16_t *w, const float *x, i
     float a[K3_LANES];
     _mm512_storeu_ps(a, acc);
     for (int i = n16; i < n; i++)
-        a[i % K3_LANES] += k3_bf16_to_f32(w[i]) * x[i];
+        a[i % K3_LANES] = fmaf(k3_bf16_to_f32(w[i]), x[i], a[i % K3_LANES]);
     return k3_lane_reduce(a);
 }
 
@@ -52,7 +53,7 @@ static float dot_bf16_avx512(const uint16_t *w, const float *x, int n)
     int n16 = n & ~(K3_LANES - 1);
     __m512 acc = _mm512_setzero_ps();
     for (int i = 0; i < n16; i += K3_LANES)
-        acc = _mm512_add_ps(acc, _mm512_mul_ps(bf16x16(w + i), _mm512_loadu_ps(x + i)));
+        acc = _mm512_fmadd_ps(bf16x16(w + i), _mm512_loadu_ps(x + i), acc);
     return finish_bf16(acc, w, x, n16, n);
 }
 
@@ -98,7 +99,7 @@ block_bf16(const uint16_t *W, int cols, const float *X, int ldx, float *Y, int l
             __m512 w = bf16x16(W + (size_t)r * cols + i);
 #pragma GCC unroll 4
             for (int k = 0; k < NT; k++)
-                acc[r][k] = _mm512_add_ps(acc[r][k], _mm512_mul_ps(w, x[k]));
+                acc[r][k] = _mm512_fmadd_ps(w, x[k], acc[r][k]);
         }
     }
 #pragma GCC unroll 4
