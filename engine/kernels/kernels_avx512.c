@@ -3,7 +3,7 @@
  * of kernels.h, so element i lands in lane i mod 16 as in the reference; bf16 fuses each
  * product with its add (fma), f32 multiplies then adds, as kernels.h says; the same
  * pairwise lane tree; a partial last block of 16 goes through the scalar tail.
- * The mat-mul keeps one weight row in registers for up to K3_TOKEN_BLOCK tokens, or with
+ * The mat-mul keeps one weight row in registers for up to BF16_TILE_TOKENS tokens, or with
  * long activations K3_ROW_BLOCK rows, and takes many tokens a chunk at a time
  * (K3_X_L2_BYTES). */
 #include <immintrin.h>
@@ -72,6 +72,38 @@ static float dot_f32_avx512(const float *a, const float *b, int n)
     return k3_lane_reduce(s);
 }
 
+/* The register tile of the bf16 mat-mul: up to K3_ROW_BLOCK rows against up to
+ * BF16_TILE_TOKENS tokens.  4 × 6 accumulators, 6 activations and one converted weight
+ * block fill 31 of the 32 zmm registers.  Each converted block serves 6 tokens: widening
+ * and shifting 16 weights take two slots of the ports the FMAs need, which against 4
+ * tokens held the tile to about two thirds of the FMA peak; each activation load serves 4
+ * rows (bench/results/kernels-choices.md, "bf16 with FMA"). */
+#define BF16_TILE_TOKENS 6
+
+/* Runs CALL with RB_ = rb and NT_ = nt as constants (1 ≤ rb ≤ 4, 1 ≤ nt ≤ 6), so the
+ * always_inline tile keeps its accumulators in registers. */
+#define BF16_TOKENS_DISPATCH(nt, CALL)                                                         \
+    switch (nt) {                                                                              \
+    case 1: { enum { NT_ = 1 }; CALL; } break;                                                 \
+    case 2: { enum { NT_ = 2 }; CALL; } break;                                                 \
+    case 3: { enum { NT_ = 3 }; CALL; } break;                                                 \
+    case 4: { enum { NT_ = 4 }; CALL; } break;                                                 \
+    case 5: { enum { NT_ = 5 }; CALL; } break;                                                 \
+    case 6: { enum { NT_ = 6 }; CALL; } break;                                                 \
+    default: break;                                                                            \
+    }
+#define BF16_TILE_DISPATCH(rb, nt, CALL)                                                       \
+    do {                                                                                       \
+        _Static_assert(K3_ROW_BLOCK == 4 && BF16_TILE_TOKENS == 6, "the cases below");          \
+        switch (rb) {                                                                          \
+        case 1: { enum { RB_ = 1 }; BF16_TOKENS_DISPATCH(nt, CALL) } break;                    \
+        case 2: { enum { RB_ = 2 }; BF16_TOKENS_DISPATCH(nt, CALL) } break;                    \
+        case 3: { enum { RB_ = 3 }; BF16_TOKENS_DISPATCH(nt, CALL) } break;                    \
+        case 4: { enum { RB_ = 4 }; BF16_TOKENS_DISPATCH(nt, CALL) } break;                    \
+        default: break;                                                                        \
+        }                                                                                      \
+    } while (0)
+
 /* RB rows against NT tokens (constants after inlining, so acc[][] stays in registers): the
  * rows advance together, so each 16 activations are loaded once for RB rows (a long x
  * need not survive in L1 while a whole row streams past; K3_X_L1_BYTES) and RB·NT
@@ -81,15 +113,15 @@ static inline __attribute__((always_inline)) void
 block_bf16(const uint16_t *W, int cols, const float *X, int ldx, float *Y, int ldy, int RB, int NT)
 {
     int n16 = cols & ~(K3_LANES - 1);
-    __m512 acc[K3_ROW_BLOCK][K3_TOKEN_BLOCK];
+    __m512 acc[K3_ROW_BLOCK][BF16_TILE_TOKENS];
 #pragma GCC unroll 4
     for (int r = 0; r < RB; r++)
-#pragma GCC unroll 4
+#pragma GCC unroll 6
         for (int k = 0; k < NT; k++)
             acc[r][k] = _mm512_setzero_ps();
     for (int i = 0; i < n16; i += K3_LANES) {
-        __m512 x[K3_TOKEN_BLOCK];
-#pragma GCC unroll 4
+        __m512 x[BF16_TILE_TOKENS];
+#pragma GCC unroll 6
         for (int k = 0; k < NT; k++)
             x[k] = _mm512_loadu_ps(X + (size_t)k * ldx + i);
 #pragma GCC unroll 4
@@ -97,14 +129,14 @@ block_bf16(const uint16_t *W, int cols, const float *X, int ldx, float *Y, int l
             if (!(i & 31)) /* once per 64-byte line */
                 _mm_prefetch((const char *)(W + (size_t)r * cols + i) + K3_PREFETCH_AHEAD, _MM_HINT_T0);
             __m512 w = bf16x16(W + (size_t)r * cols + i);
-#pragma GCC unroll 4
+#pragma GCC unroll 6
             for (int k = 0; k < NT; k++)
                 acc[r][k] = _mm512_fmadd_ps(w, x[k], acc[r][k]);
         }
     }
 #pragma GCC unroll 4
     for (int r = 0; r < RB; r++)
-#pragma GCC unroll 4
+#pragma GCC unroll 6
         for (int k = 0; k < NT; k++)
             Y[(size_t)k * ldy + r] =
                 finish_bf16(acc[r][k], W + (size_t)r * cols, X + (size_t)k * ldx, n16, cols);
@@ -113,8 +145,10 @@ block_bf16(const uint16_t *W, int cols, const float *X, int ldx, float *Y, int l
 static void rows_bf16_avx512(const uint16_t *W, int nrows, int cols, const float *X, int ldx,
                              float *Y, int ldy, int T)
 {
-    int chunk = k3_token_chunk(cols);
-    if (T > chunk) { /* the tokens a chunk at a time (K3_X_L2_BYTES) */
+    /* whole tiles per chunk of tokens (K3_X_L2_BYTES), at least one */
+    int chunk = k3_token_chunk(cols) / BF16_TILE_TOKENS * BF16_TILE_TOKENS;
+    chunk = chunk > BF16_TILE_TOKENS ? chunk : BF16_TILE_TOKENS;
+    if (T > chunk) {
         for (int c0 = 0; c0 < T; c0 += chunk)
             rows_bf16_avx512(W, nrows, cols, X + (size_t)c0 * ldx, ldx, Y + (size_t)c0 * ldy, ldy,
                              T - c0 < chunk ? T - c0 : chunk);
@@ -124,11 +158,11 @@ static void rows_bf16_avx512(const uint16_t *W, int nrows, int cols, const float
     for (int r = 0; r < nrows; r += rows_together) {
         const uint16_t *w = W + (size_t)r * cols;
         int rb = nrows - r < rows_together ? nrows - r : rows_together;
-        for (int t = 0; t < T; t += K3_TOKEN_BLOCK) {
-            int nt = T - t < K3_TOKEN_BLOCK ? T - t : K3_TOKEN_BLOCK;
+        for (int t = 0; t < T; t += BF16_TILE_TOKENS) {
+            int nt = T - t < BF16_TILE_TOKENS ? T - t : BF16_TILE_TOKENS;
             const float *x = X + (size_t)t * ldx;
             float *y = Y + (size_t)t * ldy + r;
-            K3_BLOCK_DISPATCH(rb, nt, block_bf16(w, cols, x, ldx, y, ldy, RB_, NT_));
+            BF16_TILE_DISPATCH(rb, nt, block_bf16(w, cols, x, ldx, y, ldy, RB_, NT_));
         }
     }
 }
