@@ -3,9 +3,9 @@
  * of kernels.h, so element i lands in lane i mod 16 as in the reference; bf16 fuses each
  * product with its add (fma), f32 multiplies then adds, as kernels.h says; the same
  * pairwise lane tree; a partial last block of 16 goes through the scalar tail.
- * The mat-mul keeps one weight row in registers for up to BF16_TILE_TOKENS tokens, or with
- * long activations K3_ROW_BLOCK rows, and takes many tokens a chunk at a time
- * (K3_X_L2_BYTES). */
+ * The mat-mul keeps two weight rows (one from each half of the rows) in registers for up
+ * to BF16_TILE_TOKENS tokens, or with long activations K3_ROW_BLOCK adjacent rows, and
+ * takes many tokens a chunk at a time (K3_X_L2_BYTES). */
 #include <immintrin.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -104,13 +104,15 @@ static float dot_f32_avx512(const float *a, const float *b, int n)
         }                                                                                      \
     } while (0)
 
-/* RB rows against NT tokens (constants after inlining, so acc[][] stays in registers): the
- * rows advance together, so each 16 activations are loaded once for RB rows (a long x
- * need not survive in L1 while a whole row streams past; K3_X_L1_BYTES) and RB·NT
+/* RB rows against NT tokens (constants after inlining, so acc[][] stays in registers):
+ * row k's weights at W + k·wstride, its results at Y[t·ldy + k·ystride].  The rows
+ * advance together, so each 16 activations are loaded once for RB rows (a long x need
+ * not survive in L1 while a whole row streams past; K3_X_L1_BYTES) and RB·NT
  * accumulator chains run side by side.  Each (row, token) pair still sums its lanes in
  * element order. */
 static inline __attribute__((always_inline)) void
-block_bf16(const uint16_t *W, int cols, const float *X, int ldx, float *Y, int ldy, int RB, int NT)
+block_bf16(const uint16_t *W, size_t wstride, int ystride, int cols, const float *X, int ldx,
+           float *Y, int ldy, int RB, int NT)
 {
     int n16 = cols & ~(K3_LANES - 1);
     __m512 acc[K3_ROW_BLOCK][BF16_TILE_TOKENS];
@@ -127,8 +129,8 @@ block_bf16(const uint16_t *W, int cols, const float *X, int ldx, float *Y, int l
 #pragma GCC unroll 4
         for (int r = 0; r < RB; r++) {
             if (!(i & 31)) /* once per 64-byte line */
-                _mm_prefetch((const char *)(W + (size_t)r * cols + i) + K3_PREFETCH_AHEAD, _MM_HINT_T0);
-            __m512 w = bf16x16(W + (size_t)r * cols + i);
+                _mm_prefetch((const char *)(W + r * wstride + i) + K3_PREFETCH_AHEAD, _MM_HINT_T0);
+            __m512 w = bf16x16(W + r * wstride + i);
 #pragma GCC unroll 6
             for (int k = 0; k < NT; k++)
                 acc[r][k] = _mm512_fmadd_ps(w, x[k], acc[r][k]);
@@ -138,8 +140,21 @@ block_bf16(const uint16_t *W, int cols, const float *X, int ldx, float *Y, int l
     for (int r = 0; r < RB; r++)
 #pragma GCC unroll 6
         for (int k = 0; k < NT; k++)
-            Y[(size_t)k * ldy + r] =
-                finish_bf16(acc[r][k], W + (size_t)r * cols, X + (size_t)k * ldx, n16, cols);
+            Y[(size_t)k * ldy + (size_t)r * ystride] =
+                finish_bf16(acc[r][k], W + r * wstride, X + (size_t)k * ldx, n16, cols);
+}
+
+/* Rows r .. r+rb-1 spaced wstride weights and ystride results apart, against all T tokens a
+ * tile at a time. */
+static inline void rows_tiles_bf16(const uint16_t *W, size_t wstride, int ystride, int rb,
+                                   int cols, const float *X, int ldx, float *Y, int ldy, int T)
+{
+    for (int t = 0; t < T; t += BF16_TILE_TOKENS) {
+        int nt = T - t < BF16_TILE_TOKENS ? T - t : BF16_TILE_TOKENS;
+        const float *x = X + (size_t)t * ldx;
+        float *y = Y + (size_t)t * ldy;
+        BF16_TILE_DISPATCH(rb, nt, block_bf16(W, wstride, ystride, cols, x, ldx, y, ldy, RB_, NT_));
+    }
 }
 
 static void rows_bf16_avx512(const uint16_t *W, int nrows, int cols, const float *X, int ldx,
@@ -154,17 +169,21 @@ static void rows_bf16_avx512(const uint16_t *W, int nrows, int cols, const float
                              T - c0 < chunk ? T - c0 : chunk);
         return;
     }
-    int rows_together = (size_t)T * cols * sizeof(float) > K3_X_L1_BYTES ? K3_ROW_BLOCK : 1;
-    for (int r = 0; r < nrows; r += rows_together) {
-        const uint16_t *w = W + (size_t)r * cols;
-        int rb = nrows - r < rows_together ? nrows - r : rows_together;
-        for (int t = 0; t < T; t += BF16_TILE_TOKENS) {
-            int nt = T - t < BF16_TILE_TOKENS ? T - t : BF16_TILE_TOKENS;
-            const float *x = X + (size_t)t * ldx;
-            float *y = Y + (size_t)t * ldy + r;
-            BF16_TILE_DISPATCH(rb, nt, block_bf16(w, cols, x, ldx, y, ldy, RB_, NT_));
+    if ((size_t)T * cols * sizeof(float) > K3_X_L1_BYTES) {
+        for (int r = 0; r < nrows; r += K3_ROW_BLOCK) {
+            int rb = nrows - r < K3_ROW_BLOCK ? nrows - r : K3_ROW_BLOCK;
+            rows_tiles_bf16(W + (size_t)r * cols, (size_t)cols, 1, rb, cols, X, ldx, Y + r, ldy, T);
         }
+        return;
     }
+    /* Activations that stay in L1: the first and the second half of the rows side by side,
+     * two sequential streams (adjacent rows together broke each stream at every row and
+     * were slower from memory), two independent chains of fused multiply-adds where one
+     * row alone waits on each one's latency. */
+    int half = (nrows + 1) / 2;
+    for (int r = 0; r < half; r++)
+        rows_tiles_bf16(W + (size_t)r * cols, (size_t)half * cols, half, r + half < nrows ? 2 : 1,
+                        cols, X, ldx, Y + r, ldy, T);
 }
 
 /* ---- SiTU: kernels.h's k3_exp, k3_tanh and k3_situ, op for op, 16 lanes ---------- */
