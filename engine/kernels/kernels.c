@@ -18,7 +18,7 @@ float k3_dot_bf16_scalar(const uint16_t *w, const float *x, int n)
 {
     float acc[K3_LANES] = {0};
     for (int i = 0; i < n; i++)
-        acc[i % K3_LANES] += k3_bf16_to_f32(w[i]) * x[i];
+        acc[i % K3_LANES] = fmaf(k3_bf16_to_f32(w[i]), x[i], acc[i % K3_LANES]);
     return k3_lane_reduce(acc);
 }
 
@@ -213,9 +213,12 @@ void k3_matmul_bf16(const uint16_t *W, int rows, int cols, const float *X, int l
 
 /* Blocks of SITU_ROWS rows × SITU_TOKENS tokens: all the gate rows of a block, then all
  * its up rows (two streams switching every few hundred KB, not every few KB, which costs
- * the prefetchers less). */
+ * the prefetchers less).  SITU_TOKENS is a whole number of the AVX-512 tiles of tokens
+ * (bf16's 6, MXFP4's 8), so no block leaves a short tile, and a block's rows serve 24
+ * tokens before the next block's stream in (bench/results/kernels-choices.md, "bf16 with
+ * FMA"). */
 #define SITU_ROWS 256
-#define SITU_TOKENS 8
+#define SITU_TOKENS 24
 
 void k3_situ_rows(const void *job, k3_gate_up_fn *gate_up, int r0, int nrows, int T, float *Y,
                   int ldy, float beta_gate, float beta_up)

@@ -1,10 +1,12 @@
 /* Dense kernels: bf16 × f32 mat-vec/mat-mul, norms, activations.
  *
- * Owns: the summation order of every bf16 and f32 dot product (MXFP4's, which fuses
- * multiply and add, is mxfp4.h's).  A dot product runs in 16 lanes
- * (element i goes to lane i mod 16, products rounded before the add, no FMA) and the
- * lanes are reduced by a fixed pairwise tree.  Every variant (scalar reference, AVX2,
- * AVX-512) follows that order, so results are identical bytes whatever the ISA or
+ * Owns: the summation order of every bf16 and f32 dot product (MXFP4's is mxfp4.h's).
+ * A dot product runs in 16 lanes (element i goes to lane i mod 16) and the lanes are
+ * reduced by a fixed pairwise tree.  bf16: each product fused with its lane's add
+ * (lane = fma(w_i, x_i, lane): one rounding, one instruction, so a many-token mat-mul
+ * can reach the cores' FMA peak).  f32: the product rounded before the add (no FMA):
+ * norms and attention scores, never a mat-mul's tile; axpy the same way.  Every variant (scalar reference,
+ * AVX2, AVX-512) follows that order, so results are identical bytes whatever the ISA or
  * thread count.  Rows are split across OpenMP threads; each row is one thread's.
  * Does not own: MXFP4 (mxfp4.h), model structure.
  *

@@ -1,6 +1,7 @@
 /* AVX2 bf16 and f32 kernels: the 16 lanes of kernels.h as two ymm (lanes 0..7 and
- * 8..15), mul then add, never FMA (the build has -ffp-contract=off and the target does not
- * enable it); the same pairwise lane tree; a partial last block of 16 goes through the
+ * 8..15); bf16 fuses each product with its add (fma), f32 multiplies then adds (the
+ * build's -ffp-contract=off keeps every mul and add written apart, SiTU's too); the same
+ * pairwise lane tree; a partial last block of 16 goes through the
  * scalar tail.  The mat-mul reuses each loaded weight block for up to K3_TOKEN_BLOCK
  * tokens. */
 #include <immintrin.h>
@@ -14,12 +15,12 @@
 static bool avx2_supported(void)
 {
     __builtin_cpu_init();
-    /* MXFP4 and Q8_0 fuse; Q8_0 widens its half scales by F16C (older than AVX2) */
+    /* bf16, MXFP4 and Q8_0 fuse; Q8_0 widens its half scales by F16C (older than AVX2) */
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
            __builtin_cpu_supports("f16c");
 }
 
-K3_TARGET_BEGIN("avx2")
+K3_TARGET_BEGIN("avx2,fma")
 
 static inline __m256 bf16x8(const uint16_t *w)
 {
@@ -36,7 +37,7 @@ static inline float finish_bf16(__m256 lo, __m256 hi, const uint16_t *w, const f
     _mm256_storeu_ps(a, lo);
     _mm256_storeu_ps(a + 8, hi);
     for (int i = n16; i < n; i++)
-        a[i % K3_LANES] += k3_bf16_to_f32(w[i]) * x[i];
+        a[i % K3_LANES] = fmaf(k3_bf16_to_f32(w[i]), x[i], a[i % K3_LANES]);
     return k3_lane_reduce(a);
 }
 
@@ -45,8 +46,8 @@ static float dot_bf16_avx2(const uint16_t *w, const float *x, int n)
     int n16 = n & ~(K3_LANES - 1);
     __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
     for (int i = 0; i < n16; i += K3_LANES) {
-        lo = _mm256_add_ps(lo, _mm256_mul_ps(bf16x8(w + i), _mm256_loadu_ps(x + i)));
-        hi = _mm256_add_ps(hi, _mm256_mul_ps(bf16x8(w + i + 8), _mm256_loadu_ps(x + i + 8)));
+        lo = _mm256_fmadd_ps(bf16x8(w + i), _mm256_loadu_ps(x + i), lo);
+        hi = _mm256_fmadd_ps(bf16x8(w + i + 8), _mm256_loadu_ps(x + i + 8), hi);
     }
     return finish_bf16(lo, hi, w, x, n16, n);
 }
@@ -105,8 +106,8 @@ row_bf16_tokens(const uint16_t *w, int cols, const float *X, int ldx, float *Y, 
         #pragma GCC unroll 4
         for (int k = 0; k < NT; k++) {
             const float *x = X + (size_t)k * ldx + i;
-            lo[k] = _mm256_add_ps(lo[k], _mm256_mul_ps(v0, _mm256_loadu_ps(x)));
-            hi[k] = _mm256_add_ps(hi[k], _mm256_mul_ps(v1, _mm256_loadu_ps(x + 8)));
+            lo[k] = _mm256_fmadd_ps(v0, _mm256_loadu_ps(x), lo[k]);
+            hi[k] = _mm256_fmadd_ps(v1, _mm256_loadu_ps(x + 8), hi[k]);
         }
     }
     #pragma GCC unroll 4
@@ -131,8 +132,8 @@ rows4_bf16_token(const uint16_t *w, int cols, const float *x, float *y, int RB)
             const uint16_t *wr = w + (size_t)r * cols + i;
             if (!(i & 31))
                 _mm_prefetch((const char *)wr + K3_PREFETCH_AHEAD, _MM_HINT_T0);
-            lo[r] = _mm256_add_ps(lo[r], _mm256_mul_ps(bf16x8(wr), x0));
-            hi[r] = _mm256_add_ps(hi[r], _mm256_mul_ps(bf16x8(wr + 8), x1));
+            lo[r] = _mm256_fmadd_ps(bf16x8(wr), x0, lo[r]);
+            hi[r] = _mm256_fmadd_ps(bf16x8(wr + 8), x1, hi[r]);
         }
     }
 #pragma GCC unroll 4

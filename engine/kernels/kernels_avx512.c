@@ -1,10 +1,11 @@
 /* AVX-512 bf16 and f32 kernels (F, BW, VL), and the tables of the "avx512" and
- * "avx512vnni" variants (they differ in the int8 path only): one zmm holds the 16 lanes of kernels.h, so
- * element i lands in lane i mod 16 as in the reference; mul then add, never FMA; the
- * same pairwise lane tree; a partial last block of 16 goes through the scalar tail.
- * The mat-mul keeps one weight row in registers for up to K3_TOKEN_BLOCK tokens, or with
- * long activations K3_ROW_BLOCK rows, and takes many tokens a chunk at a time
- * (K3_X_L2_BYTES). */
+ * "avx512vnni" variants (they differ in the int8 path only): one zmm holds the 16 lanes
+ * of kernels.h, so element i lands in lane i mod 16 as in the reference; bf16 fuses each
+ * product with its add (fma), f32 multiplies then adds, as kernels.h says; the same
+ * pairwise lane tree; a partial last block of 16 goes through the scalar tail.
+ * The mat-mul keeps two weight rows (one from each half of the rows) in registers for up
+ * to BF16_TILE_TOKENS tokens, or with long activations K3_ROW_BLOCK adjacent rows, and
+ * takes many tokens a chunk at a time (K3_X_L2_BYTES). */
 #include <immintrin.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -43,7 +44,7 @@ static inline float finish_bf16(__m512 acc, const uint16_t *w, const float *x, i
     float a[K3_LANES];
     _mm512_storeu_ps(a, acc);
     for (int i = n16; i < n; i++)
-        a[i % K3_LANES] += k3_bf16_to_f32(w[i]) * x[i];
+        a[i % K3_LANES] = fmaf(k3_bf16_to_f32(w[i]), x[i], a[i % K3_LANES]);
     return k3_lane_reduce(a);
 }
 
@@ -52,7 +53,7 @@ static float dot_bf16_avx512(const uint16_t *w, const float *x, int n)
     int n16 = n & ~(K3_LANES - 1);
     __m512 acc = _mm512_setzero_ps();
     for (int i = 0; i < n16; i += K3_LANES)
-        acc = _mm512_add_ps(acc, _mm512_mul_ps(bf16x16(w + i), _mm512_loadu_ps(x + i)));
+        acc = _mm512_fmadd_ps(bf16x16(w + i), _mm512_loadu_ps(x + i), acc);
     return finish_bf16(acc, w, x, n16, n);
 }
 
@@ -92,65 +93,118 @@ static void axpy_bf16_avx512(float *y, float a, const uint16_t *x, int n)
         y[i] += a * k3_bf16_to_f32(x[i]);
 }
 
-/* RB rows against NT tokens (constants after inlining, so acc[][] stays in registers): the
- * rows advance together, so each 16 activations are loaded once for RB rows (a long x
- * need not survive in L1 while a whole row streams past; K3_X_L1_BYTES) and RB·NT
+/* The register tile of the bf16 mat-mul: up to K3_ROW_BLOCK rows against up to
+ * BF16_TILE_TOKENS tokens.  4 × 6 accumulators, 6 activations and one converted weight
+ * block fill 31 of the 32 zmm registers.  Each converted block serves 6 tokens: widening
+ * and shifting 16 weights take two slots of the ports the FMAs need, which against 4
+ * tokens held the tile to about two thirds of the FMA peak; each activation load serves 4
+ * rows (bench/results/kernels-choices.md, "bf16 with FMA"). */
+#define BF16_TILE_TOKENS 6
+
+/* Runs CALL with RB_ = rb and NT_ = nt as constants (1 ≤ rb ≤ 4, 1 ≤ nt ≤ 6), so the
+ * always_inline tile keeps its accumulators in registers. */
+#define BF16_TOKENS_DISPATCH(nt, CALL)                                                         \
+    switch (nt) {                                                                              \
+    case 1: { enum { NT_ = 1 }; CALL; } break;                                                 \
+    case 2: { enum { NT_ = 2 }; CALL; } break;                                                 \
+    case 3: { enum { NT_ = 3 }; CALL; } break;                                                 \
+    case 4: { enum { NT_ = 4 }; CALL; } break;                                                 \
+    case 5: { enum { NT_ = 5 }; CALL; } break;                                                 \
+    case 6: { enum { NT_ = 6 }; CALL; } break;                                                 \
+    default: break;                                                                            \
+    }
+#define BF16_TILE_DISPATCH(rb, nt, CALL)                                                       \
+    do {                                                                                       \
+        _Static_assert(K3_ROW_BLOCK == 4 && BF16_TILE_TOKENS == 6, "the cases below");          \
+        switch (rb) {                                                                          \
+        case 1: { enum { RB_ = 1 }; BF16_TOKENS_DISPATCH(nt, CALL) } break;                    \
+        case 2: { enum { RB_ = 2 }; BF16_TOKENS_DISPATCH(nt, CALL) } break;                    \
+        case 3: { enum { RB_ = 3 }; BF16_TOKENS_DISPATCH(nt, CALL) } break;                    \
+        case 4: { enum { RB_ = 4 }; BF16_TOKENS_DISPATCH(nt, CALL) } break;                    \
+        default: break;                                                                        \
+        }                                                                                      \
+    } while (0)
+
+/* RB rows against NT tokens (constants after inlining, so acc[][] stays in registers):
+ * row k's weights at W + k·wstride, its results at Y[t·ldy + k·ystride].  The rows
+ * advance together, so each 16 activations are loaded once for RB rows (a long x need
+ * not survive in L1 while a whole row streams past; K3_X_L1_BYTES) and RB·NT
  * accumulator chains run side by side.  Each (row, token) pair still sums its lanes in
  * element order. */
 static inline __attribute__((always_inline)) void
-block_bf16(const uint16_t *W, int cols, const float *X, int ldx, float *Y, int ldy, int RB, int NT)
+block_bf16(const uint16_t *W, size_t wstride, int ystride, int cols, const float *X, int ldx,
+           float *Y, int ldy, int RB, int NT)
 {
     int n16 = cols & ~(K3_LANES - 1);
-    __m512 acc[K3_ROW_BLOCK][K3_TOKEN_BLOCK];
+    __m512 acc[K3_ROW_BLOCK][BF16_TILE_TOKENS];
 #pragma GCC unroll 4
     for (int r = 0; r < RB; r++)
-#pragma GCC unroll 4
+#pragma GCC unroll 6
         for (int k = 0; k < NT; k++)
             acc[r][k] = _mm512_setzero_ps();
     for (int i = 0; i < n16; i += K3_LANES) {
-        __m512 x[K3_TOKEN_BLOCK];
-#pragma GCC unroll 4
+        __m512 x[BF16_TILE_TOKENS];
+#pragma GCC unroll 6
         for (int k = 0; k < NT; k++)
             x[k] = _mm512_loadu_ps(X + (size_t)k * ldx + i);
 #pragma GCC unroll 4
         for (int r = 0; r < RB; r++) {
             if (!(i & 31)) /* once per 64-byte line */
-                _mm_prefetch((const char *)(W + (size_t)r * cols + i) + K3_PREFETCH_AHEAD, _MM_HINT_T0);
-            __m512 w = bf16x16(W + (size_t)r * cols + i);
-#pragma GCC unroll 4
+                _mm_prefetch((const char *)(W + r * wstride + i) + K3_PREFETCH_AHEAD, _MM_HINT_T0);
+            __m512 w = bf16x16(W + r * wstride + i);
+#pragma GCC unroll 6
             for (int k = 0; k < NT; k++)
-                acc[r][k] = _mm512_add_ps(acc[r][k], _mm512_mul_ps(w, x[k]));
+                acc[r][k] = _mm512_fmadd_ps(w, x[k], acc[r][k]);
         }
     }
 #pragma GCC unroll 4
     for (int r = 0; r < RB; r++)
-#pragma GCC unroll 4
+#pragma GCC unroll 6
         for (int k = 0; k < NT; k++)
-            Y[(size_t)k * ldy + r] =
-                finish_bf16(acc[r][k], W + (size_t)r * cols, X + (size_t)k * ldx, n16, cols);
+            Y[(size_t)k * ldy + (size_t)r * ystride] =
+                finish_bf16(acc[r][k], W + r * wstride, X + (size_t)k * ldx, n16, cols);
+}
+
+/* Rows r .. r+rb-1 spaced wstride weights and ystride results apart, against all T tokens a
+ * tile at a time. */
+static inline void rows_tiles_bf16(const uint16_t *W, size_t wstride, int ystride, int rb,
+                                   int cols, const float *X, int ldx, float *Y, int ldy, int T)
+{
+    for (int t = 0; t < T; t += BF16_TILE_TOKENS) {
+        int nt = T - t < BF16_TILE_TOKENS ? T - t : BF16_TILE_TOKENS;
+        const float *x = X + (size_t)t * ldx;
+        float *y = Y + (size_t)t * ldy;
+        BF16_TILE_DISPATCH(rb, nt, block_bf16(W, wstride, ystride, cols, x, ldx, y, ldy, RB_, NT_));
+    }
 }
 
 static void rows_bf16_avx512(const uint16_t *W, int nrows, int cols, const float *X, int ldx,
                              float *Y, int ldy, int T)
 {
-    int chunk = k3_token_chunk(cols);
-    if (T > chunk) { /* the tokens a chunk at a time (K3_X_L2_BYTES) */
+    /* whole tiles per chunk of tokens (K3_X_L2_BYTES), at least one */
+    int chunk = k3_token_chunk(cols) / BF16_TILE_TOKENS * BF16_TILE_TOKENS;
+    chunk = chunk > BF16_TILE_TOKENS ? chunk : BF16_TILE_TOKENS;
+    if (T > chunk) {
         for (int c0 = 0; c0 < T; c0 += chunk)
             rows_bf16_avx512(W, nrows, cols, X + (size_t)c0 * ldx, ldx, Y + (size_t)c0 * ldy, ldy,
                              T - c0 < chunk ? T - c0 : chunk);
         return;
     }
-    int rows_together = (size_t)T * cols * sizeof(float) > K3_X_L1_BYTES ? K3_ROW_BLOCK : 1;
-    for (int r = 0; r < nrows; r += rows_together) {
-        const uint16_t *w = W + (size_t)r * cols;
-        int rb = nrows - r < rows_together ? nrows - r : rows_together;
-        for (int t = 0; t < T; t += K3_TOKEN_BLOCK) {
-            int nt = T - t < K3_TOKEN_BLOCK ? T - t : K3_TOKEN_BLOCK;
-            const float *x = X + (size_t)t * ldx;
-            float *y = Y + (size_t)t * ldy + r;
-            K3_BLOCK_DISPATCH(rb, nt, block_bf16(w, cols, x, ldx, y, ldy, RB_, NT_));
+    if ((size_t)T * cols * sizeof(float) > K3_X_L1_BYTES) {
+        for (int r = 0; r < nrows; r += K3_ROW_BLOCK) {
+            int rb = nrows - r < K3_ROW_BLOCK ? nrows - r : K3_ROW_BLOCK;
+            rows_tiles_bf16(W + (size_t)r * cols, (size_t)cols, 1, rb, cols, X, ldx, Y + r, ldy, T);
         }
+        return;
     }
+    /* Activations that stay in L1: the first and the second half of the rows side by side,
+     * two sequential streams (adjacent rows together broke each stream at every row and
+     * were slower from memory), two independent chains of fused multiply-adds where one
+     * row alone waits on each one's latency. */
+    int half = (nrows + 1) / 2;
+    for (int r = 0; r < half; r++)
+        rows_tiles_bf16(W + (size_t)r * cols, (size_t)half * cols, half, r + half < nrows ? 2 : 1,
+                        cols, X, ldx, Y + r, ldy, T);
 }
 
 /* ---- SiTU: kernels.h's k3_exp, k3_tanh and k3_situ, op for op, 16 lanes ---------- */

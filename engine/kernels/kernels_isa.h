@@ -40,8 +40,9 @@ typedef void k3_axpy_bf16_fn(float *y, float a, const uint16_t *x, int n);
 typedef void k3_situ_fn(float *y, const float *g, const float *u, int n, float beta_gate,
                         float beta_up);
 
-/* SIMD mat-muls decode a weight row block once for up to this many tokens, and the bf16
- * ones advance up to this many rows together. */
+/* SIMD mat-muls decode a weight row block once for up to this many tokens (AVX-512 bf16:
+ * its own tile of 6, kernels_avx512.c), and the bf16 ones advance up to this many rows
+ * together. */
 #define K3_TOKEN_BLOCK 4
 #define K3_ROW_BLOCK 4
 

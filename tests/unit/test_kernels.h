@@ -391,6 +391,40 @@ static void test_tiles(const struct k3_kernel_ops *k, uint64_t seed)
                "reference at 1 and 2 threads\n", k->name);
 }
 
+/* bf16 at every token count from 1 to 40: every remainder of its AVX-512 register tile
+ * (4 rows × 6 tokens) and of the rows taken one at a time, whole chunks of tokens and a
+ * partial one (12300 columns: chunks of 6 tokens, K3_X_L2_BYTES), odd row counts (7, 5,
+ * 3 past the blocks of 4) and rows with a tail past the last 16 columns (1000, 12300, 13,
+ * 4100). */
+static const struct shape bf16_sweep_shapes[] = {{7, 1000, 0}, {5, 12300, 0}, {6, 13, 0}, {11, 4100, 0}};
+enum { BF16_SWEEP_TOKENS = 40 };
+
+static void test_bf16_tokens(const struct k3_kernel_ops *k, uint64_t seed)
+{
+    struct k3_rng r;
+    k3_rng_seed(&r, seed);
+    int failures = check_failures;
+    for (int si = 0; si < N_OF(bf16_sweep_shapes); si++)
+        for (int T = 1; T <= BF16_SWEEP_TOKENS; T++) {
+            struct shape sh = bf16_sweep_shapes[si];
+            sh.T = T;
+            int ldx = sh.cols + 2, ldy = sh.rows + 1;
+            size_t nw = (size_t)sh.rows * sh.cols, nx = (size_t)T * ldx, ny = (size_t)T * ldy;
+            uint16_t *W = xmalloc(sizeof *W * nw);
+            float *X = xmalloc(sizeof *X * nx), *want = xmalloc(sizeof *want * ny);
+            fill_bf16(W, nw, &r, T % 2);
+            fill_x(X, nx, &r, T % 3 == 0);
+            for (size_t i = 0; i < ny; i++)
+                want[i] = -7.0f;
+            k3_rows_bf16_scalar(W, sh.rows, sh.cols, X, ldx, want, ldy, T);
+            check_tile(k, "bf16", sh, W, NULL, NULL, NULL, X, ldx, want, ldy);
+            free(W), free(X), free(want);
+        }
+    if (check_failures == failures)
+        printf("%s: bf16 mat-muls at T = 1..%d bytewise equal to the scalar reference at 1 and "
+               "2 threads\n", k->name, BF16_SWEEP_TOKENS);
+}
+
 /* Inputs for SiTU: a sweep through both polynomial/exp branch points, the clamps of the
  * exponential, zeros, subnormals, infinities and NaNs of both signs, then random ones. */
 static int situ_inputs(float *g, float *u, int max, struct k3_rng *r)
@@ -483,6 +517,7 @@ static inline int run_variant_tests(const char *name)
     test_dots(k, 1);
     test_matmuls(k, 2);
     test_tiles(k, 6);
+    test_bf16_tokens(k, 7);
     test_situ(k, 5);
     test_axpy(k, 7);
     return check_result();

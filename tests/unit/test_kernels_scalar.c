@@ -2,8 +2,9 @@
  * the same at 1 and 2 threads, and the choice of variant (k3_kernels_prefer, k3_kernels_select).
  *
  * Bounds (u = 2^-24, valid while no partial sum leaves the normal range): a bf16 dot
- * product of n terms rounds each product once and each lane adds m = ceil(n/16) of them,
- * then 4 tree levels, so |got − exact| ≤ (m + 5)·u·Σ|w_i·x_i|.  An MXFP4 dot product of
+ * product of n terms fuses each product into its lane (one rounding per term, m =
+ * ceil(n/16) in a lane), then 4 tree levels, so |got − exact| ≤ (m + 5)·u·Σ|w_i·x_i|
+ * (one level of slack).  An MXFP4 dot product of
  * G = n/32 groups rounds the product, the pair sum t and (for subnormal results only) the
  * scaled t, then G lane adds and 4 tree levels: |got − exact| ≤ (G + 7)·u·Σ|v_i·x_i|.
  * k3_exp and k3_tanh (kernels.h) stay within 2 ulp of libm's expf and tanhf. */
