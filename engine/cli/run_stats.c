@@ -135,10 +135,11 @@ static void print_faults(const struct runner *r)
 }
 
 /* The read area is taken as reads reach it; on a VM whose host backs guest memory lazily
- * that faulting costs seconds a GB, and this line says how much of the run it was. */
-static void print_area(const struct k3_runtime_snapshot *end)
+ * that faulting costs seconds a GB, and this line (-v, --stats) says how much of the run
+ * it was. */
+static void print_area(const struct runner *r, const struct k3_runtime_snapshot *end)
 {
-    if (end->io.area_taken_bytes)
+    if ((r->o->verbose || r->o->stats) && end->io.area_taken_bytes)
         fprintf(stderr, "k3-uring: read area: %.1f MB taken as reads reached it, in %.3f s "
                         "(faulting fresh memory in)\n",
                 end->io.area_taken_bytes / 1e6, end->io.area_take_seconds);
@@ -177,7 +178,7 @@ void run_print_summary(const struct runner *r, int generated,
         struct k3io_stats io = k3_stream_io_stats(r->rt.stream);
         cli_drive_model_print(stderr, "k3-uring", &r->rt.o.drive_model, &io);
     }
-    print_area(end);
+    print_area(r, end);
     print_faults(r);
     print_teams(r);
     if (r->rt.store->stats.nan_scale_groups)
