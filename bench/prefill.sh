@@ -38,6 +38,10 @@
 #   DM_DRIVES DM_RATE  part 4: modelled drives and each one's rate  (4 314MB/s,80us)
 #   DM_PROMPTS         part 4: prompt lengths                    ("256 1024 4096")
 #   THREADS   compute threads, 0 = a core each                  (0)
+#   SETTLE    seconds to wait after dropping the page cache, so that a VM's host takes
+#             back the memory the last run freed and every run faults its memory in
+#             equally cold (run right after another, a run finds it warm: 0.8 s of
+#             faulting instead of 9 for the same 2.6 GB); 0 on bare metal   (30)
 #   PARTS     which parts to run                                ("1 2 3 4")
 # Writes bench/results/prefill-DATE.json (every figure) and .log (every run's statistics).
 set -euo pipefail
@@ -61,15 +65,17 @@ dm_drives=${DM_DRIVES:-4}
 dm_rate=${DM_RATE:-314MB/s,80us}
 dm_prompts=${DM_PROMPTS:-256 1024 4096}
 threads=${THREADS:-0}
+settle=${SETTLE:-30}
 parts=${PARTS:-1 2 3 4}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 [[ -x $k3 ]] || die "$k3: not built (make)"
+check_uint SETTLE "$settle" allow_zero
 [[ $(id -u) -eq 0 ]] || die "needs root (the page cache is dropped, a memory cgroup made)"
 command -v fio >/dev/null || die "needs fio (apt-get install fio)"
 for tool in curl jq; do command -v $tool >/dev/null || die "needs $tool"; done
 for v in K3=$k3 WORK=$work RAM=$ram CGROUP=$cgroup_limit "PROMPTS=$prompts" "CHUNKED=$chunked" \
          TURN1=$turn1 TURN2=$turn2 LONG=$long "CHUNKS=$chunks" STREAM_TOKENS=$stream_tokens DM_DRIVES=$dm_drives \
-         DM_RATE=$dm_rate "DM_PROMPTS=$dm_prompts" THREADS=$threads "PARTS=$parts" OMP_WAIT_POLICY=$OMP_WAIT_POLICY; do
+         DM_RATE=$dm_rate "DM_PROMPTS=$dm_prompts" THREADS=$threads SETTLE=$settle "PARTS=$parts" OMP_WAIT_POLICY=$OMP_WAIT_POLICY; do
   say "$v"
 done
 say "load: $(uptime | sed 's/.*load/load/')"
@@ -127,6 +133,7 @@ prompt_run() {
   local n=$1 drives=$2
   shift 2
   drop_caches
+  sleep "$settle"
   "${in_cgroup[@]}" "$k3" run --drives "$drives" --ram "$ram" -t "$threads" --ids "$(ids "$n")" -n 1 \
     --stats "$@" 2>"$work/err" >/dev/null || die "run of $n ids $*: $(tail -1 "$work/err")"
   { echo "== run of $n ids $*"; cat "$work/err"; } >>"$log"
