@@ -16,16 +16,26 @@ rm -rf "$d" && mkdir -p "$d/r0-a" "$d/r0-b"
 common=(--ids 5,6,7,8 -n 8 --print-ids -t 1 -q)
 "$K3" run -m "$m" "${common[@]}" >"$d/good.ids" || exit 1
 
-# ended NAME NEEDLE: the run in $d/NAME.* ended non-zero, stdout a prefix of the good ids,
-# and exactly one line of ours on stderr, containing NEEDLE.
-ended() {
-  local name=$1 needle=$2 ours
-  ours=$(grep '^k3-uring:' "$d/$name.err")
+# stopped NAME: the run in $d/NAME.* ended non-zero with stdout a prefix of the good ids;
+# else says which and fails.
+stopped() {
+  local name=$1
   if ((${rc:-0} == 0)); then
     fail "$name: exited 0"
   elif [[ "$(cat "$d/good.ids")" != "$(cat "$d/$name.ids")"* ]]; then
     fail "$name: printed $(cat "$d/$name.ids"), not a prefix of $(cat "$d/good.ids")"
-  elif [[ $(grep -c . <<<"$ours") -ne 1 || "$ours" != *"$needle"* ]]; then
+  else
+    return 0
+  fi
+  return 1
+}
+
+# ended NAME NEEDLE: stopped, with exactly one line of ours on stderr, containing NEEDLE.
+ended() {
+  local name=$1 needle=$2 ours
+  ours=$(grep '^k3-uring:' "$d/$name.err")
+  stopped "$name" || return 0
+  if [[ $(grep -c . <<<"$ours") -ne 1 || "$ours" != *"$needle"* ]]; then
     fail "$name: want one line of ours naming \"$needle\", got: $(cat "$d/$name.err")"
   else
     echo "ok: $name: exit $rc; $ours"
@@ -38,11 +48,8 @@ ended_any() {
   local name=$1 ere=$2 max=$3 ours n
   ours=$(grep '^k3-uring:' "$d/$name.err")
   n=$(grep -c . <<<"$ours")
-  if ((${rc:-0} == 0)); then
-    fail "$name: exited 0"
-  elif [[ "$(cat "$d/good.ids")" != "$(cat "$d/$name.ids")"* ]]; then
-    fail "$name: printed $(cat "$d/$name.ids"), not a prefix of $(cat "$d/good.ids")"
-  elif ((n < 1 || n > max)) || grep -Evq "$ere" <<<"$ours" || grep -Eq 'rank ([0-9]+): rank \1 ' <<<"$ours"; then
+  stopped "$name" || return 0
+  if ((n < 1 || n > max)) || grep -Evq "$ere" <<<"$ours" || grep -Eq 'rank ([0-9]+): rank \1 ' <<<"$ours"; then
     fail "$name: want 1 to $max lines of ours matching \"$ere\", got: $(cat "$d/$name.err")"
   else
     echo "ok: $name: exit $rc; $ours"
