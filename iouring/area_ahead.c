@@ -6,10 +6,12 @@
  * forward pass and its reads.  A thread at low priority keeps the next K3IO_AHEAD_BYTES
  * past the furthest piece registered (no more than the pieces below it) populated
  * (MADV_POPULATE_WRITE, Linux 5.14: it faults in missing pages and never changes a
- * present one, so it may run beside reads landing), so
- * registering finds them present.  It never goes further: the budget stays a ceiling,
- * taken as the cache fills, not at start-up.  Where the kernel lacks the advice the
- * thread stops and registering faults the pieces in as before. */
+ * present one, so it may run beside reads landing), and says which pieces are present
+ * (k3io_area_present), so that a cache can put its records there and reads never wait on
+ * fresh memory.  It never goes further: the budget stays a ceiling, taken as the cache
+ * fills, not at start-up.  Where the kernel lacks the advice the thread stops, every
+ * piece counts as present, and registering faults the pieces in as before. */
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -30,6 +32,9 @@ struct k3io_ahead {
     size_t reached;   /* pieces below this one are registered (so present) */
     size_t next;      /* the next piece to populate */
     atomic_bool stop;
+    atomic_bool failed;         /* populating failed: the reads fault pieces in */
+    _Atomic uint8_t *present;   /* [pieces]: registered or populated */
+    _Atomic uint64_t populated_bytes, populate_ns;
 };
 
 static size_t n_pieces(const struct k3io_ahead *a)
@@ -79,10 +84,20 @@ static void *ahead_main(void *arg)
             break;
         a->next = piece + 1;
         pthread_mutex_unlock(&a->lock);
+        double t0 = k3io__now();
         int rc = populate(a, piece);
         pthread_mutex_lock(&a->lock);
-        if (rc)
-            break; /* an older kernel (EINVAL), or no memory left: registering will say */
+        if (rc) { /* an older kernel (EINVAL), or no memory left: registering will say */
+            atomic_store(&a->failed, true);
+            break;
+        }
+        if (atomic_load(&a->stop))
+            break; /* populate() may have stopped partway */
+        size_t len = (piece + 1) * a->piece_bytes > a->area_bytes
+                         ? a->area_bytes - piece * a->piece_bytes : a->piece_bytes;
+        atomic_fetch_add(&a->populated_bytes, len);
+        atomic_fetch_add(&a->populate_ns, (uint64_t)((k3io__now() - t0) * 1e9));
+        atomic_store(&a->present[piece], 1);
     }
     pthread_mutex_unlock(&a->lock);
     return NULL;
@@ -93,14 +108,22 @@ int k3io__ahead_start(struct k3io_reader *r)
     struct k3io_ahead *a = calloc(1, sizeof *a);
     if (!a)
         return -ENOMEM;
+    /* Registering the area by pieces put the first in its slot already (uring_buffers.c). */
     *a = (struct k3io_ahead){.area = r->area, .area_bytes = r->area_bytes,
-                             .piece_bytes = r->piece_bytes};
+                             .piece_bytes = r->piece_bytes, .reached = 1};
+    a->present = calloc(n_pieces(a), sizeof *a->present);
+    if (!a->present) {
+        free(a);
+        return -ENOMEM;
+    }
+    a->present[0] = 1;
     pthread_mutex_init(&a->lock, NULL);
     pthread_cond_init(&a->wake, NULL);
     int rc = pthread_create(&a->thread, NULL, ahead_main, a);
     if (rc) {
         pthread_cond_destroy(&a->wake);
         pthread_mutex_destroy(&a->lock);
+        free(a->present);
         free(a);
         return -rc;
     }
@@ -113,6 +136,7 @@ void k3io__ahead_reached(const struct k3io_reader *r, size_t piece)
     struct k3io_ahead *a = r->ahead;
     if (!a)
         return;
+    atomic_store(&a->present[piece], 1);
     pthread_mutex_lock(&a->lock);
     if (piece + 1 > a->reached) {
         a->reached = piece + 1;
@@ -133,6 +157,29 @@ void k3io__ahead_stop(struct k3io_reader *r)
     pthread_join(a->thread, NULL);
     pthread_cond_destroy(&a->wake);
     pthread_mutex_destroy(&a->lock);
+    free(a->present);
     free(a);
     r->ahead = NULL;
+}
+
+bool k3io_area_present(const struct k3io_reader *r, const void *p, size_t len)
+{
+    const struct k3io_ahead *a = r->ahead;
+    if (!a || atomic_load(&a->failed) || !len)
+        return true;
+    size_t at = (size_t)((const char *)p - a->area);
+    assert(at + len <= a->area_bytes);
+    for (size_t i = at / a->piece_bytes; i <= (at + len - 1) / a->piece_bytes; i++)
+        if (!atomic_load(&a->present[i]))
+            return false;
+    return true;
+}
+
+void k3io__ahead_stats(const struct k3io_reader *r, struct k3io_stats *st)
+{
+    const struct k3io_ahead *a = r->ahead;
+    if (!a)
+        return;
+    st->area_ahead_bytes = atomic_load(&a->populated_bytes);
+    st->area_ahead_seconds = atomic_load(&a->populate_ns) / 1e9;
 }

@@ -391,7 +391,7 @@ int k3io_reader_create(struct k3io_reader **out, const struct k3io_config *cfg, 
         r->ops = r->io_threads > 1 ? &k3io_uring_threads_ops : &k3io_uring_ops;
         why = r->ops->init(r, &failed_call, note, note_len);
         if (!why) {
-            if (r->area)
+            if (r->area_by_piece)
                 k3io__ahead_start(r); /* without it, registering faults pieces in */
             *out = r;
             return 0;
@@ -575,6 +575,7 @@ struct k3io_stats k3io_stats(const struct k3io_reader *r)
     struct k3io_stats st = r->stats;
     st.area_taken_bytes = atomic_load(&r->area_taken_bytes);
     st.area_take_seconds = atomic_load(&r->area_take_ns) / 1e9;
+    k3io__ahead_stats(r, &st);
     return st;
 }
 

@@ -102,6 +102,10 @@ struct k3io_stats {
      * thread's) */
     uint64_t area_taken_bytes;
     double area_take_seconds;
+    /* The area faulted in ahead of the reads by the thread that does it when the cores
+     * have time (k3io_area_present): bytes, and its seconds */
+    uint64_t area_ahead_bytes;
+    double area_ahead_seconds;
 };
 
 struct k3io_reader;
@@ -145,6 +149,15 @@ int k3io_pending(const struct k3io_reader *r);
 /* "io_uring", "io_uring threads" (io_threads > 1) or "pread" */
 const char *k3io_backend_name(const struct k3io_reader *r);
 struct k3io_stats k3io_stats(const struct k3io_reader *r);
+
+/* Whether [p, p + len) of the area is in memory already: faulted in ahead of the reads by
+ * a thread at the lowest priority, or by a read.  A read into memory that is not faults
+ * it in on its way, a second or more a GB on a VM whose host backs memory lazily; a
+ * cache that may choose where a record lands can prefer present memory and grow only as
+ * fast as the idle thread makes room.  True everywhere when the area's memory is not
+ * taken piece by piece (the pread backend, registration whole or refused) or when
+ * faulting ahead has stopped: there the reads take it, as they always did. */
+bool k3io_area_present(const struct k3io_reader *r, const void *p, size_t len);
 
 /* Fault injection (tests, chaos runs): fn sees each chunk's result before the reader acts
  * on it and returns the result to act on, e.g. -EIO, -EAGAIN, or a short count.  What the

@@ -102,6 +102,8 @@ struct k3io_reader {
     size_t area_bytes;
     size_t piece_bytes;           /* k3io__area_piece_bytes(area_bytes): chunks never
                                    * cross a boundary of these pieces of the area */
+    bool area_by_piece;           /* the area's pieces registered as reads first reach
+                                   * them (sparse tables): its memory is taken lazily */
     struct k3io_ahead *ahead;     /* area_ahead.c, or NULL */
     /* Pieces registered on first use (uring_buffers.c), by whichever thread submits:
      * their bytes, and the seconds spent (mostly faulting fresh memory in). */
@@ -242,6 +244,7 @@ void k3io__ring_close(struct k3io_ring *u);
 struct k3io_ahead;
 int k3io__ahead_start(struct k3io_reader *r);
 void k3io__ahead_reached(const struct k3io_reader *r, size_t piece);
+void k3io__ahead_stats(const struct k3io_reader *r, struct k3io_stats *st);
 void k3io__ahead_stop(struct k3io_reader *r);
 /* io_uring_enter's results that mean "try again" rather than failure. */
 bool k3io__enter_transient(int rc);

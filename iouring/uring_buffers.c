@@ -94,6 +94,7 @@ int k3io__ring_register_area(struct k3io_reader *r, struct k3io_ring *u, bool *w
         if (rc)
             io_uring_unregister_buffers(&u->ring);
         u->fixed_bufs = rc == 0;
+        r->area_by_piece = rc == 0;
         return rc;
     }
     rc = register_whole(r, u);

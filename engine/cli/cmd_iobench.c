@@ -198,6 +198,7 @@ int cmd_iobench(int argc, char **argv)
         return 2;
     }
     so.cache = !no_cache;
+    so.cache_fill = K3_CACHE_FILL_READS; /* the read path alone: hits from the asks, as decode's */
     so.sync = sync;
     struct k3_model m;
     struct k3_stream *s = NULL;

@@ -335,6 +335,7 @@ int cmd_replay(int argc, char **argv)
         {"auto", PHASE_AUTO}, {"prefill", PHASE_PREFILL}, {"decode", PHASE_DECODE}, {NULL, 0}};
     struct replay_opts o = {.parallel = 1};
     model_args_init(&o.model);
+    o.model.rt.cache_fill = K3_CACHE_FILL_READS; /* judging a policy: hits from the asks alone */
     const struct k3_opt own[] = {
         CLI_ROUTES_OPTS(&o.routes),
         {.name = "parallel", .short_name = 'P', .type = K3_OPT_INT, .dst = &o.parallel, .arg = "B",

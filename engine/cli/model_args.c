@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MODEL_ARGS_COUNT 17
+#define MODEL_ARGS_COUNT 18
 
 const struct k3_opt_choice k3_predict_from_choices[] = {
     {"moe-input", K3_PREDICT_MOE_INPUT}, {"moe-input-next", K3_PREDICT_MOE_INPUT_NEXT},
@@ -50,6 +50,8 @@ static void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARG
         {"auto", K3IO_AUTO}, {"uring", K3IO_URING}, {"pread", K3IO_PREAD}, {NULL, 0}};
     static const struct k3_opt_choice policy_choices[] = {
         {"lfru", K3_POLICY_LFRU}, {"lru", K3_POLICY_LRU}, {NULL, 0}};
+    static const struct k3_opt_choice fill_choices[] = {
+        {"ahead", K3_CACHE_FILL_AHEAD}, {"reads", K3_CACHE_FILL_READS}, {NULL, 0}};
     const struct k3_opt entries[] = {
         {.name = "model", .short_name = 'm', .type = K3_OPT_STRING, .dst = &a->rt.model_dir,
          .arg = "DIR", .help = "checkpoint folder as shipped"},
@@ -77,6 +79,13 @@ static void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARG
          .choices = policy_choices,
          .help = "which cached expert gives way: lfru (recent asks counted, halving every "
                  "24 steps) or lru"},
+        {.name = "cache-fill", .type = K3_OPT_ENUM, .dst = &a->rt.cache_fill,
+         .choices = fill_choices,
+         .help = "where the expert cache grows: ahead, a prompt pass caches only in memory a "
+                 "low-priority thread faulted in ahead of it (its reads never wait on fresh "
+                 "memory; hits vary with that thread's pace), decode as reads; reads, into "
+                 "fresh memory as reads reach it (hits depend on the asks alone)",
+         .def = "ahead; replay: reads"},
         {.name = "sync", .type = K3_OPT_FLAG, .dst = &a->rt.sync,
          .help = "read one record at a time, no overlap (baseline)"},
         CLI_DRIVE_MODEL_OPT(&a->drive_model_text),

@@ -30,7 +30,8 @@ struct model_args {
 /* --io and --predict-from parse into their enums as K3_OPT_ENUM's int. */
 _Static_assert(sizeof(enum k3io_backend) == sizeof(int) &&
                sizeof(enum k3_predict_from) == sizeof(int) &&
-               sizeof(enum k3_cache_policy_kind) == sizeof(int), "enums parsed as int");
+               sizeof(enum k3_cache_policy_kind) == sizeof(int) &&
+               sizeof(enum k3_cache_fill) == sizeof(int), "enums parsed as int");
 
 /* --predict-from's names, for every command that takes it (run, serve, plan). */
 extern const struct k3_opt_choice k3_predict_from_choices[];

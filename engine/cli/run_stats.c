@@ -134,15 +134,18 @@ static void print_faults(const struct runner *r)
             (unsigned long long)st.retries, (unsigned long long)st.replica_reads);
 }
 
-/* The read area is taken as reads reach it; on a VM whose host backs guest memory lazily
- * that faulting costs seconds a GB, and this line (-v, --stats) says how much of the run
- * it was. */
+/* The read area is taken as reads reach it, faulted in on their way unless the idle
+ * thread did it first; on a VM whose host backs guest memory lazily that costs seconds a
+ * GB, and this line (-v, --stats) says how much of the run it was, and where. */
 static void print_area(const struct runner *r, const struct k3_runtime_snapshot *end)
 {
-    if ((r->o->verbose || r->o->stats) && end->io.area_taken_bytes)
+    const struct k3_stream_stats *io = &end->io;
+    if ((r->o->verbose || r->o->stats) && io->area_taken_bytes)
         fprintf(stderr, "k3-uring: read area: %.1f MB taken as reads reached it, in %.3f s "
-                        "(faulting fresh memory in)\n",
-                end->io.area_taken_bytes / 1e6, end->io.area_take_seconds);
+                        "(faulting fresh memory in on their way); %.1f MB faulted in ahead of "
+                        "them, in %.3f s off it\n",
+                io->area_taken_bytes / 1e6, io->area_take_seconds, io->area_ahead_bytes / 1e6,
+                io->area_ahead_seconds);
 }
 
 static void print_teams(const struct runner *r)

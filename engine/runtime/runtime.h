@@ -40,6 +40,7 @@ struct k3_runtime_opts {
     enum k3io_backend io;
     bool no_cache, sync;
     enum k3_cache_policy_kind cache_policy; /* --cache-policy */
+    enum k3_cache_fill cache_fill;          /* --cache-fill */
     struct k3io_drive_model drive_model; /* rate 0: none */
     int prefetch_k, prefetch_depth;
     enum k3_predict_from predict;

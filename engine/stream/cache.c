@@ -11,7 +11,12 @@
  * pinned or landing; each team's slots are taken in turn, so a layer's experts spread
  * over the teams.  The shares make the cache the per-layer caches that bench/routesim,
  * --hit-curve and plan judge: one pool shared freely lets the layers whose choices
- * churn most crowd out the rest, and hits less (bench/results/engine-choices.md). */
+ * churn most crowd out the rest, and hits less (bench/results/engine-choices.md).
+ * With --cache-fill ahead a prompt pass, whose records stream through once, caches them
+ * only in memory the reader's low-priority thread has faulted in (k3io_area_present),
+ * never faulting fresh memory on its reads' way unless nothing else lets the pass go on:
+ * on a VM that costs seconds a GB, more than the pass's compute.  Decode grows the cache
+ * as its reads reach fresh memory, where the cache pays for it token after token. */
 #include <assert.h>
 #include <string.h>
 
@@ -100,10 +105,21 @@ static bool gives_way_before(const struct victim_rank *a, const struct victim_ra
     return a->keep < b->keep || (a->keep == b->keep && a->last_use < b->last_use);
 }
 
-/* A slot to read a record of MoE layer `layer` into: the first free one, else the one
- * that gives way first (the header's order; layer_held counted); -1 if there is none.
- * team >= 0: only that team's slots. */
-static int free_slot_of(const struct k3_stream *s, int team, int layer)
+/* Whether slot i, free, is the cache's fresh memory, that a read would fault in on its
+ * way: --cache-fill ahead leaves it to decode while another slot will do for a prompt
+ * pass.  The first inflight_records slots are the reads' own buffers, the only ones
+ * without a cache, and always used. */
+static bool fresh(const struct k3_stream *s, int i)
+{
+    return s->o.cache_fill == K3_CACHE_FILL_AHEAD && s->store.pass &&
+           i >= s->in.inflight_records &&
+           !k3io_area_present(s->r, s->records[i].base, s->record_stride);
+}
+
+/* A slot to read a record of MoE layer `layer` into: the first free one (not fresh
+ * memory unless fresh_ok), else the one that gives way first (the header's order;
+ * layer_held counted); -1 if there is none.  team >= 0: only that team's slots. */
+static int free_slot_of(const struct k3_stream *s, int team, int layer, bool fresh_ok)
 {
     int victim = -1;
     struct victim_rank worst = {0};
@@ -111,8 +127,11 @@ static int free_slot_of(const struct k3_stream *s, int team, int layer)
         const struct buffer *b = &s->records[i];
         if (!reusable(b) || (team >= 0 && slot_team(s, i) != team))
             continue;
-        if (b->object < 0)
-            return i;
+        if (b->object < 0) {
+            if (fresh_ok || !fresh(s, i))
+                return i;
+            continue;
+        }
         struct victim_rank r = rank_of(s, b, layer);
         if (victim < 0 || gives_way_before(&r, &worst)) {
             victim = i;
@@ -123,17 +142,20 @@ static int free_slot_of(const struct k3_stream *s, int team, int layer)
 }
 
 /* A free slot on the team that has taken the fewest since team_load was cleared, so
- * that each team gets its share of a layer's experts; any team's when that one has none. */
-static int free_slot(struct k3_stream *s, uint64_t o)
+ * that each team gets its share of a layer's experts; any team's when that one has none;
+ * fresh memory only when no other slot will do and fresh_ok. */
+static int free_slot(struct k3_stream *s, uint64_t o, bool fresh_ok)
 {
     int team = 0, layer = (int)(policy_key(s, (int64_t)o) / (uint32_t)s->policy.experts);
     for (int i = 1; i < s->n_teams; i++)
         if (s->team_load[i] < s->team_load[team])
             team = i;
     count_held(s);
-    int slot = free_slot_of(s, s->n_teams > 1 ? team : -1, layer);
+    int slot = free_slot_of(s, s->n_teams > 1 ? team : -1, layer, false);
     if (slot < 0 && s->n_teams > 1)
-        slot = free_slot_of(s, -1, layer);
+        slot = free_slot_of(s, -1, layer, false);
+    if (slot < 0 && fresh_ok)
+        slot = free_slot_of(s, -1, layer, true);
     if (slot >= 0)
         s->team_load[slot_team(s, slot)]++;
     return slot;
@@ -248,7 +270,9 @@ static int start_queued(struct k3_stream *s, struct k3_err *err)
             s->queued++;
             continue;
         }
-        int slot = free_slot(s, en->object);
+        /* Fresh memory only when no read of the batch is in flight or waiting to be
+         * handed out: otherwise a slot comes back as soon as one is computed. */
+        int slot = free_slot(s, en->object, s->reading == 0);
         if (slot < 0)
             return 0;
         s->store.stats.bytes += s->m->record.bytes;
@@ -320,7 +344,7 @@ static int experts_prefetch(struct k3_expert_store *st, int layer, const int *ex
         uint64_t o = k3_model_record_object(s->m, layer, experts[i]);
         if (slot_holding(s, o) >= 0 || !s->p->objects[o].n_pieces)
             continue; /* in memory or landing already, or another rank's to read */
-        int slot = free_slot(s, o);
+        int slot = free_slot(s, o, false); /* a guess waits for the idle thread's memory */
         if (slot < 0)
             break;
         if (start_record(s, slot, o, SPECULATIVE, err))

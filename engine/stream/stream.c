@@ -427,6 +427,8 @@ struct k3_stream_stats k3_stream_stats(const struct k3_stream *s)
     struct k3io_stats io = k3io_stats(s->r);
     st.area_taken_bytes = io.area_taken_bytes;
     st.area_take_seconds = io.area_take_seconds;
+    st.area_ahead_bytes = io.area_ahead_bytes;
+    st.area_ahead_seconds = io.area_ahead_seconds;
     return st;
 }
 const struct k3_layer_stats *k3_stream_layer_stats(const struct k3_stream *s)

@@ -43,6 +43,17 @@
 struct k3_placement;
 struct k3_ram_machine;
 
+/* Where the expert cache grows (--cache-fill). */
+enum k3_cache_fill {
+    K3_CACHE_FILL_AHEAD, /* a prompt pass's records only into memory faulted in ahead of
+                          * the reads, by a thread at the lowest priority
+                          * (k3io_area_present): its reads never wait on fresh memory;
+                          * decode steps as READS.  The hits then depend on that thread's
+                          * pace. */
+    K3_CACHE_FILL_READS, /* into fresh memory as reads reach it: the hits depend on the
+                          * asks alone (replay judges policies so) */
+};
+
 struct k3_stream_opts {
     enum k3io_backend backend; /* --io */
     uint64_t ram;              /* budget in bytes, or a preset above */
@@ -53,6 +64,7 @@ struct k3_stream_opts {
     int threads;
     bool cache;                /* expert cache in the spare budget */
     enum k3_cache_policy_kind cache_policy; /* which cached record gives way (policy.h) */
+    enum k3_cache_fill cache_fill;
     bool sync;                 /* one read at a time, waited for: the no-overlap baseline */
     struct k3io_drive_model drive_model; /* --drive-model: each drive timed as one of this
                                 * rate and latency (rate 0: none; iouring/model.h) */
@@ -92,6 +104,10 @@ struct k3_stream_stats {
      * (slow on VMs whose host backs guest memory lazily) */
     uint64_t area_taken_bytes;
     double area_take_seconds;
+    /* and faulted in ahead of the reads, off their path (--cache-fill ahead grows the
+     * cache into it) */
+    uint64_t area_ahead_bytes;
+    double area_ahead_seconds;
 };
 
 /* Per layer (index n_layers: the output), since the stream opened. */

@@ -4,7 +4,10 @@
  * buf_index) and one wholly in the next piece lands too.  Pieces are registered (pinned,
  * so faulted in) only as reads reach them: after these reads, of the untouched 4 GiB
  * area at most the two pieces read into, the first (registered at once, to find out
- * whether registration works at all) and the look-ahead past each are resident. */
+ * whether registration works at all) and the look-ahead past each are resident, and
+ * k3io_area_present says so: a piece read into is present, the piece after the furthest
+ * one becomes present once the look-ahead thread has faulted it in, one far past is not; without
+ * pieces (pread, or a kernel that registers the area whole) everything counts as present. */
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -27,6 +30,30 @@ static uint64_t resident_bytes(char *area)
         bytes += (in[i] & 1) ? page : 0;
     free(in);
     return bytes;
+}
+
+/* What k3io_area_present says of the pieces after the reads into pieces 31 and 32. */
+static void check_present(struct k3io_reader *r, enum k3io_backend b, char *area, bool whole)
+{
+    const size_t piece = 32u << 20;
+    bool by_piece = b != K3IO_PREAD && !whole;
+    CHECK(k3io_area_present(r, area, piece) && k3io_area_present(r, area + 31 * piece, 2 * piece),
+          "%s: pieces 0 (registered first), 31 and 32 (read into) not present", backend_label(b));
+    CHECK(k3io_area_present(r, area + 100 * piece, piece) == !by_piece,
+          "%s: piece 100, never reached, %s", backend_label(b),
+          by_piece ? "present" : "absent though the area is not taken by pieces");
+    /* The look-ahead thread runs at the lowest priority: on a loaded machine it may take
+     * a while. */
+    double deadline = k3io__now() + 120;
+    while (!k3io_area_present(r, area + 33 * piece, piece) && k3io__now() < deadline)
+        usleep(10000);
+    CHECK(k3io_area_present(r, area + 33 * piece, piece), "%s: piece 33 not present after 120 s",
+          backend_label(b));
+    CHECK(k3io_area_present(r, area + 32 * piece, 69 * piece) == !by_piece,
+          "%s: a range is present only when every piece it spans is", backend_label(b));
+    struct k3io_stats st = k3io_stats(r);
+    CHECK(!by_piece || st.area_ahead_bytes >= piece, "%s: %llu bytes faulted in ahead, want "
+          "piece 33's at least", backend_label(b), (unsigned long long)st.area_ahead_bytes);
 }
 
 static void run(enum k3io_backend b, const int *fd, char *area)
@@ -66,6 +93,7 @@ static void run(enum k3io_backend b, const int *fd, char *area)
     CHECK(whole || resident <= most, "%s: %llu MiB of the 4 GiB area resident after reads "
           "into two 32 MiB pieces, want at most %llu", backend_label(b),
           (unsigned long long)(resident >> 20), (unsigned long long)(most >> 20));
+    check_present(r, b, area, whole);
     k3io_reader_destroy(r);
 }
 
