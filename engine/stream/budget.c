@@ -212,7 +212,11 @@ int k3_budget_plan(const struct k3_budget_input *in, uint64_t budget, struct k3_
         if (b->resident[s])
             b->resident_bytes += in->segment_bytes[s];
     uint64_t spent = fixed + trunk_cost(in, b->resident);
-    b->cache_records = in->record_bytes ? (int)((budget - spent) / in->record_bytes) : 0;
+    /* Never more slots than the model has records: a budget past the whole model buys
+     * nothing, and each miss looks over the slots. */
+    uint64_t records = (uint64_t)k3_moe_layer_count(in->cfg) * (uint64_t)in->cfg->n_experts;
+    uint64_t fit = in->record_bytes ? (budget - spent) / in->record_bytes : 0;
+    b->cache_records = (int)(fit < records ? fit : records);
     b->cache_bytes = (uint64_t)b->cache_records * in->record_bytes;
     return 0;
 }

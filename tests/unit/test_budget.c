@@ -199,6 +199,24 @@ static void id_counts_enter_the_floor(void)
           "the floor without the counts is refused with them: %s", err.msg);
 }
 
+/* The cache takes no more slots than the model has records, however large the budget;
+ * below that, what the budget leaves. */
+static void cache_never_past_the_model(void)
+{
+    static const uint64_t bytes[] = {8 * MiB, 40 * MiB, 40 * MiB, 8 * MiB};
+    struct k3_budget_input in = input(bytes, 4);
+    int records = k3_moe_layer_count(&cfg) * cfg.n_experts;
+    struct k3_budget b;
+    REQUIRE(k3_budget_plan(&in, UINT64_MAX / 2, &b, NULL) == 0, "plan");
+    CHECK(b.cache_records == records && b.cache_bytes == (uint64_t)records * in.record_bytes,
+          "a budget past the model: %d cache records, want the model's %d", b.cache_records,
+          records);
+    REQUIRE(records > 3, "k3-tiny has more than 3 records");
+    REQUIRE(k3_budget_plan(&in, b.floor + 3 * in.record_bytes, &b, NULL) == 0, "plan");
+    CHECK(b.cache_records <= 3, "a budget 3 records past the floor: %d cache records",
+          b.cache_records);
+}
+
 int main(void)
 {
     struct k3_err err;
@@ -227,6 +245,7 @@ int main(void)
     }
     sequences_enter_the_floor();
     id_counts_enter_the_floor();
+    cache_never_past_the_model();
     k3_config_free(&cfg);
     return check_result();
 }
