@@ -344,7 +344,7 @@ static int experts_prefetch(struct k3_expert_store *st, int layer, const int *ex
         uint64_t o = k3_model_record_object(s->m, layer, experts[i]);
         if (slot_holding(s, o) >= 0 || !s->p->objects[o].n_pieces)
             continue; /* in memory or landing already, or another rank's to read */
-        int slot = free_slot(s, o, false); /* a guess waits for the idle thread's memory */
+        int slot = free_slot(s, o, false); /* in a pass, a guess never takes fresh memory */
         if (slot < 0)
             break;
         if (start_record(s, slot, o, SPECULATIVE, err))
