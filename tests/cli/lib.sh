@@ -22,14 +22,45 @@ tiny_copy() {
 }
 
 # same_as_want NAME RUN-ARGS...: `k3-uring run` with RUN-ARGS and the caller's "${args[@]}" gives
-# the logits and tokens in $d/want.f32 and $d/want.ids, byte for byte.
+# the logits and tokens in $d/want.f32 and $d/want.ids, byte for byte.  Its files are its
+# own ($BASHPID), so that several can run at once (concurrently).
 same_as_want() {
-  local name=$1
+  local name=$1 got="$d/got.$BASHPID"
   shift
-  "$K3" run "$@" "${args[@]}" -q --logits-out "$d/got.f32" >"$d/got.ids" 2>"$d/err" ||
-    { fail "$name: $(cat "$d/err")"; return; }
-  cmp -s "$d/want.f32" "$d/got.f32" || fail "$name: logits differ"
-  cmp -s "$d/want.ids" "$d/got.ids" || fail "$name: tokens differ"
+  "$K3" run "$@" "${args[@]}" -q --logits-out "$got.f32" >"$got.ids" 2>"$got.err" ||
+    { fail "$name: $(cat "$got.err")"; return; }
+  cmp -s "$d/want.f32" "$got.f32" || fail "$name: logits differ"
+  cmp -s "$d/want.ids" "$got.ids" || fail "$name: tokens differ"
+  rm -f "$got.f32" "$got.ids" "$got.err"
+}
+
+# concurrently CMD...: runs CMD (a check that calls fail) in the background, at most
+# K3_TEST_PAR at once (run.sh sets it from the CPUs; 2 when a test runs alone), so that a
+# test of many independent runs keeps every CPU busy; wait_concurrent waits for them all.
+# A check's output and failures reach the test when it ends.  CMD must not share files
+# with another check nor depend on its order.
+K3_TEST_PAR=${K3_TEST_PAR:-2}
+declare -A concurrent_out=()
+concurrently() {
+  while ((${#concurrent_out[@]} >= K3_TEST_PAR)); do reap_concurrent; done
+  local out="$K3_TEST_TMP/concurrent.$$.${#concurrent_out[@]}.$RANDOM"
+  { failures=0; "$@"; exit $((failures > 0)); } >"$out" 2>&1 &
+  concurrent_out[$!]=$out
+}
+
+# reap_concurrent: waits for one check of concurrently, shows its output, counts its failure.
+reap_concurrent() {
+  local pid rc
+  wait -n -p pid "${!concurrent_out[@]}"
+  rc=$?
+  cat "${concurrent_out[$pid]}"
+  rm -f "${concurrent_out[$pid]}"
+  unset "concurrent_out[$pid]"
+  ((rc == 0)) || failures=$((failures + 1))
+}
+
+wait_concurrent() {
+  while ((${#concurrent_out[@]})); do reap_concurrent; done
 }
 
 # expect_error CODE NEEDLE CMD...: CMD exits with CODE (no signal, no crash), prints
