@@ -41,14 +41,16 @@ same_as_want() {
 # with another check nor depend on its order.
 K3_TEST_PAR=${K3_TEST_PAR:-2}
 declare -A concurrent_out=()
+concurrent_started=0
 concurrently() {
   while ((${#concurrent_out[@]} >= K3_TEST_PAR)); do reap_concurrent; done
-  local out="$K3_TEST_TMP/concurrent.$$.${#concurrent_out[@]}.$RANDOM"
-  { failures=0; "$@"; exit $((failures > 0)); } >"$out" 2>&1 &
+  local out="$K3_TEST_TMP/concurrent.$$.$((concurrent_started++))"
+  { failures=0; "$@"; exit $((failures < 100 ? failures : 100)); } >"$out" 2>&1 &
   concurrent_out[$!]=$out
 }
 
-# reap_concurrent: waits for one check of concurrently, shows its output, counts its failure.
+# reap_concurrent: waits for one check of concurrently, shows its output, counts its
+# failures (its exit status: their number, or the status it exited with).
 reap_concurrent() {
   local pid rc
   wait -n -p pid "${!concurrent_out[@]}"
@@ -56,7 +58,7 @@ reap_concurrent() {
   cat "${concurrent_out[$pid]}"
   rm -f "${concurrent_out[$pid]}"
   unset "concurrent_out[$pid]"
-  ((rc == 0)) || failures=$((failures + 1))
+  failures=$((failures + rc))
 }
 
 wait_concurrent() {
