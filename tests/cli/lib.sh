@@ -22,21 +22,21 @@ tiny_copy() {
 }
 
 # same_as_want NAME RUN-ARGS...: `k3-uring run` with RUN-ARGS and the caller's "${args[@]}" gives
-# the logits and tokens in $d/want.f32 and $d/want.ids, byte for byte.  Its files are its
-# own ($BASHPID), so that several can run at once (concurrently).
+# the logits and tokens in $d/want.f32 and $d/want.ids, byte for byte.
 same_as_want() {
-  local name=$1 got="$d/got.$BASHPID"
+  local name=$1
   shift
-  "$K3" run "$@" "${args[@]}" -q --logits-out "$got.f32" >"$got.ids" 2>"$got.err" ||
-    { fail "$name: $(cat "$got.err")"; return; }
-  cmp -s "$d/want.f32" "$got.f32" || fail "$name: logits differ"
-  cmp -s "$d/want.ids" "$got.ids" || fail "$name: tokens differ"
-  rm -f "$got.f32" "$got.ids" "$got.err"
+  "$K3" run "$@" "${args[@]}" -q --logits-out "$d/got.f32" >"$d/got.ids" 2>"$d/err" ||
+    { fail "$name: $(cat "$d/err")"; return; }
+  cmp -s "$d/want.f32" "$d/got.f32" || fail "$name: logits differ"
+  cmp -s "$d/want.ids" "$d/got.ids" || fail "$name: tokens differ"
 }
 
 # concurrently CMD...: runs CMD (a check that calls fail) in the background, at most
 # K3_TEST_PAR at once (run.sh sets it from the CPUs; 2 when a test runs alone), so that a
-# test of many independent runs keeps every CPU busy; wait_concurrent waits for them all.
+# test of many independent, CPU-bound checks keeps every CPU busy (not for runs whose time
+# is their first touch of fresh memory, which a VM's host may serve one at a time);
+# wait_concurrent waits for them all.
 # A check's output and failures reach the test when it ends.  CMD must not share files
 # with another check nor depend on its order.
 K3_TEST_PAR=${K3_TEST_PAR:-2}

@@ -5,8 +5,8 @@
 # tokens byte-identical to the checkpoint folder's.  The checkpoint folder streamed from
 # its shards (-m DIR) takes the same dial: floor and ample budget, io_uring and pread,
 # cache off and on, one record at a time (--sync), all the same bytes; so do prompt passes
-# of any size (-b).  The runs go K3_TEST_PAR at a time (each compares its own files).  Then,
-# with nothing else running, io_uring disabled by sysctl: auto falls back to pread and says so.
+# of any size (-b).  Then io_uring
+# disabled by sysctl: auto falls back to pread and says so.
 source "$(dirname "$0")/lib.sh"
 m=$(tiny_model)
 d="$K3_TEST_TMP/stream-matrix"
@@ -22,14 +22,13 @@ for n in 1 2 3; do
       for io in uring pread; do
         for cache in on off; do
           extra=() && [[ $cache == off ]] && extra=(--no-cache)
-          concurrently same_as_want "drives=$n ram=$ram threads=$t io=$io cache=$cache" \
+          same_as_want "drives=$n ram=$ram threads=$t io=$io cache=$cache" \
             --drives "$list" --ram $ram -t $t --io $io "${extra[@]}"
         done
       done
     done
   done
 done
-wait_concurrent
 echo "48 configurations compared with the checkpoint run"
 
 for ram in floor 256M; do
@@ -38,12 +37,11 @@ for ram in floor 256M; do
       for sync in off on; do
         extra=() && [[ $cache == off ]] && extra=(--no-cache)
         [[ $sync == on ]] && extra+=(--sync)
-        concurrently same_as_want "-m DIR ram=$ram io=$io cache=$cache sync=$sync" -m "$m" --ram $ram --io $io "${extra[@]}"
+        same_as_want "-m DIR ram=$ram io=$io cache=$cache sync=$sync" -m "$m" --ram $ram --io $io "${extra[@]}"
       done
     done
   done
 done
-wait_concurrent
 echo "16 configurations of -m DIR (the shards streamed) compared with the packed runs'"
 
 # Prediction changes what is read ahead, never the bytes computed.
@@ -51,17 +49,15 @@ for pred in "--predict off" "--prefetch-k 16" "--prefetch-k 20" "--prefetch-k 32
             "--predict-from moe-input" "--predict-from layer-output" "--prefetch-k 32 --ram floor" \
             "--prefetch-depth 1" "--prefetch-depth 64"; do
   # shellcheck disable=SC2086
-  concurrently same_as_want "$pred" --drives "$d/n3/d1,$d/n3/d2,$d/n3/d3" --no-cache $pred
+  same_as_want "$pred" --drives "$d/n3/d1,$d/n3/d2,$d/n3/d3" --no-cache $pred
 done
-wait_concurrent
 echo "prediction off and on (k' 16, 20, 24, 32; three hidden states; prefetch depth 1, 2, 64) compared"
 
 # A prompt's passes change how many rows a layer takes at once, never the bytes.
 for pass in "-b 1" "-b 5 --ram floor" "-b 6 --sync" "-b 16 -t 1 --no-cache"; do
   # shellcheck disable=SC2086
-  concurrently same_as_want "$pass" --drives "$d/n3/d1,$d/n3/d2,$d/n3/d3" $pass
+  same_as_want "$pass" --drives "$d/n3/d1,$d/n3/d2,$d/n3/d3" $pass
 done
-wait_concurrent
 echo "prompt passes of 1, 5, 6 and 16 rows compared"
 
 sysctl=/proc/sys/kernel/io_uring_disabled

@@ -3,8 +3,8 @@
 # quantized as it loads (-m DIR --trunk-type q8_0) and packed as Q8_0 on 1 and 2 drives
 # give the same logits and tokens at the floor and an ample budget, 1 and 2 threads,
 # cache on and off, io_uring and the pread pool, --sync, prediction off, prompt passes of
-# 5 rows (K3_TEST_PAR runs at a time); those bytes are not bf16's (the matrices really
-# are Q8_0), and the Q8_0 pack is smaller.  A pack opened as the other type, and an
+# 5 rows; those bytes are not bf16's (the matrices really are Q8_0), and the Q8_0 pack
+# is smaller.  A pack opened as the other type, and an
 # unknown type's name, each get one line naming it.
 source "$(dirname "$0")/lib.sh"
 m=$(tiny_model)
@@ -27,21 +27,20 @@ echo "data: bf16 $bsize B, q8_0 $qsize B"
 
 for ram in floor 256M; do
   for t in 1 2; do
-    concurrently same_as_want "-m DIR ram=$ram threads=$t" -m "$m" --trunk-type q8_0 --ram $ram -t $t
+    same_as_want "-m DIR ram=$ram threads=$t" -m "$m" --trunk-type q8_0 --ram $ram -t $t
     for cache in on off; do
       extra=() && [[ $cache == off ]] && extra=(--no-cache)
-      concurrently same_as_want "1 drive ram=$ram threads=$t cache=$cache" --drives "$d/q1/d0" --ram $ram -t $t \
+      same_as_want "1 drive ram=$ram threads=$t cache=$cache" --drives "$d/q1/d0" --ram $ram -t $t \
         "${extra[@]}"
-      concurrently same_as_want "2 drives ram=$ram threads=$t cache=$cache" --drives "$d/q2/d1,$d/q2/d0" \
+      same_as_want "2 drives ram=$ram threads=$t cache=$cache" --drives "$d/q2/d1,$d/q2/d0" \
         --trunk-type q8_0 --ram $ram -t $t "${extra[@]}"
     done
   done
 done
-concurrently same_as_want "2 drives io=pread" --drives "$d/q2/d0,$d/q2/d1" --io pread --ram floor
-concurrently same_as_want "2 drives --sync --predict off" --drives "$d/q2/d0,$d/q2/d1" --sync --predict off
-concurrently same_as_want "passes of 5 rows" --drives "$d/q2/d0,$d/q2/d1" -b 5 --ram floor
-concurrently same_as_want "-m DIR passes of 5 rows, --sync" -m "$m" --trunk-type q8_0 -b 5 --sync
-wait_concurrent
+same_as_want "2 drives io=pread" --drives "$d/q2/d0,$d/q2/d1" --io pread --ram floor
+same_as_want "2 drives --sync --predict off" --drives "$d/q2/d0,$d/q2/d1" --sync --predict off
+same_as_want "passes of 5 rows" --drives "$d/q2/d0,$d/q2/d1" -b 5 --ram floor
+same_as_want "-m DIR passes of 5 rows, --sync" -m "$m" --trunk-type q8_0 -b 5 --sync
 echo "22 configurations of q8_0 compared with -m DIR --trunk-type q8_0"
 
 expect_error 2 "--trunk-type fp8: not a trunk type (bf16, q8_0)" \
