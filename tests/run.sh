@@ -15,6 +15,9 @@ export K3_TEST_TMP="$root/$build/test-tmp"
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 timeout_s=${K3_TEST_TIMEOUT:-300}
 cpus=$(nproc)
+# How many independent checks a test of many (tokenizer_parity, docs_commands)
+# keeps going at once: the CPUs, at most 4 (tests/cli/lib.sh: concurrently).
+export K3_TEST_PAR=${K3_TEST_PAR:-$((cpus < 4 ? cpus : 4))}
 mkdir -p "$K3_TEST_TMP"
 
 passed=0 failed=0 skipped=0

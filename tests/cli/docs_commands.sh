@@ -47,8 +47,33 @@ check_options() {
   done
 }
 
-# words TEXT: TEXT split as the shell would (quotes kept together, nothing expanded).
-words() { printf '%s' "$1" | xargs printf '%s\n' 2>/dev/null; }
+# words_into ARRAY TEXT: TEXT split as the shell would (quotes kept together, a backslash
+# escapes the next character, nothing expanded), as `xargs printf` split it, words before
+# an open quote included, in the shell itself: the docs have hundreds of lines and spans.
+words_into() {
+  local -n into=$1
+  local text=$2 word="" in_word=0 c i quote=""
+  into=()
+  for ((i = 0; i < ${#text}; i++)); do
+    c=${text:i:1}
+    if [[ -n $quote ]]; then
+      if [[ $c == "$quote" ]]; then quote=""; else word+=$c; fi
+    elif [[ $c == [\"\'] ]]; then
+      quote=$c in_word=1
+    elif [[ $c == \\ ]]; then
+      i=$((i + 1)) in_word=1
+      word+=${text:i:1}
+    elif [[ $c == [[:space:]] ]]; then
+      ((in_word)) && into+=("$word")
+      word="" in_word=0
+    else
+      word+=$c in_word=1
+    fi
+  done
+  [[ -n $quote ]] && return 0 # as xargs: the words before an open quote
+  ((in_word)) && into+=("$word")
+  return 0
+}
 
 # check_command_words WHERE WORDS...: WORDS start at k3-uring; the command is the next word,
 # or run (`k3-uring -m DIR ...` is run).
@@ -77,19 +102,20 @@ prose_spans() {
          open = index(line, "`"); carry = open ? substr(line, open) : "" }' "$1"
 }
 
-ran=0 skipped=0
-for doc in "${docs[@]}"; do
+# check_doc DOC: runs DOC's commands in its own folder and checks the options of its commands
+# and code spans; the counts of commands run and skipped in that folder's file "counts".
+check_doc() {
+  local doc=$1 name work n line where cmd w i reason run log start rc span opt ran=0 skipped=0
   name=${doc#"$root"/}
   work="$base/${name//\//_}"
   mkdir -p "$work"/mnt/nvme{0..7} "$work"/mnt/box{0..3}/nvme{0..3}
   ln -s "$K3" "$work/k3-uring"
   ln -s "$root/README.md" "$root/bench" "$root/docs" "$root/tests" "$work/"
-  [[ "$name" == README.md ]] || ln -s "$(tiny_model)" "$work/k3-tiny"
-
+  [[ "$name" == README.md ]] || ln -s "$tiny" "$work/k3-tiny"
   while IFS=$'\t' read -r n line; do
     where="$name:$n"
     cmd=$(sed -E 's/[[:space:]]+#.*$//; s/^[[:space:]]+//' <<<"$line")
-    mapfile -t w < <(words "$cmd")
+    words_into w "$cmd"
     i=0
     while [[ $i -lt ${#w[@]} && "${w[$i]}" != ./k3-uring ]]; do i=$((i + 1)); done
     check_command_words "$where" "${w[@]:$((i + 1))}"
@@ -123,7 +149,7 @@ for doc in "${docs[@]}"; do
 
   while IFS=$'\t' read -r n span; do
     [[ "$span" == *--* ]] || continue
-    mapfile -t w < <(words "$span")
+    words_into w "$span"
     [[ ${#w[@]} -gt 0 ]] || continue
     case ${w[0]} in
       ./k3-uring | k3-uring) check_command_words "$name:$n" "${w[@]:1}" ;;
@@ -133,6 +159,19 @@ for doc in "${docs[@]}"; do
       *) is_command "${w[0]}" && [[ ${#w[@]} -gt 1 ]] && check_options "$name:$n" "${w[@]}" ;;
     esac
   done < <(prose_spans "$doc")
+  echo "$ran $skipped" >"$work/counts"
+}
+
+# The files are independent (a folder each), K3_TEST_PAR at a time; the commands of one
+# file run in order, as a reader would.
+tiny=$(tiny_model)
+for doc in "${docs[@]}"; do concurrently check_doc "$doc"; done
+wait_concurrent
+ran=0 skipped=0
+for doc in "${docs[@]}"; do
+  name=${doc#"$root"/}
+  read -r r s <"$base/${name//\//_}/counts" || { fail "$name: its commands were not all checked"; continue; }
+  ran=$((ran + r)) skipped=$((skipped + s))
 done
 
 # Every link is relative (the repository explains itself) and points at one of its files,

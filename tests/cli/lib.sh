@@ -32,6 +32,39 @@ same_as_want() {
   cmp -s "$d/want.ids" "$d/got.ids" || fail "$name: tokens differ"
 }
 
+# concurrently CMD...: runs CMD (a check that calls fail) in the background, at most
+# K3_TEST_PAR at once (run.sh sets it from the CPUs; 2 when a test runs alone), so that a
+# test of many independent, CPU-bound checks keeps every CPU busy (not for runs whose time
+# is their first touch of fresh memory, which a VM's host may serve one at a time);
+# wait_concurrent waits for them all.
+# A check's output and failures reach the test when it ends.  CMD must not share files
+# with another check nor depend on its order.
+K3_TEST_PAR=${K3_TEST_PAR:-2}
+declare -A concurrent_out=()
+concurrent_started=0
+concurrently() {
+  while ((${#concurrent_out[@]} >= K3_TEST_PAR)); do reap_concurrent; done
+  local out="$K3_TEST_TMP/concurrent.$$.$((concurrent_started++))"
+  { failures=0; "$@"; exit $((failures < 100 ? failures : 100)); } >"$out" 2>&1 &
+  concurrent_out[$!]=$out
+}
+
+# reap_concurrent: waits for one check of concurrently, shows its output, counts its
+# failures (its exit status: their number, or the status it exited with).
+reap_concurrent() {
+  local pid rc
+  wait -n -p pid "${!concurrent_out[@]}"
+  rc=$?
+  cat "${concurrent_out[$pid]}"
+  rm -f "${concurrent_out[$pid]}"
+  unset "concurrent_out[$pid]"
+  failures=$((failures + rc))
+}
+
+wait_concurrent() {
+  while ((${#concurrent_out[@]})); do reap_concurrent; done
+}
+
 # expect_error CODE NEEDLE CMD...: CMD exits with CODE (no signal, no crash), prints
 # exactly one line on stderr containing NEEDLE, and nothing on stdout.
 expect_error() {

@@ -220,7 +220,7 @@ done
 RANDOM=42
 for ((i = 0; i < 40; i++)); do
   bytes=""
-  for ((k = 0; k < RANDOM % 64 + 1; k++)); do bytes+=$(printf '\\x%02x' $((RANDOM % 255 + 1))); done
+  for ((k = 0; k < RANDOM % 64 + 1; k++)); do printf -v byte '\\x%02x' $((RANDOM % 255 + 1)) && bytes+=$byte; done
   post /v1/chat/completions "$(printf "$bytes")" && check_odd "random bytes $i"
 done
 for deep in "$(printf '[%.0s' {1..2000})" "$(printf '{"a":%.0s' {1..700})1" '{"prompt": "Hi", "prompt": 1}' \

@@ -15,7 +15,7 @@
 // Known js-tiktoken / tiktoken differences, left out of the cases: JavaScript's \s also
 // matches U+FEFF and not U+0085, and js-tiktoken spells (?i:'s) as 's|'S, so "'ſ" (U+017F)
 // is a contraction only in tiktoken.
-import { spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import fs from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
@@ -90,36 +90,67 @@ function exportVocab(name) {
   return { ranks, enc, dir };
 }
 
+// k3-uring tokenize with INPUT on stdin; resolves to its stdout, rejects naming the command.
 function k3run(args, input) {
-  const r = spawnSync(k3, ["tokenize", ...args], { input, maxBuffer: 1 << 28 });
-  if (r.status !== 0)
-    throw new Error(`k3-uring tokenize ${args.join(" ")} exited ${r.status}: ${r.stderr}`);
-  return r.stdout;
+  return new Promise((resolve, reject) => {
+    const child = spawn(k3, ["tokenize", ...args]);
+    const out = [], err = [];
+    child.stdout.on("data", (b) => out.push(b));
+    child.stderr.on("data", (b) => err.push(b));
+    child.on("error", reject);
+    child.on("close", (status) => {
+      if (status === 0) resolve(Buffer.concat(out));
+      else reject(new Error(`k3-uring tokenize ${args.join(" ")} exited ${status}: ${Buffer.concat(err)}`));
+    });
+    child.stdin.on("error", () => {}); // a child that exits early: its status says why
+    child.stdin.end(input);
+  });
 }
 
 const show = (enc, id) => JSON.stringify(Buffer.from(enc.textMap.get(id) ?? []).toString("latin1"));
 
+// Every comparison is queued, then run K3_TEST_PAR at a time (each spawns k3-uring, whose
+// start-up reading a vocabulary is most of its cost); their reports print in queue order.
+const queued = [];
 let failures = 0, checked = 0;
 function compare(label, enc, dir, pattern, text, want, special = false) {
-  const caseFile = path.join(work, "case.txt");
+  const caseFile = path.join(work, `case${queued.length}.txt`);
+  queued.push(() => compareNow(label, enc, dir, pattern, text, want, special, caseFile));
+}
+
+async function compareNow(label, enc, dir, pattern, text, want, special, caseFile) {
   fs.writeFileSync(caseFile, text);
   const how = special ? ["--special"] : ["--no-specials"];
-  const out = k3run(["-m", dir, ...how, "--pattern", pattern, "-f", caseFile]).toString().trim();
+  const out = (await k3run(["-m", dir, ...how, "--pattern", pattern, "-f", caseFile], "")).toString().trim();
+  fs.unlinkSync(caseFile);
   const got = out === "" ? [] : out.split(",").map(Number);
-  checked++;
   let i = 0;
   while (i < got.length && i < want.length && got[i] === want[i]) i++;
-  if (i < got.length || i < want.length) {
-    failures++;
-    console.log(`FAIL ${label}: first difference at token ${i} of ${want.length} (k3 has ${got.length})`);
-    console.log(`  js-tiktoken: ${want.slice(Math.max(0, i - 2), i + 4).map((x) => `${x}=${show(enc, x)}`).join(" ")}`);
-    console.log(`  k3-uring:    ${got.slice(Math.max(0, i - 2), i + 4).map((x) => `${x}=${show(enc, x)}`).join(" ")}`);
-    return;
-  }
-  const dec = k3run(["-m", dir, ...how, "--decode", got.join(",")]);
-  if (!dec.equals(Buffer.from(text, "utf8"))) {
-    failures++;
-    console.log(`FAIL ${label}: decode is not lossless (${dec.length} bytes for ${Buffer.byteLength(text)})`);
+  if (i < got.length || i < want.length)
+    return [`FAIL ${label}: first difference at token ${i} of ${want.length} (k3 has ${got.length})`,
+            `  js-tiktoken: ${want.slice(Math.max(0, i - 2), i + 4).map((x) => `${x}=${show(enc, x)}`).join(" ")}`,
+            `  k3-uring:    ${got.slice(Math.max(0, i - 2), i + 4).map((x) => `${x}=${show(enc, x)}`).join(" ")}`];
+  const dec = await k3run(["-m", dir, ...how, "--decode", got.join(",")], "");
+  if (!dec.equals(Buffer.from(text, "utf8")))
+    return [`FAIL ${label}: decode is not lossless (${dec.length} bytes for ${Buffer.byteLength(text)})`];
+  return [];
+}
+
+async function runQueued() {
+  const reports = new Array(queued.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < queued.length) {
+      const i = next++;
+      reports[i] = await queued[i]();
+    }
+  };
+  const width = Math.max(1, Number(process.env.K3_TEST_PAR) || 2);
+  await Promise.all(Array.from({ length: width }, worker));
+  for (const lines of reports) {
+    checked++;
+    if (lines.length) failures++;
+    for (const line of lines) console.log(line);
   }
 }
 
@@ -166,5 +197,6 @@ const k3re = new RegExp(
   }
 }
 
+await runQueued();
 console.log(`${checked - failures} of ${checked} cases identical (${cases.length} texts; cl100k_base, o200k_base, K3 pattern) in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 process.exit(failures ? 1 : 0);
