@@ -176,18 +176,22 @@ static bool client_gone(int fd)
     return fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
 }
 
-/* Waits for r's next update, looking at the client's socket between waits; -1 (r
+/* Waits for r's next update, looking at the client's socket at each update and between
+ * waits (tokens that come faster than WAIT_MS must not hide a client gone); -1 (r
  * cancelled) when the client went away. */
 static int next_update(struct k3_request *r, int fd, struct k3_req_update *u)
 {
-    while (k3_request_wait(r, WAIT_MS, u)) {
-        free(u->text);
+    for (;;) {
+        bool waiting = k3_request_wait(r, WAIT_MS, u);
         if (client_gone(fd)) {
+            free(u->text);
             k3_request_cancel(r);
             return -1;
         }
+        if (!waiting)
+            return 0;
+        free(u->text);
     }
-    return 0;
 }
 
 static void new_id(struct k3_http *h, enum k3_api_kind kind, char *id, size_t cap)

@@ -190,8 +190,15 @@ kill "$a"
 wait_metric k3_requests_running 0 30 || fail "the sequence of a client gone mid-stream is still running"
 echo "ok: a client gone mid-stream: its sequence freed in $((($(date +%s%N) - t0) / 1000000)) ms"
 wait_metric k3_requests_queued 0 30 || fail "the queued request of a gone client stayed queued"
-curl -s -H "Authorization: Bearer $KEY" --max-time 2 "$URL/v1/completions" -d '{"prompt": "Once", "max_tokens": 2000}' >/dev/null
-wait_metric k3_requests_running 0 30 || fail "the sequence of a non-streaming client that timed out is still running"
+# A non-streaming client that times out while its tokens keep coming: the server notices
+# at the next token, not at the end of its 4000 (about 10 s here), and says so.
+gone=$(grep -c "the client went away" "$LOG")
+curl -s -H "Authorization: Bearer $KEY" --max-time 1 "$URL/v1/completions" -d '{"prompt": "Once", "max_tokens": 4000, "ignore_eos": true}' >/dev/null
+t0=$(date +%s%N)
+wait_metric k3_requests_running 0 3 || fail "the sequence of a non-streaming client that timed out is still running"
+echo "ok: a non-streaming client gone: its sequence freed in $((($(date +%s%N) - t0) / 1000000)) ms"
+[[ $(grep -c "the client went away" "$LOG") -gt $gone ]] ||
+  fail "a non-streaming client that timed out: its request ran to its end: $(grep 'POST /v1/completions' "$LOG" | tail -1)"
 post /v1/completions '{"prompt": "Then", "max_tokens": 2}'
 [[ $STATUS == 200 && $(jq .usage.completion_tokens <<<"$BODY") == 2 ]] ||
   fail "a request after the clients left: $STATUS $BODY"
