@@ -136,9 +136,7 @@ static int predict_from_ids(struct k3_forward *f, int l, enum k3_predict_point a
 int k3_forward_predict_ids(struct k3_forward *f, struct k3_err *err)
 {
     const struct k3_config *c = &f->m->cfg;
-    int moe = 0;
-    for (int l = 0; l < c->n_layers; l++)
-        moe += k3_layer_is_moe(c, l);
+    int moe = k3_moe_layer_count(c);
     if (!(f->id_pred = calloc(1, sizeof *f->id_pred)))
         return k3_errf(err, "out of memory");
     return k3_id_predictor_init(f->id_pred, moe, c->n_experts, c->top_k, f->rows, err);

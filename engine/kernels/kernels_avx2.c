@@ -77,8 +77,7 @@ static void axpy_f32_avx2(float *y, float a, const float *x, int n)
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i),
                                               _mm256_mul_ps(av, _mm256_loadu_ps(x + i))));
-    for (; i < n; i++)
-        y[i] += a * x[i];
+    k3_axpy_f32_scalar(y + i, a, x + i, n - i);
 }
 
 static void axpy_bf16_avx2(float *y, float a, const uint16_t *x, int n)
@@ -87,8 +86,7 @@ static void axpy_bf16_avx2(float *y, float a, const uint16_t *x, int n)
     int i = 0;
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(av, bf16x8(x + i))));
-    for (; i < n; i++)
-        y[i] += a * k3_bf16_to_f32(x[i]);
+    k3_axpy_bf16_scalar(y + i, a, x + i, n - i);
 }
 
 static inline __attribute__((always_inline)) void

@@ -79,8 +79,7 @@ static void axpy_f32_avx512(float *y, float a, const float *x, int n)
     for (; i + K3_LANES <= n; i += K3_LANES)
         _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i),
                                               _mm512_mul_ps(av, _mm512_loadu_ps(x + i))));
-    for (; i < n; i++)
-        y[i] += a * x[i];
+    k3_axpy_f32_scalar(y + i, a, x + i, n - i);
 }
 
 static void axpy_bf16_avx512(float *y, float a, const uint16_t *x, int n)
@@ -89,8 +88,7 @@ static void axpy_bf16_avx512(float *y, float a, const uint16_t *x, int n)
     int i = 0;
     for (; i + K3_LANES <= n; i += K3_LANES)
         _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), _mm512_mul_ps(av, bf16x16(x + i))));
-    for (; i < n; i++)
-        y[i] += a * k3_bf16_to_f32(x[i]);
+    k3_axpy_bf16_scalar(y + i, a, x + i, n - i);
 }
 
 /* The register tile of the bf16 mat-mul: up to K3_ROW_BLOCK rows against up to

@@ -280,9 +280,7 @@ int k3_routes_parse_range(const char *text, int *first, int *last, struct k3_err
 
 int k3_routes_fit(const struct k3_routes *r, const struct k3_config *c, struct k3_err *err)
 {
-    int moe = 0;
-    for (int l = 0; l < c->n_layers; l++)
-        moe += k3_layer_is_moe(c, l);
+    int moe = k3_moe_layer_count(c);
     if (r->experts == c->n_experts && r->top_k == c->top_k && r->layers == moe)
         return 0;
     return k3_errf(err, "the trace%s%s has %d experts, top_k %d, %d MoE layers; the model has "

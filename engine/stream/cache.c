@@ -49,13 +49,19 @@ static uint32_t policy_key(const struct k3_stream *s, int64_t object)
     return (uint32_t)((uint64_t)object - (uint64_t)k3_seg_count(&s->m->cfg));
 }
 
+/* The MoE layer (among the MoE layers) a record belongs to. */
+static int moe_layer_of(const struct k3_stream *s, int64_t object)
+{
+    return (int)(policy_key(s, object) / (uint32_t)s->policy.experts);
+}
+
 /* The record slots each MoE layer's records hold (landed, landing or cached). */
 static void count_held(struct k3_stream *s)
 {
     memset(s->layer_held, 0, sizeof *s->layer_held * (size_t)s->policy.layers);
     for (int i = 0; i < s->n_records; i++)
         if (s->records[i].object >= 0 && s->records[i].state != BUF_ABANDONED)
-            s->layer_held[policy_key(s, s->records[i].object) / (uint32_t)s->policy.experts]++;
+            s->layer_held[moe_layer_of(s, s->records[i].object)]++;
 }
 
 /* What decides whether a reusable slot gives way before another: the fields in order,
@@ -80,8 +86,7 @@ struct victim_rank {
  * surplus let it act as one pool again). */
 static struct victim_rank rank_of(const struct k3_stream *s, const struct buffer *b, int layer)
 {
-    uint32_t key = policy_key(s, b->object);
-    int own = (int)(key / (uint32_t)s->policy.experts);
+    int own = moe_layer_of(s, b->object);
     int share = s->n_records / s->policy.layers, held = s->layer_held[own];
     return (struct victim_rank){
         .predicted = b->predicted >= 0,
@@ -89,7 +94,7 @@ static struct victim_rank rank_of(const struct k3_stream *s, const struct buffer
         .share = own == layer && held >= share ? READER_FULL
                  : held > share                ? OVER_SHARE
                                                : WITHIN_SHARE,
-        .keep = s->policy.ops->keep(&s->policy, key, b->last_use),
+        .keep = s->policy.ops->keep(&s->policy, policy_key(s, b->object), b->last_use),
         .last_use = b->last_use,
     };
 }
@@ -146,7 +151,7 @@ static int free_slot_of(const struct k3_stream *s, int team, int layer, bool fre
  * fresh memory only when no other slot will do and fresh_ok. */
 static int free_slot(struct k3_stream *s, uint64_t o, bool fresh_ok)
 {
-    int team = 0, layer = (int)(policy_key(s, (int64_t)o) / (uint32_t)s->policy.experts);
+    int team = 0, layer = moe_layer_of(s, (int64_t)o);
     for (int i = 1; i < s->n_teams; i++)
         if (s->team_load[i] < s->team_load[team])
             team = i;

@@ -152,9 +152,7 @@ static int alloc_tables(struct k3_stream *s)
     s->dropped = calloc(s->record_stride / K3_PACK_ALIGN + 1, sizeof *s->dropped);
     s->team_load = calloc((size_t)s->n_teams, sizeof *s->team_load);
     s->verify_jobs = malloc(k3_verify_scratch_bytes());
-    int moe_layers = 0;
-    for (int l = 0; l < s->m->cfg.n_layers; l++)
-        moe_layers += k3_layer_is_moe(&s->m->cfg, l);
+    int moe_layers = k3_moe_layer_count(&s->m->cfg);
     if (k3_cache_policy_init(&s->policy, s->o.cache_policy, moe_layers, s->m->cfg.n_experts, 0,
                              NULL))
         return -1;
