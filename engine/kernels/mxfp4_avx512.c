@@ -113,7 +113,13 @@ span_mxfp4_tokens(const uint8_t *p, const uint8_t *s, int g0, int g1, int groups
         _mm512_store_ps(sums + K3_LANES * k, acc[k]);
 }
 
-K3_MXFP4_TILED_ROWS(k3_rows_mxfp4_avx512, row_mxfp4_tokens, span_mxfp4_tokens)
+/* The lane tree of 16 sums kept in memory between spans. */
+static inline float sums_reduce(const float *sums)
+{
+    return k3_avx512_reduce16(_mm512_load_ps(sums));
+}
+
+K3_MXFP4_TILED_ROWS(k3_rows_mxfp4_avx512, row_mxfp4_tokens, span_mxfp4_tokens, sums_reduce)
 
 K3_TARGET_END
 
