@@ -195,19 +195,21 @@ extern const int32_t k3_mxfp4_lane_group[4][16];
 
 /* The same with many tokens in spans, tiles and panels (above): ROW for fewer than
  * K3_TOKEN_BLOCK tokens or activations that fit K3_X_L1_BYTES, else SPAN(p, s, g0, g1,
- * groups, xs, sums, first, ahead, NT), groups g0 .. g1-1 (g0 a multiple of 16) of one row
- * against NT ≤ K3_MXFP4_TILE_TOKENS tokens whose activations for those groups are in xs,
- * block by block and in each block token by token (xs + (b·NT + k)·128: constant
+ * groups, xs, sums, first, ahead, far, NT), groups g0 .. g1-1 (g0 a multiple of 16) of one
+ * row against NT ≤ K3_MXFP4_TILE_TOKENS tokens whose activations for those groups are in
+ * xs, block by block and in each block token by token (xs + (b·NT + k)·128: constant
  * offsets, where the rows of X would take an integer register per token), adding to the
- * 16 lane sums of token k at sums[k·16 ..] (from zero when first) and prefetching its
- * weights ahead bytes on; REDUCE(sums) the lane tree of 16 sums, in the variant's
- * registers (the scalar tree of k3_lane_reduce cost a sixth of the time at 64 rows). */
-#define K3_MXFP4_TILED_ROWS(NAME, ROW, SPAN, REDUCE)                                                 \
+ * 16 lane sums of token k at sums[k·16 ..] (from zero when first), prefetching its weights
+ * ahead bytes on into L1 (the next row's span) and, unless far is 0, far bytes on into L2
+ * (the next panel's row: the first tile of a panel waited on memory for a tenth of the
+ * time); REDUCE(sums) the lane tree of 16 sums, in the variant's registers (the scalar
+ * tree of k3_lane_reduce cost a sixth of the time at 64 rows). */
+#define K3_MXFP4_TILED_ROWS(NAME, ROW, SPAN, REDUCE)                                           \
     _Static_assert(K3_MXFP4_SPAN_GROUPS % 16 == 0, "spans start at a scale load of 16");       \
     static inline __attribute__((always_inline)) void                                          \
     NAME##_tile(const uint8_t *p0, const uint8_t *s0, int pr, int groups, const float *Xb,     \
                 int ldxb, float *Y, int ldy, float (*acc)[K3_MXFP4_TILE_TOKENS][K3_LANES],     \
-                float *xs, int NT)                                                             \
+                float *xs, long far, int NT)                                                   \
     {                                                                                          \
         size_t prow = (size_t)groups * (K3_MXFP4_GROUP / 2), srow = (size_t)groups;            \
         for (int g0 = 0; g0 < groups; g0 += K3_MXFP4_SPAN_GROUPS) {                            \
@@ -219,11 +221,11 @@ extern const int32_t k3_mxfp4_lane_group[4][16];
                            128 * sizeof(float));                                               \
             for (int r = 0; r < pr; r++) /* each row prefetches its span of the next row */    \
                 SPAN(p0 + r * prow, s0 + r * srow, g0, g1, groups, xs, acc[r][0], g0 == 0,     \
-                     (long)prow, NT);                                                          \
+                     (long)prow, far, NT);                                                     \
         }                                                                                      \
         for (int r = 0; r < pr; r++)                                                           \
             for (int k = 0; k < NT; k++)                                                       \
-                Y[(size_t)k * ldy + r] = REDUCE(acc[r][k]);                                     \
+                Y[(size_t)k * ldy + r] = REDUCE(acc[r][k]);                                    \
     }                                                                                          \
     void NAME(const uint8_t *packed, const uint8_t *scales, int nrows, int cols, const float *Xb, \
               int ldxb, float *Y, int ldy, int T)                                              \
@@ -242,8 +244,10 @@ extern const int32_t k3_mxfp4_lane_group[4][16];
         for (int r0 = 0; r0 < nrows; r0 += K3_MXFP4_PANEL_ROWS) {                              \
             int pr = nrows - r0 < K3_MXFP4_PANEL_ROWS ? nrows - r0 : K3_MXFP4_PANEL_ROWS;      \
             const uint8_t *p0 = packed + r0 * prow, *s0 = scales + r0 * srow;                  \
+            long next = r0 + pr < nrows ? (long)(pr * prow) : 0;                               \
             K3_TOKEN_TILES(T, t, NAME##_tile(p0, s0, pr, groups, Xb + (size_t)t * ldxb, ldxb,  \
-                                             Y + (size_t)t * ldy + r0, ldy, acc, xs, NT_));    \
+                                             Y + (size_t)t * ldy + r0, ldy, acc, xs,           \
+                                             next, NT_));                                      \
         }                                                                                      \
     }
 

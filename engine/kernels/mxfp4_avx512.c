@@ -36,13 +36,15 @@ static inline __m512 scales16(const uint8_t *scales, int n)
 /* Groups g_begin .. g_end-1 of one row (g_begin a multiple of 16, g_end too or = groups)
  * against NT tokens (a constant after inlining, so acc[] stays in registers), token k's
  * activations for block b (from g_begin) at X + b·bstride + k·kstride; each block's weights
- * decoded once for all NT; prefetching ahead bytes past each block.  The tokens'
+ * decoded once for all NT; prefetching ahead bytes past each block into L1 and, unless
+ * far is 0, far bytes past it into L2.  The tokens'
  * chains advance side by side, element pair j of every token before pair j + 1 of any:
  * the core then always has independent fmas ready, where token after token it waited on
  * each chain's latency. */
 static inline __attribute__((always_inline)) void
 groups_mxfp4(const uint8_t *p, const uint8_t *s, int g_begin, int g_end, int groups,
-             const float *X, size_t bstride, size_t kstride, __m512 *acc, long ahead, int NT)
+             const float *X, size_t bstride, size_t kstride, __m512 *acc, long ahead, long far,
+             int NT)
 {
     const __m512 table = _mm512_loadu_ps(k3_e2m1_values);
     for (int g0 = g_begin; g0 < g_end; g0 += 16) {
@@ -52,6 +54,8 @@ groups_mxfp4(const uint8_t *p, const uint8_t *s, int g_begin, int g_end, int gro
             int g = g0 + 4 * bb, have = n - 4 * bb; /* groups of this block in the row */
             const uint8_t *pb = p + (size_t)g * (K3_MXFP4_GROUP / 2);
             _mm_prefetch((const char *)pb + ahead, _MM_HINT_T0);
+            if (far)
+                _mm_prefetch((const char *)pb + far, _MM_HINT_T1);
             __m512i d = have >= 4 ? _mm512_loadu_si512(pb)
                                   : _mm512_maskz_loadu_epi8((1ull << 16 * have) - 1, pb);
             __mmask16 lanes = have >= 4 ? 0xFFFF : (__mmask16)((1u << 4 * have) - 1);
@@ -92,7 +96,7 @@ row_mxfp4_tokens(const uint8_t *p, const uint8_t *s, int groups, const float *Xb
 #pragma GCC unroll 4
     for (int k = 0; k < NT; k++)
         acc[k] = _mm512_setzero_ps();
-    groups_mxfp4(p, s, 0, groups, groups, Xb, 128, (size_t)ldxb, acc, K3_PREFETCH_AHEAD, NT);
+    groups_mxfp4(p, s, 0, groups, groups, Xb, 128, (size_t)ldxb, acc, K3_PREFETCH_AHEAD, 0, NT);
 #pragma GCC unroll 4
     for (int k = 0; k < NT; k++)
         Y[(size_t)k * ldy] = k3_avx512_reduce16(acc[k]);
@@ -101,13 +105,13 @@ row_mxfp4_tokens(const uint8_t *p, const uint8_t *s, int groups, const float *Xb
 /* A span of one row against NT ≤ K3_MXFP4_TILE_TOKENS tokens (K3_MXFP4_TILED_ROWS). */
 static inline __attribute__((always_inline)) void
 span_mxfp4_tokens(const uint8_t *p, const uint8_t *s, int g0, int g1, int groups,
-                  const float *xs, float *sums, bool first, long ahead, int NT)
+                  const float *xs, float *sums, bool first, long ahead, long far, int NT)
 {
     __m512 acc[K3_MXFP4_TILE_TOKENS];
 #pragma GCC unroll 8
     for (int k = 0; k < NT; k++)
         acc[k] = first ? _mm512_setzero_ps() : _mm512_load_ps(sums + K3_LANES * k);
-    groups_mxfp4(p, s, g0, g1, groups, xs, (size_t)NT * 128, 128, acc, ahead, NT);
+    groups_mxfp4(p, s, g0, g1, groups, xs, (size_t)NT * 128, 128, acc, ahead, far, NT);
 #pragma GCC unroll 8
     for (int k = 0; k < NT; k++)
         _mm512_store_ps(sums + K3_LANES * k, acc[k]);
