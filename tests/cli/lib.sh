@@ -4,7 +4,8 @@ K3=${K3:?K3 must point at the k3-uring binary}
 K3_TEST_TMP=${K3_TEST_TMP:?}
 failures=0
 
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+failed_checks=()
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); failed_checks+=("$*"); }
 
 # The k3-tiny seed-1 checkpoint, made once per test run.
 tiny_model() {
@@ -52,10 +53,12 @@ concurrently() {
 # reap_concurrent: waits for one check of concurrently, shows its output, counts its
 # failures (its exit status: their number, or the status it exited with).
 reap_concurrent() {
-  local pid rc
+  local pid rc line
   wait -n -p pid "${!concurrent_out[@]}"
   rc=$?
   cat "${concurrent_out[$pid]}"
+  while IFS= read -r line; do failed_checks+=("${line#FAIL: }"); done \
+    < <(grep '^FAIL: ' "${concurrent_out[$pid]}")
   rm -f "${concurrent_out[$pid]}"
   unset "concurrent_out[$pid]"
   failures=$((failures + rc))
@@ -86,6 +89,7 @@ expect_error() {
 }
 
 finish() {
-  if ((failures)); then echo "$failures failure(s)"; exit 1; fi
+  # repeated last: the runner and a newcomer's tail show the end of a log
+  if ((failures)); then printf 'failed: %s\n' "${failed_checks[@]}"; echo "$failures failure(s)"; exit 1; fi
   exit 0
 }
