@@ -29,7 +29,8 @@ struct k3_gen_params {
     uint64_t seed;
     char *stop[K3_MAX_STOPS]; /* owned; NULL-terminated when fewer */
     bool stop_at_close;       /* <|close|> ends the text (a chat response element) */
-    bool ignore_eos;          /* llama-server's extension: end of message does not end it */
+    bool ignore_eos;          /* llama-server's extension: neither end of message nor the
+                               * close of a chat's response ends it */
     bool cache_prompt;        /* llama-server's: resume from a stored prompt state, and store
                                * this one's (serve/prompt_store.h) */
 };

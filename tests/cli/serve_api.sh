@@ -202,6 +202,11 @@ echo "ok: a non-streaming client gone: its sequence freed in $((($(date +%s%N) -
 post /v1/completions '{"prompt": "Then", "max_tokens": 2}'
 [[ $STATUS == 200 && $(jq .usage.completion_tokens <<<"$BODY") == 2 ]] ||
   fail "a request after the clients left: $STATUS $BODY"
+# ignore_eos: neither end of message nor a chat's close ends the text (without it this
+# seed's chat closes at its 572nd token).
+post /v1/chat/completions '{"messages": [{"role": "user", "content": "Go"}], "max_tokens": 600, "ignore_eos": true, "seed": 2}'
+[[ $STATUS == 200 ]] && jq -e '.usage.completion_tokens == 600 and .choices[0].finish_reason == "length"' \
+  <<<"$BODY" >/dev/null || fail "a chat with ignore_eos ended early: $STATUS $(jq -c .usage <<<"$BODY")"
 grep -q 'the client went away' "$LOG" || fail "the log does not tell of the clients that left"
 
 # ---- odd bodies: each a clean 400 (or 200 where it is valid), never a crash ---------------
