@@ -1240,10 +1240,49 @@ static json_t *rounded(double x, int decimals)
 }
 
 /* Adds set gflops's medians, when measured, to root: "gflops_source" and "gflops". */
+/* The planner's many-row rates (k3-uring plan reads mxfp4_gflops_per_core and
+ * bf16_gflops_per_core for a prompt pass): the best variant's GFLOP/s at one thread and
+ * MANY_ROWS_TOKENS tokens, the mean of the MXFP4 (w1/w3, w2) and of the bf16 cases' medians;
+ * nothing when the run measured no such figure. */
+#define MANY_ROWS_TOKENS 64
+static int add_many_row_rates(json_t *root)
+{
+    int one = one_thread_index(), xi = 0, vi = 0;
+    while (xi < o.gflops_tokens.n && o.gflops_tokens.v[xi] != MANY_ROWS_TOKENS)
+        xi++;
+    while (vi < run.n_vars - 1 && !gflops_variant(vi))
+        vi++;
+    if (one < 0 || xi == o.gflops_tokens.n)
+        return 0;
+    double sum[2] = {0, 0};
+    int n[2] = {0, 0};
+    for (int gi = 0; gi < N_GCASES; gi++) {
+        int k = gcases[gi].kind == BF16 ? 1 : gcases[gi].kind == MXFP4 ? 0 : -1;
+        if (k < 0 || strcmp(gcases[gi].set, "gflops") || !gf.measured[gi][xi][vi])
+            continue;
+        sum[k] += gf.gflops[gi][xi][vi][one].median;
+        n[k]++;
+    }
+    const char *key[2] = {"mxfp4_gflops_per_core", "bf16_gflops_per_core"};
+    int rc = 0;
+    for (int k = 0; k < 2; k++)
+        if (n[k])
+            rc |= json_object_set_new(root, key[k], rounded(sum[k] / n[k], 1));
+    if (n[0] || n[1]) {
+        char source[160];
+        snprintf(source, sizeof source, "bench/kernels.sh: %s, one thread, %d tokens, full K3 "
+                 "expert shapes, mean of the cases' medians", run.vars[vi]->name, MANY_ROWS_TOKENS);
+        rc |= json_object_set_new(root, "gflops_per_core_source", json_string(source));
+    }
+    return rc;
+}
+
 static int add_gflops(json_t *root)
 {
     if (!set_chosen("gflops") && !set_chosen("q8_0"))
         return 0;
+    if (add_many_row_rates(root))
+        return -1;
     char source[256];
     snprintf(source, sizeof source, "bench/kernels.sh: 2 flops per weight per token, full K3 "
              "expert shapes, medians of %d reps; peak: %s FMA chains on every thread, measured "
