@@ -138,7 +138,7 @@ static int plan_budget(struct k3_stream *s, struct k3_err *err)
     s->budget.origin_unknown = unknown;
     s->n_records = s->in.inflight_records + (s->o.cache ? s->budget.cache_records : 0);
     if (s->n_records > (int)MAX_OWNER_INDEX)
-        s->n_records = (int)MAX_OWNER_INDEX; /* a read's tag holds the slot in 16 bits */
+        s->n_records = (int)MAX_OWNER_INDEX; /* a read's tag holds the slot in 21 bits */
     return 0;
 }
 

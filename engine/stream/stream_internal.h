@@ -26,24 +26,26 @@
 
 /* ---- read tags ------------------------------------------------------------------ */
 
-/* What a completion belongs to.  A tag is: owner (8 bits), how the piece is being read
- * (8 bits: tries so far, and whether from its replica), the owner's index (16 bits), the
- * piece (32 bits). */
+/* What a completion belongs to.  A tag is: owner (3 bits), how the piece is being read
+ * (8 bits: tries so far, and whether from its replica), the owner's index (21 bits: full
+ * K3's 82,432 records fit a cache slot each, where 16 bits held 65,535), the piece (32
+ * bits, as the pack's n_pieces). */
 enum owner { OWN_SEGMENT = 1, OWN_SLOT = 2, OWN_RECORD = 3, OWN_EMBED = 4 };
+_Static_assert(OWN_EMBED < 8, "a tag holds the owner in 3 bits");
 
 #define FROM_REPLICA 0x80u
 #define SPECULATIVE 0x40u /* a prefetch: read in the background, may be dropped unstarted */
 #define TRIES_MASK 0x3fu
-#define MAX_OWNER_INDEX 0xffffu
+#define MAX_OWNER_INDEX 0x1fffffu
 
 static inline uint64_t make_tag(enum owner kind, uint32_t how, uint32_t index, uint32_t piece)
 {
-    return (uint64_t)kind << 56 | (uint64_t)(how & 0xff) << 48 |
+    return (uint64_t)kind << 61 | (uint64_t)(how & 0xff) << 53 |
            (uint64_t)(index & MAX_OWNER_INDEX) << 32 | piece;
 }
 
-static inline enum owner tag_owner(uint64_t tag) { return (enum owner)(tag >> 56); }
-static inline uint32_t tag_how(uint64_t tag) { return (uint32_t)(tag >> 48) & 0xff; }
+static inline enum owner tag_owner(uint64_t tag) { return (enum owner)(tag >> 61); }
+static inline uint32_t tag_how(uint64_t tag) { return (uint32_t)(tag >> 53) & 0xff; }
 static inline uint32_t tag_index(uint64_t tag) { return (uint32_t)(tag >> 32) & MAX_OWNER_INDEX; }
 static inline uint32_t tag_piece(uint64_t tag) { return (uint32_t)tag; }
 
