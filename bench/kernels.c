@@ -1239,7 +1239,6 @@ static json_t *rounded(double x, int decimals)
     return json_real(round(x * scale) / scale);
 }
 
-/* Adds set gflops's medians, when measured, to root: "gflops_source" and "gflops". */
 /* The planner's many-row rates (k3-uring plan reads mxfp4_gflops_per_core and
  * bf16_gflops_per_core for a prompt pass): the best variant's GFLOP/s at one thread and
  * MANY_ROWS_TOKENS tokens, the mean of the MXFP4 (w1/w3, w2) and of the bf16 cases' medians;
@@ -1277,6 +1276,8 @@ static int add_many_row_rates(json_t *root)
     return rc;
 }
 
+/* Adds set gflops's medians, when measured, to root: "gflops_source" and "gflops", and
+ * the many-row rates. */
 static int add_gflops(json_t *root)
 {
     if (!set_chosen("gflops") && !set_chosen("q8_0"))

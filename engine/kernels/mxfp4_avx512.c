@@ -37,10 +37,9 @@ static inline __m512 scales16(const uint8_t *scales, int n)
  * against NT tokens (a constant after inlining, so acc[] stays in registers), token k's
  * activations for block b (from g_begin) at X + b·bstride + k·kstride; each block's weights
  * decoded once for all NT; prefetching ahead bytes past each block into L1 and, unless
- * far is 0, far bytes past it into L2.  The tokens'
- * chains advance side by side, element pair j of every token before pair j + 1 of any:
- * the core then always has independent fmas ready, where token after token it waited on
- * each chain's latency. */
+ * far is 0, far bytes past it into L2.  The tokens' chains advance side by side, element
+ * pair j of every token before pair j + 1 of any: the core then always has independent
+ * fmas ready, where token after token it waited on each chain's latency. */
 static inline __attribute__((always_inline)) void
 groups_mxfp4(const uint8_t *p, const uint8_t *s, int g_begin, int g_end, int groups,
              const float *X, size_t bstride, size_t kstride, __m512 *acc, long ahead, long far,

@@ -349,8 +349,8 @@ static void take_token(struct k3_sched *s, struct slot *sl, const float *logits)
     const struct k3_tokenizer *tok = s->rt->tok;
     int vocab = s->rt->m.cfg.vocab;
     int32_t id = k3_sample(&sl->sampler, logits);
-    /* ignore_eos is llama-server's: no end-of-generation token ends it, a chat's close
-     * either (benchmarks ask for exactly max_tokens) */
+    /* ignore_eos, as llama-server's: neither end of message nor a chat's close ends the
+     * text (benchmarks ask for exactly max_tokens) */
     bool ends = !sl->req->p.ignore_eos &&
                 (id == s->eos || (sl->req->p.stop_at_close && id == s->close));
     size_t len = 0;
