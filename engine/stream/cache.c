@@ -28,15 +28,6 @@ static struct k3_stream *of_store(struct k3_expert_store *st)
     return (struct k3_stream *)((char *)st - offsetof(struct k3_stream, store));
 }
 
-/* Where object o's record is (landed or still landing), or -1. */
-static int slot_holding(const struct k3_stream *s, uint64_t o)
-{
-    for (int i = 0; i < s->n_records; i++)
-        if (s->records[i].object == (int64_t)o && s->records[i].state != BUF_ABANDONED)
-            return i;
-    return -1;
-}
-
 /* Can slot b be refilled: no one holds it and nothing lands in it. */
 static bool reusable(const struct buffer *b)
 {
@@ -47,6 +38,17 @@ static bool reusable(const struct buffer *b)
 static uint32_t policy_key(const struct k3_stream *s, int64_t object)
 {
     return (uint32_t)((uint64_t)object - (uint64_t)k3_seg_count(&s->m->cfg));
+}
+
+/* Where object o's record is (landed or still landing), or -1: the slot that last took
+ * it (start_record notes it), if that slot still holds it.  Only one slot at a time holds
+ * a record that is not abandoned: a record is read into a slot only when none holds it. */
+static int slot_holding(const struct k3_stream *s, uint64_t o)
+{
+    int i = s->slot_hint[policy_key(s, (int64_t)o)];
+    return i >= 0 && s->records[i].object == (int64_t)o && s->records[i].state != BUF_ABANDONED
+               ? i
+               : -1;
 }
 
 /* The MoE layer (among the MoE layers) a record belongs to. */
@@ -61,7 +63,7 @@ static void count_held(struct k3_stream *s)
     memset(s->layer_held, 0, sizeof *s->layer_held * (size_t)s->policy.layers);
     for (int i = 0; i < s->n_records; i++)
         if (s->records[i].object >= 0 && s->records[i].state != BUF_ABANDONED)
-            s->layer_held[moe_layer_of(s, s->records[i].object)]++;
+            s->layer_held[s->slot_layer[i]]++;
 }
 
 /* What decides whether a reusable slot gives way before another: the fields in order,
@@ -84,9 +86,10 @@ struct victim_rank {
  * holding its share evicts its own before another's surplus, so the policy never weighs
  * one layer's records against another's (lfru's worth is per layer, and a shared
  * surplus let it act as one pool again). */
-static struct victim_rank rank_of(const struct k3_stream *s, const struct buffer *b, int layer)
+static struct victim_rank class_of(const struct k3_stream *s, int i, int layer)
 {
-    int own = moe_layer_of(s, b->object);
+    const struct buffer *b = &s->records[i];
+    int own = s->slot_layer[i];
     int share = s->n_records / s->policy.layers, held = s->layer_held[own];
     return (struct victim_rank){
         .predicted = b->predicted >= 0,
@@ -94,19 +97,29 @@ static struct victim_rank rank_of(const struct k3_stream *s, const struct buffer
         .share = own == layer && held >= share ? READER_FULL
                  : held > share                ? OVER_SHARE
                                                : WITHIN_SHARE,
-        .keep = s->policy.ops->keep(&s->policy, policy_key(s, b->object), b->last_use),
         .last_use = b->last_use,
     };
 }
 
-static bool gives_way_before(const struct victim_rank *a, const struct victim_rank *b)
+/* The policy's worth, the last field of the rank: asked for only where the fields before
+ * it tie, since it costs the most and most slots are out of the running before it. */
+static void weigh(const struct k3_stream *s, const struct buffer *b, struct victim_rank *r)
+{
+    r->keep = s->policy.ops->keep(&s->policy, policy_key(s, b->object), b->last_use);
+}
+
+/* By the fields before the worth: < 0 when a gives way first, > 0 when b does, 0 a tie. */
+static int class_order(const struct victim_rank *a, const struct victim_rank *b)
 {
     if (a->predicted != b->predicted)
-        return b->predicted;
+        return a->predicted ? 1 : -1;
     if (a->this_batch != b->this_batch)
-        return b->this_batch;
-    if (a->share != b->share)
-        return a->share < b->share;
+        return a->this_batch ? 1 : -1;
+    return (int)a->share - (int)b->share;
+}
+
+static bool worth_less(const struct victim_rank *a, const struct victim_rank *b)
+{
     return a->keep < b->keep || (a->keep == b->keep && a->last_use < b->last_use);
 }
 
@@ -121,24 +134,38 @@ static bool fresh(const struct k3_stream *s, int i)
            !k3io_area_present(s->r, s->records[i].base, s->record_stride);
 }
 
+/* Whether slot i may take a read now: reusable, on the team (team >= 0). */
+static bool open_slot(const struct k3_stream *s, int i, int team)
+{
+    return reusable(&s->records[i]) && (team < 0 || slot_team(s, i) == team);
+}
+
 /* A slot to read a record of MoE layer `layer` into: the first free one (not fresh
  * memory unless fresh_ok), else the one that gives way first (the header's order;
- * layer_held counted); -1 if there is none.  team >= 0: only that team's slots. */
-static int free_slot_of(const struct k3_stream *s, int team, int layer, bool fresh_ok)
+ * layer_held counted once per *counted); -1 if there is none.  team >= 0: only that team's
+ * slots.  The free
+ * ones are looked for first, on their own: while the cache fills, ranking every held slot
+ * before the first free one cost most of a token's time at 53,760 slots. */
+static int free_slot_of(struct k3_stream *s, int team, int layer, bool fresh_ok, bool *counted)
 {
+    for (int i = 0; i < s->n_records; i++)
+        if (open_slot(s, i, team) && s->records[i].object < 0 && (fresh_ok || !fresh(s, i)))
+            return i;
+    if (!*counted)
+        count_held(s);
+    *counted = true;
     int victim = -1;
     struct victim_rank worst = {0};
     for (int i = 0; i < s->n_records; i++) {
         const struct buffer *b = &s->records[i];
-        if (!reusable(b) || (team >= 0 && slot_team(s, i) != team))
+        if (!open_slot(s, i, team) || b->object < 0)
             continue;
-        if (b->object < 0) {
-            if (fresh_ok || !fresh(s, i))
-                return i;
-            continue;
-        }
-        struct victim_rank r = rank_of(s, b, layer);
-        if (victim < 0 || gives_way_before(&r, &worst)) {
+        struct victim_rank r = class_of(s, i, layer);
+        int order = victim < 0 ? -1 : class_order(&r, &worst);
+        if (order > 0)
+            continue; /* stays longer than the victim so far, whatever its worth */
+        weigh(s, b, &r);
+        if (order < 0 || worth_less(&r, &worst)) {
             victim = i;
             worst = r;
         }
@@ -155,12 +182,12 @@ static int free_slot(struct k3_stream *s, uint64_t o, bool fresh_ok)
     for (int i = 1; i < s->n_teams; i++)
         if (s->team_load[i] < s->team_load[team])
             team = i;
-    count_held(s);
-    int slot = free_slot_of(s, s->n_teams > 1 ? team : -1, layer, false);
+    bool counted = false;
+    int slot = free_slot_of(s, s->n_teams > 1 ? team : -1, layer, false, &counted);
     if (slot < 0 && s->n_teams > 1)
-        slot = free_slot_of(s, -1, layer, false);
+        slot = free_slot_of(s, -1, layer, false, &counted);
     if (slot < 0 && fresh_ok)
-        slot = free_slot_of(s, -1, layer, true);
+        slot = free_slot_of(s, -1, layer, true, &counted);
     if (slot >= 0)
         s->team_load[slot_team(s, slot)]++;
     return slot;
@@ -179,6 +206,8 @@ static int start_record(struct k3_stream *s, int slot, uint64_t o, uint32_t how,
 {
     struct buffer *b = &s->records[slot];
     buffer_claim(b, (int64_t)o, 0, s->p->objects[o].n_pieces);
+    s->slot_hint[policy_key(s, (int64_t)o)] = slot;
+    s->slot_layer[slot] = moe_layer_of(s, (int64_t)o);
     b->submitted = k3_trace_now(s->o.trace);
     s->stats.records_read++;
     return s->o.sync && !(how & SPECULATIVE) ? 0 : read_pieces(s, b, 0, b->count, how, err);

@@ -157,8 +157,14 @@ static int alloc_tables(struct k3_stream *s)
                              NULL))
         return -1;
     s->layer_held = calloc((size_t)moe_layers + 1, sizeof *s->layer_held);
+    s->slot_layer = calloc((size_t)s->n_records + 1, sizeof *s->slot_layer);
+    size_t keys = (size_t)moe_layers * (size_t)s->m->cfg.n_experts;
+    s->slot_hint = malloc((keys + 1) * sizeof *s->slot_hint);
+    for (size_t i = 0; s->slot_hint && i < keys; i++)
+        s->slot_hint[i] = -1;
     return s->resident && s->records && s->batch && s->layer_stats &&
-                   s->dropped && s->team_load && s->layer_held && s->verify_jobs
+                   s->dropped && s->team_load && s->layer_held && s->slot_layer && s->slot_hint &&
+                   s->verify_jobs
                ? 0
                : -1;
 }
@@ -401,6 +407,8 @@ void k3_stream_close(struct k3_stream *s)
     free(s->drive_team);
     free(s->team_load);
     free(s->layer_held);
+    free(s->slot_hint);
+    free(s->slot_layer);
     free(s->layer_stats);
     free(s->dropped);
     free(s->verify_jobs);

@@ -137,6 +137,11 @@ struct k3_stream {
     struct k3_cache_policy policy; /* which cached record gives way (policy.c) */
     int *layer_held;              /* [policy.layers] record slots holding each MoE layer's
                                    * records (cache.c counts them when a slot is wanted) */
+    int32_t *slot_layer;          /* [n_records] the MoE layer of the record a slot took (a
+                                   * division per slot per miss, otherwise) */
+    int32_t *slot_hint;           /* [policy.layers * policy.experts] by policy key: the slot
+                                   * that last took the record; cache.c checks it on use, so
+                                   * an entry left behind by an eviction is harmless */
     int layer, batch_n;
     struct batch_entry *batch;    /* [n_experts] the experts begin() asked for, in order */
     int delivered;                /* entries next() handed out */
