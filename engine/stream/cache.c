@@ -142,18 +142,19 @@ static bool open_slot(const struct k3_stream *s, int i, int team)
 
 /* A slot to read a record of MoE layer `layer` into: the first free one (not fresh
  * memory unless fresh_ok), else the one that gives way first (the header's order;
- * layer_held counted once per *counted); -1 if there is none.  team >= 0: only that team's
- * slots.  The free
- * ones are looked for first, on their own: while the cache fills, ranking every held slot
- * before the first free one cost most of a token's time at 53,760 slots. */
+ * layer_held counted, unless *counted already); -1 if there is none.  team >= 0: only that
+ * team's slots.  The free ones are looked for first, on their own: while the cache fills,
+ * ranking every held slot before the first free one cost most of a token's time at 53,760
+ * slots (bench/cache-slots.sh). */
 static int free_slot_of(struct k3_stream *s, int team, int layer, bool fresh_ok, bool *counted)
 {
     for (int i = 0; i < s->n_records; i++)
         if (open_slot(s, i, team) && s->records[i].object < 0 && (fresh_ok || !fresh(s, i)))
             return i;
-    if (!*counted)
+    if (!*counted) {
         count_held(s);
-    *counted = true;
+        *counted = true;
+    }
     int victim = -1;
     struct victim_rank worst = {0};
     for (int i = 0; i < s->n_records; i++) {
