@@ -64,7 +64,7 @@ stage() {
   shift 3
   stage_cmd[$name]=$(printf '%q ' "$@")
 }
-stage kernels "make cc" "MXFP4 and bf16 GB/s per core: the planner's calibration" stage_kernels
+stage kernels "make cc" "MXFP4 and bf16 GB/s per core, and GFLOP/s over 64 rows: the planner's calibration" stage_kernels
 stage decode "fio bc python3 gnuplot" "decode on 1..N drives against fio and the planner" stage_decode
 stage serve "python3" "serve: 1..16 streaming clients sharing each layer's expert reads" "$root/bench/serve.sh"
 stage drive-model "python3 bc" "the drive model checked; pipelined against --sync under it (its pack in /dev/shm)" "$root/bench/drive-model.sh"
@@ -324,7 +324,8 @@ cleanup() {
 
 stage_kernels() {
   if [[ -n $calibration ]]; then say "kernels: skipped, CALIBRATION=$calibration"; return; fi
-  "$root/bench/kernels.sh" --sets bench --reps 5 >"$work/kernels.txt" 2>&1 ||
+  # gflops at 64 tokens: the many-row rates plan --prompt reads
+  "$root/bench/kernels.sh" --sets bench,gflops --gflops-tokens 64 --reps 5 >"$work/kernels.txt" 2>&1 ||
     die "kernels.sh failed: $(tail -1 "$work/kernels.txt")"
   calibration=$(sed -n 's/^kernels.sh: wrote \(.*\.json\) .*/\1/p' "$work/kernels.txt")
   [[ -f $calibration ]] || die "kernels.sh wrote no calibration (see $work/kernels.txt)"
