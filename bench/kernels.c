@@ -938,6 +938,15 @@ static bool gflops_variant(int vi)
     return true;
 }
 
+/* The best variant of the GFLOP/s table: the first one it measures (the last if none). */
+static int first_gflops_variant(void)
+{
+    int vi = 0;
+    while (vi < run.n_vars - 1 && !gflops_variant(vi))
+        vi++;
+    return vi;
+}
+
 static double call_flops(const struct bcase *c, int T)
 {
     return 2.0 * c->rows * c->cols * T * (c->kind == MXFP4_SITU ? 2 : 1);
@@ -1041,9 +1050,7 @@ static int measure_gflops_case(int gi)
  * the best variant's MXFP4 and bf16 mat-muls at half the FMA peak or more. */
 static void report_gflops_goal(void)
 {
-    int most = o.threads.n - 1, vi = 0;
-    while (vi < run.n_vars - 1 && !gflops_variant(vi))
-        vi++;
+    int most = o.threads.n - 1, vi = first_gflops_variant();
     double worst[2] = {1e9, 1e9}, best[2] = {0, 0}, top[2] = {1e9, 1e9};
     for (int gi = 0; gi < N_GCASES; gi++)
         for (int xi = 0; xi < o.gflops_tokens.n; xi++) {
@@ -1246,11 +1253,9 @@ static json_t *rounded(double x, int decimals)
 #define MANY_ROWS_TOKENS 64
 static int add_many_row_rates(json_t *root)
 {
-    int one = one_thread_index(), xi = 0, vi = 0;
+    int one = one_thread_index(), xi = 0, vi = first_gflops_variant();
     while (xi < o.gflops_tokens.n && o.gflops_tokens.v[xi] != MANY_ROWS_TOKENS)
         xi++;
-    while (vi < run.n_vars - 1 && !gflops_variant(vi))
-        vi++;
     if (one < 0 || xi == o.gflops_tokens.n)
         return 0;
     double sum[2] = {0, 0};

@@ -56,9 +56,10 @@ reap_concurrent() {
   local pid rc line
   wait -n -p pid "${!concurrent_out[@]}"
   rc=$?
-  cat "${concurrent_out[$pid]}"
-  while IFS= read -r line; do failed_checks+=("${line#FAIL: }"); done \
-    < <(grep '^FAIL: ' "${concurrent_out[$pid]}")
+  while IFS= read -r line || [[ -n $line ]]; do # its output, and its failures kept
+    printf '%s\n' "$line"
+    [[ $line == "FAIL: "* ]] && failed_checks+=("${line#FAIL: }")
+  done <"${concurrent_out[$pid]}"
   rm -f "${concurrent_out[$pid]}"
   unset "concurrent_out[$pid]"
   failures=$((failures + rc))
