@@ -11,7 +11,8 @@
 
 #include <jansson.h>
 
-#include "engine/text/chat.h"
+#include "engine/grammar/grammar.h"
+#include "engine/serve/api_chat.h"
 
 #define INVALID "invalid_request_error"
 
@@ -195,7 +196,7 @@ static int get_stops(json_t *obj, struct k3_gen_params *p, struct k3_api_error *
  * request asks for them (their defaults are accepted). */
 static int unsupported(json_t *root, struct k3_api_error *e)
 {
-    static const char *const off[] = {"echo", "logprobs", "tools", "functions", "suffix"};
+    static const char *const off[] = {"echo", "logprobs", "suffix"};
     for (size_t i = 0; i < sizeof off / sizeof *off; i++) {
         json_t *v = field(root, off[i]);
         bool set = v && !json_is_false(v) && !(json_is_integer(v) && !json_integer_value(v)) &&
@@ -266,86 +267,21 @@ static int parse_params(const struct k3_api_model *m, json_t *root, struct k3_ap
 
 /* ---- prompts --------------------------------------------------------------------- */
 
-/* A message's text: a string, or an array of {type: "text", text} parts, joined. */
-static char *message_text(json_t *content, const char *param, struct k3_api_error *e)
-{
-    if (json_is_string(content)) {
-        char *text = strdup(json_string_value(content));
-        if (!text)
-            k3_api_errorf(e, 500, "server_error", NULL, "out of memory");
-        return text;
-    }
-    if (!json_is_array(content)) {
-        k3_api_errorf(e, 400, INVALID, param, "%s must be a string or an array of text parts", param);
-        return NULL;
-    }
-    size_t len = 0;
-    for (size_t i = 0; i < json_array_size(content); i++) {
-        json_t *part = json_array_get(content, i), *type = json_object_get(part, "type"),
-               *text = json_object_get(part, "text");
-        if (!json_is_string(type) || strcmp(json_string_value(type), "text") || !json_is_string(text)) {
-            k3_api_errorf(e, 400, INVALID, param, "%s[%zu] must be {\"type\": \"text\", \"text\": "
-                          "STRING} (only text is supported)", param, i);
-            return NULL;
-        }
-        len += json_string_length(text);
-    }
-    char *out = malloc(len + 1);
-    if (!out) {
-        k3_api_errorf(e, 500, "server_error", NULL, "out of memory");
-        return NULL;
-    }
-    size_t at = 0;
-    for (size_t i = 0; i < json_array_size(content); i++) {
-        json_t *text = json_object_get(json_array_get(content, i), "text");
-        memcpy(out + at, json_string_value(text), json_string_length(text));
-        at += json_string_length(text);
-    }
-    out[at] = 0;
-    return out;
-}
-
 static int encode_messages(const struct k3_api_model *m, json_t *root, struct k3_api_request *r,
                            struct k3_api_error *e)
 {
-    json_t *msgs = json_object_get(root, "messages");
-    if (!json_is_array(msgs) || !json_array_size(msgs))
-        return k3_api_errorf(e, 400, INVALID, "messages",
-                             msgs ? "messages must be a non-empty array" : "messages is required");
-    size_t n = json_array_size(msgs);
-    struct k3_chat_msg *list = calloc(n, sizeof *list);
-    int rc = list ? 0 : k3_api_errorf(e, 500, "server_error", NULL, "out of memory");
-    for (size_t i = 0; !rc && i < n; i++) {
-        json_t *msg = json_array_get(msgs, i), *role = json_object_get(msg, "role");
-        char param[64];
-        snprintf(param, sizeof param, "messages[%zu].role", i);
-        const char *name = json_string_value(role);
-        if (!json_is_object(msg)) {
-            rc = k3_api_errorf(e, 400, INVALID, param, "messages[%zu] must be an object", i);
-        } else if (!name || (strcmp(name, "system") && strcmp(name, "developer") &&
-                             strcmp(name, "user") && strcmp(name, "assistant"))) {
-            rc = k3_api_errorf(e, 400, INVALID, param,
-                               "%s must be \"system\", \"developer\", \"user\" or \"assistant\"", param);
-        } else {
-            list[i].role = strcmp(name, "developer") ? name : "system"; /* OpenAI's newer name */
-            snprintf(param, sizeof param, "messages[%zu].content", i);
-            json_t *content = json_object_get(msg, "content");
-            if (!content)
-                rc = k3_api_errorf(e, 400, INVALID, param, "%s is required", param);
-            else if (!(list[i].text = message_text(content, param, e)))
-                rc = -1;
-        }
-    }
-    size_t n_ids = 0;
-    struct k3_err err;
-    if (!rc && k3_chat_messages(m->tok, list, (int)n, false, &r->prompt, &n_ids, &err))
-        rc = k3_api_errorf(e, 400, INVALID, "messages", "messages: %s", err.msg);
-    for (size_t i = 0; list && i < n; i++)
-        free((char *)list[i].text);
-    free(list);
-    r->n_prompt = (int)n_ids;
-    r->p.stop_at_close = true; /* the model closes its response element */
-    return rc;
+    struct k3_api_chat c;
+    if (k3_api_chat_render(m->tok, root, &c, e))
+        return -1;
+    r->prompt = c.ids;
+    r->n_prompt = c.n_ids;
+    r->thinking = c.thinking;
+    r->keep_calls = c.keep_calls;
+    r->grammar = c.grammar;
+    c.ids = NULL;
+    c.grammar = NULL;
+    k3_api_chat_free(&c);
+    return 0;
 }
 
 /* prompt: a string, an array of one string, or an array of token ids. */
@@ -391,9 +327,54 @@ static int encode_prompt(const struct k3_api_model *m, json_t *root, struct k3_a
 void k3_api_request_free(struct k3_api_request *r)
 {
     free(r->prompt);
+    k3_grammar_free(r->grammar);
     for (int i = 0; i < K3_MAX_STOPS; i++)
         free(r->p.stop[i]);
     memset(r, 0, sizeof *r);
+}
+
+static json_t *load_object(const char *body, size_t len, struct k3_api_error *e)
+{
+    json_error_t je;
+    json_t *root = json_loadb(body, len, 0, &je);
+    if (!root && json_error_code(&je) == json_error_invalid_utf8) {
+        bad_utf8(body, len, &je, e);
+        return NULL;
+    }
+    if (!root && json_error_code(&je) == json_error_out_of_memory)
+        k3_api_errorf(e, 500, "server_error", NULL, "out of memory parsing the body");
+    else if (!root)
+        k3_api_errorf(e, 400, INVALID, NULL, "the body is not valid JSON: %s (byte %d)", je.text,
+                      je.position);
+    else if (!json_is_object(root))
+        k3_api_errorf(e, 400, INVALID, NULL, "the body must be a JSON object");
+    if (root && !json_is_object(root)) {
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
+char *k3_api_apply_template(const struct k3_api_model *m, const char *body, size_t len,
+                            struct k3_api_error *e)
+{
+    json_t *root = load_object(body, len, e);
+    struct k3_api_chat c;
+    if (!root || k3_api_chat_render(NULL, root, &c, e)) {
+        json_decref(root);
+        return NULL;
+    }
+    size_t n;
+    char *text = k3_chat_segs_join(&c.segs, &n);
+    json_t *v = text ? json_pack("{s:s%}", "prompt", text, n) : NULL;
+    char *out = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    if (!out)
+        k3_api_errorf(e, 500, "server_error", NULL, "out of memory");
+    json_decref(v);
+    free(text);
+    k3_api_chat_free(&c);
+    json_decref(root);
+    return out;
 }
 
 int k3_api_parse(const struct k3_api_model *m, enum k3_api_kind kind, const char *body,
@@ -401,19 +382,10 @@ int k3_api_parse(const struct k3_api_model *m, enum k3_api_kind kind, const char
 {
     memset(out, 0, sizeof *out);
     out->kind = kind;
-    json_error_t je;
-    json_t *root = json_loadb(body, len, 0, &je);
-    if (!root && json_error_code(&je) == json_error_invalid_utf8)
-        return bad_utf8(body, len, &je, e);
-    if (!root && json_error_code(&je) == json_error_out_of_memory)
-        return k3_api_errorf(e, 500, "server_error", NULL, "out of memory parsing the body");
+    json_t *root = load_object(body, len, e);
     if (!root)
-        return k3_api_errorf(e, 400, INVALID, NULL, "the body is not valid JSON: %s (byte %d)",
-                             je.text, je.position);
-    int rc = json_is_object(root) ? 0 : k3_api_errorf(e, 400, INVALID, NULL,
-                                                      "the body must be a JSON object");
-    if (!rc)
-        rc = parse_params(m, root, out, e);
+        return -1;
+    int rc = parse_params(m, root, out, e);
     if (!rc)
         rc = kind == K3_API_CHAT ? encode_messages(m, root, out, e) : encode_prompt(m, root, out, e);
     const char *what = kind == K3_API_CHAT ? "messages" : "prompt";
@@ -495,12 +467,56 @@ static void add_hash(json_t *v, const struct k3_api_answer *a)
         json_object_set_new(v, "logits_hash", json_string(hex));
 }
 
+/* "tool_calls" when the answer ended by itself after making calls. */
+static const char *finish_reason(const struct k3_api_answer *a)
+{
+    if (a->finish == K3_FINISH_STOP && a->calls_total)
+        return "tool_calls";
+    return k3_api_finish_reason(a->finish);
+}
+
+/* calls[i] as OpenAI writes it; streamed, with its index among the answer's calls.  Its
+ * id is the answer's with the call's number: unique, and the same in both forms. */
+static json_t *tool_call(const struct k3_api_answer *a, int i, bool streamed)
+{
+    const char *dash = strchr(a->id, '-');
+    char id[80];
+    snprintf(id, sizeof id, "call_%s_%d", dash ? dash + 1 : a->id, a->first_call + i);
+    json_t *c = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function", "function",
+                          "name", a->calls[i].name, "arguments", a->calls[i].arguments);
+    if (c && streamed)
+        json_object_set_new(c, "index", json_integer(a->first_call + i));
+    return c;
+}
+
+/* A chat's message (whole) or delta (streamed): reasoning_content, content and
+ * tool_calls; content is null when the answer is calls alone. */
+static json_t *chat_message(const struct k3_api_answer *a, bool streamed, bool first)
+{
+    json_t *m = json_object();
+    if (!streamed || first)
+        json_object_set_new(m, "role", json_string("assistant"));
+    if (a->reasoning_len || (!streamed && a->reasoning))
+        json_object_set_new(m, "reasoning_content", json_stringn(a->reasoning, a->reasoning_len));
+    if (a->text_len || (!streamed && !a->calls_total) || first)
+        json_object_set_new(m, "content", json_stringn(a->text, a->text_len));
+    else if (!streamed)
+        json_object_set_new(m, "content", json_null());
+    if (a->n_calls) {
+        json_t *calls = json_array();
+        for (int i = 0; i < a->n_calls; i++)
+            json_array_append_new(calls, tool_call(a, i, streamed));
+        json_object_set_new(m, "tool_calls", calls);
+    }
+    return m;
+}
+
 char *k3_api_response_json(const struct k3_api_answer *a)
 {
-    const char *reason = k3_api_finish_reason(a->finish);
+    const char *reason = finish_reason(a);
     json_t *choice = a->kind == K3_API_CHAT
-        ? json_pack("{s:i, s:{s:s, s:s%}, s:s?, s:n}", "index", 0, "message", "role", "assistant",
-                    "content", a->text, a->text_len, "finish_reason", reason, "logprobs")
+        ? json_pack("{s:i, s:o, s:s?, s:n}", "index", 0, "message", chat_message(a, false, false),
+                    "finish_reason", reason, "logprobs")
         : json_pack("{s:i, s:s%, s:s?, s:n}", "index", 0, "text", a->text, a->text_len,
                     "finish_reason", reason, "logprobs");
     json_t *v = envelope(a, a->kind == K3_API_CHAT ? "chat.completion" : "text_completion", choice);
@@ -512,20 +528,13 @@ char *k3_api_response_json(const struct k3_api_answer *a)
 
 char *k3_api_chunk_json(const struct k3_api_answer *a, bool first)
 {
-    const char *reason = k3_api_finish_reason(a->finish);
-    json_t *choice;
-    if (a->kind == K3_API_CHAT) {
-        json_t *delta = json_object();
-        if (first)
-            json_object_set_new(delta, "role", json_string("assistant"));
-        if (first || a->text_len)
-            json_object_set_new(delta, "content", json_stringn(a->text, a->text_len));
-        choice = json_pack("{s:i, s:o, s:s?, s:n}", "index", 0, "delta", delta, "finish_reason",
-                           reason, "logprobs");
-    } else {
-        choice = json_pack("{s:i, s:s%, s:s?, s:n}", "index", 0, "text", a->text, a->text_len,
-                           "finish_reason", reason, "logprobs");
-    }
+    const char *reason = finish_reason(a);
+    json_t *choice =
+        a->kind == K3_API_CHAT
+            ? json_pack("{s:i, s:o, s:s?, s:n}", "index", 0, "delta", chat_message(a, true, first),
+                        "finish_reason", reason, "logprobs")
+            : json_pack("{s:i, s:s%, s:s?, s:n}", "index", 0, "text", a->text, a->text_len,
+                        "finish_reason", reason, "logprobs");
     json_t *v = envelope(a, a->kind == K3_API_CHAT ? "chat.completion.chunk" : "text_completion",
                          choice);
     if (a->finish != K3_FINISH_NONE)

@@ -39,19 +39,29 @@ struct k3_api_model {
     int default_max_tokens;          /* when a request sets none; 0: until the context is full */
 };
 
+struct k3_grammar;
+
 struct k3_api_request {
     enum k3_api_kind kind;
     bool stream, include_usage, logits_hash;
     int32_t *prompt;                 /* [n_prompt] malloc'd */
     int n_prompt;
     struct k3_gen_params p;          /* its stop strings are owned until handed to a request */
+    /* a chat's (api_chat.h) */
+    bool thinking;                   /* the prompt opened a think channel */
+    bool keep_calls;                 /* tool calls are answered (tool_choice is not "none") */
+    struct k3_grammar *grammar;      /* owned until handed to a request; NULL: free answer */
 };
 
 /* Parses body (len bytes, not NUL-terminated).  0, or -1 with e filled (out then holds
  * nothing to free). */
 int k3_api_parse(const struct k3_api_model *m, enum k3_api_kind kind, const char *body,
                  size_t len, struct k3_api_request *out, struct k3_api_error *e);
-/* Frees what the request still owns (prompt, stop strings not handed over). */
+/* The prompt a chat body renders to (llama-server's /apply-template): {"prompt": TEXT},
+ * malloc'd; NULL with e filled. */
+char *k3_api_apply_template(const struct k3_api_model *m, const char *body, size_t len,
+                            struct k3_api_error *e);
+/* Frees what the request still owns (prompt, stop strings, grammar not handed over). */
 void k3_api_request_free(struct k3_api_request *r);
 
 /* Fills e; returns -1.  param may be NULL. */
@@ -71,6 +81,11 @@ struct k3_api_answer {
     const char *model;
     const char *text;                /* the text (a piece of it in a chunk); may hold NULs */
     size_t text_len;
+    const char *reasoning;           /* a chat's reasoning (a piece of it), or NULL */
+    size_t reasoning_len;
+    const struct k3_tool_call *calls;/* tool calls (new ones in a chunk) */
+    int n_calls, first_call;         /* calls[0] is the answer's call first_call */
+    int calls_total;                 /* in the whole answer so far: finish_reason "tool_calls" */
     enum k3_finish finish;           /* NONE: a chunk before the end */
     int prompt_tokens, completion_tokens;
     int cached_tokens;               /* of the prompt, resumed from the prompt store */

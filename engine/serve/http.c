@@ -35,7 +35,9 @@ struct k3_http {
     char mhd_error[256];      /* libmicrohttpd's last message (start-up failures) */
 };
 
-enum route_kind { ROUTE_HEALTH, ROUTE_MODELS, ROUTE_METRICS, ROUTE_CHAT, ROUTE_COMPLETION };
+enum route_kind {
+    ROUTE_HEALTH, ROUTE_MODELS, ROUTE_METRICS, ROUTE_CHAT, ROUTE_COMPLETION, ROUTE_TEMPLATE
+};
 
 static const struct route {
     const char *path, *method;
@@ -47,6 +49,7 @@ static const struct route {
     {"/metrics", "GET", ROUTE_METRICS, false},
     {"/v1/chat/completions", "POST", ROUTE_CHAT, false},
     {"/v1/completions", "POST", ROUTE_COMPLETION, false},
+    {"/apply-template", "POST", ROUTE_TEMPLATE, false},
 };
 
 /* One HTTP request from its headers to its completion. */
@@ -246,11 +249,17 @@ static int events(struct stream *st, const struct k3_req_update *u)
 {
     st->a.text = u->text;
     st->a.text_len = u->len;
+    st->a.reasoning = u->reasoning;
+    st->a.reasoning_len = u->reasoning_len;
+    st->a.calls = u->calls;
+    st->a.n_calls = u->n_calls;
+    st->a.first_call = u->first_call;
+    st->a.calls_total += u->n_calls;
     st->a.prompt_tokens = u->prompt_tokens;
     st->a.completion_tokens = u->completion_tokens;
     st->a.cached_tokens = u->cached_tokens;
     int rc = 0;
-    if (u->len) {
+    if (u->len || u->reasoning_len || u->n_calls) {
         st->a.finish = K3_FINISH_NONE;
         rc = emit_chunk(st, false);
     }
@@ -268,6 +277,8 @@ static int events(struct stream *st, const struct k3_req_update *u)
     }
     st->a.text = "";
     st->a.text_len = 0;
+    st->a.reasoning_len = 0;
+    st->a.n_calls = 0;
     st->a.finish = u->finish;
     st->a.logits_hash = u->logits_hash;
     rc = emit_chunk(st, false);
@@ -292,7 +303,7 @@ static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
         int rc = events(st, &u);
-        free(u.text);
+        k3_req_update_free(&u);
         if (rc) {
             k3_request_cancel(st->r);
             return MHD_CONTENT_READER_END_WITH_ERROR;
@@ -311,7 +322,7 @@ static void free_stream(void *cls)
     struct k3_req_update u;
     k3_request_cancel(st->r); /* a no-op once it ended */
     k3_request_wait(st->r, 0, &u);
-    free(u.text);
+    k3_req_update_free(&u);
     if (st->client_left || !st->ended)
         snprintf(st->error, sizeof st->error, "the client went away");
     log_done(st->h, st->line, true, &u, now() - st->started, st->error);
@@ -357,40 +368,81 @@ static enum MHD_Result respond_stream(struct exchange *x, struct MHD_Connection 
 
 /* ---- one body -------------------------------------------------------------------- */
 
+/* A whole answer, gathered from the request's updates. */
+struct whole {
+    char *text, *reasoning;
+    size_t len, reasoning_len;
+    struct k3_tool_call *calls;
+    int n_calls;
+};
+
+static bool append(char **to, size_t *len, const char *from, size_t n)
+{
+    char *grown = realloc(*to, *len + n + 1);
+    if (!grown)
+        return false;
+    memcpy(grown + *len, from, n);
+    *len += n;
+    grown[*len] = 0;
+    *to = grown;
+    return true;
+}
+
+/* Takes u's new text, reasoning and calls into w; false when out of memory. */
+static bool gather(struct whole *w, struct k3_req_update *u)
+{
+    bool ok = append(&w->text, &w->len, u->text ? u->text : "", u->len) &&
+              (!u->reasoning_len || append(&w->reasoning, &w->reasoning_len, u->reasoning,
+                                           u->reasoning_len));
+    struct k3_tool_call *calls =
+        u->n_calls ? realloc(w->calls, sizeof *calls * (size_t)(w->n_calls + u->n_calls)) : w->calls;
+    if (ok && calls) {
+        w->calls = calls;
+        memcpy(w->calls + w->n_calls, u->calls, sizeof *calls * (size_t)u->n_calls);
+        w->n_calls += u->n_calls;
+        u->n_calls = 0; /* the strings are w's now */
+    }
+    k3_req_update_free(u);
+    return ok && calls;
+}
+
+static void whole_free(struct whole *w)
+{
+    free(w->text);
+    free(w->reasoning);
+    for (int i = 0; i < w->n_calls; i++) {
+        free(w->calls[i].name);
+        free(w->calls[i].arguments);
+    }
+    free(w->calls);
+}
+
 static enum MHD_Result respond_whole(struct exchange *x, struct MHD_Connection *c,
                                      struct k3_request *r, const struct k3_api_request *req)
 {
     int fd = client_fd(c);
-    char *text = NULL;
-    size_t len = 0;
+    struct whole w = {0};
     struct k3_req_update u;
     for (;;) {
         if (next_update(r, fd, &u)) {
             k3_request_release(r);
-            free(text);
+            whole_free(&w);
             log_line(x->h, "%s: the client went away", x->line);
             return MHD_NO;
         }
-        char *grown = realloc(text, len + u.len + 1);
-        if (grown) {
-            memcpy(grown + len, u.text, u.len);
-            len += u.len;
-            text = grown;
-            text[len] = 0;
-        }
-        free(u.text);
-        if (!grown) {
+        enum k3_finish finish = u.finish;
+        if (!gather(&w, &u)) {
             k3_request_cancel(r);
             k3_request_release(r);
-            free(text);
+            whole_free(&w);
             return send_body(c, 500, NULL, NULL, NULL, NULL);
         }
-        if (u.finish)
+        if (finish)
             break;
     }
     k3_request_release(r);
     if (u.finish == K3_FINISH_ERROR) {
-        free(text);
+        whole_free(&w);
         struct k3_api_error e;
         bool leaving = strstr(u.error, "shutting down") != NULL;
         k3_api_errorf(&e, leaving ? 503 : 500, leaving ? "unavailable_error" : "server_error", NULL,
@@ -400,16 +452,34 @@ static enum MHD_Result respond_whole(struct exchange *x, struct MHD_Connection *
     char id[48];
     new_id(x->h, req->kind, id, sizeof id);
     struct k3_api_answer a = {.kind = req->kind, .id = id, .created = time(NULL),
-                              .model = x->h->o.model.id, .text = text ? text : "",
-                              .text_len = len, .finish = u.finish,
+                              .model = x->h->o.model.id, .text = w.text ? w.text : "",
+                              .text_len = w.len,
+                              .reasoning = req->thinking ? (w.reasoning ? w.reasoning : "") : NULL,
+                              .reasoning_len = w.reasoning_len,
+                              .calls = w.calls, .n_calls = w.n_calls, .calls_total = w.n_calls,
+                              .finish = u.finish,
                               .prompt_tokens = u.prompt_tokens,
                               .completion_tokens = u.completion_tokens,
                               .cached_tokens = u.cached_tokens,
                               .with_hash = req->logits_hash, .logits_hash = u.logits_hash};
     char *json = k3_api_response_json(&a);
-    free(text);
+    whole_free(&w);
     log_done(x->h, x->line, false, &u, now() - x->started, "");
     return send_body(c, MHD_HTTP_OK, json, "application/json", NULL, NULL);
+}
+
+/* A chat's answer is split into K3's channels, and kept inside its grammar if it has one. */
+static int chat_answer(struct k3_http *h, struct k3_request *r, struct k3_api_request *req,
+                       struct k3_err *err)
+{
+    const struct k3_tokenizer *tok = h->o.model.tok;
+    if (req->kind != K3_API_CHAT)
+        return 0;
+    if (k3_request_split_chat(r, tok, req->thinking, req->keep_calls, err))
+        return -1;
+    struct k3_grammar *g = req->grammar;
+    req->grammar = NULL; /* the request's now */
+    return g ? k3_request_constrain(r, g, tok, err) : 0;
 }
 
 static enum MHD_Result generate(struct exchange *x, struct MHD_Connection *c, enum k3_api_kind kind)
@@ -425,6 +495,12 @@ static enum MHD_Result generate(struct exchange *x, struct MHD_Connection *c, en
         return send_body(c, 500, NULL, NULL, NULL, NULL);
     }
     memset(req.p.stop, 0, sizeof req.p.stop); /* the request owns them now */
+    struct k3_err err;
+    if (chat_answer(h, r, &req, &err)) {
+        k3_request_release(r);
+        k3_api_request_free(&req);
+        return refuse(x, c, 500, "server_error", NULL, "%s", err.msg);
+    }
     int rc = k3_sched_submit(h->sched, r);
     if (rc) {
         k3_request_release(r);
@@ -440,6 +516,17 @@ static enum MHD_Result generate(struct exchange *x, struct MHD_Connection *c, en
     enum MHD_Result out = req.stream ? respond_stream(x, c, r, &req) : respond_whole(x, c, r, &req);
     k3_api_request_free(&req);
     return out;
+}
+
+/* llama-server's /apply-template: the prompt a chat body renders to, not generated from. */
+static enum MHD_Result apply_template(struct exchange *x, struct MHD_Connection *c)
+{
+    struct k3_api_error e;
+    char *json = k3_api_apply_template(&x->h->o.model, x->body ? x->body : "", x->len, &e);
+    if (!json)
+        return send_error(x, c, &e);
+    log_line(x->h, "%s 200", x->line);
+    return send_body(c, MHD_HTTP_OK, json, "application/json", NULL, NULL);
 }
 
 /* ---- routing --------------------------------------------------------------------- */
@@ -545,6 +632,8 @@ static enum MHD_Result on_body(struct exchange *x, struct MHD_Connection *c)
         return generate(x, c, K3_API_CHAT);
     case ROUTE_COMPLETION:
         return generate(x, c, K3_API_COMPLETION);
+    case ROUTE_TEMPLATE:
+        return apply_template(x, c);
     }
     return MHD_NO;
 }

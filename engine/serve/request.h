@@ -17,9 +17,14 @@
 
 #include <xxhash.h>
 
+#include "engine/base/err.h"
 #include "engine/text/tokenizer.h"
 
 #define K3_MAX_STOPS 4
+
+struct k3_xtml_out;
+struct k3_grammar;
+struct k3_matcher;
 
 struct k3_gen_params {
     int max_tokens;           /* 0: until the context is full */
@@ -28,19 +33,29 @@ struct k3_gen_params {
     int top_k;                /* 0: off */
     uint64_t seed;
     char *stop[K3_MAX_STOPS]; /* owned; NULL-terminated when fewer */
-    bool stop_at_close;       /* <|close|> ends the text (a chat response element) */
-    bool ignore_eos;          /* llama-server's extension: neither end of message nor the
-                               * close of a chat's response ends it */
+    bool ignore_eos;          /* llama-server's extension: end of message does not end it */
     bool cache_prompt;        /* llama-server's: resume from a stored prompt state, and store
                                * this one's (serve/prompt_store.h) */
 };
 
 enum k3_finish { K3_FINISH_NONE, K3_FINISH_STOP, K3_FINISH_LENGTH, K3_FINISH_ERROR };
 
-/* What a handler reads: new text since its last read, and the end once it came. */
+/* A complete tool call of a chat's answer, as OpenAI's message carries it. */
+struct k3_tool_call {
+    char *name;
+    char *arguments;          /* a JSON object, as text */
+};
+
+/* What a handler reads: new text since its last read, and the end once it came.  A
+ * chat's answer comes split into K3's channels: reasoning, content (text) and calls. */
 struct k3_req_update {
     char *text;               /* malloc'd, may be empty; NUL-terminated */
     size_t len;
+    char *reasoning;          /* malloc'd new reasoning, NUL-terminated, or NULL */
+    size_t reasoning_len;
+    struct k3_tool_call *calls; /* malloc'd copies of the calls completed since the last read */
+    int n_calls, first_call;  /* calls[0] is the answer's call number first_call */
+    bool call_dropped;        /* at the end: a call was cut off (never closed) and dropped */
     enum k3_finish finish;    /* NONE while running */
     int prompt_tokens, completion_tokens;
     int cached_tokens;        /* prompt tokens resumed from the prompt store, not computed */
@@ -71,11 +86,30 @@ struct k3_request {
     char error[256];
     XXH3_state_t *hash;               /* over every logit row drawn from */
     double first_token_at;
+    /* a chat's answer in K3's channels (k3_request_split_chat), or NULL: all text */
+    struct k3_xtml_out *xtml;
+    bool keep_calls;                  /* tool_choice none: calls are parsed and dropped */
+    char *reasoning;                  /* [reasoning_cap] */
+    size_t reasoning_len, reasoning_cap, reasoning_read;
+    struct k3_tool_call *calls;       /* [calls_cap] */
+    int n_calls, calls_cap, calls_read;
+    bool call_dropped;
+    /* constrained decoding (k3_request_constrain), or NULL: every token allowed */
+    struct k3_grammar *grammar;
+    struct k3_matcher *matcher;
 };
 
 /* A request of n prompt ids (copied), with one reference (the caller's); params' stop
  * strings are taken over. */
 struct k3_request *k3_request_new(const int32_t *prompt, int n, const struct k3_gen_params *p);
+/* The answer is a chat's, after a generation prompt that opened a think channel
+ * (thinking) or a response one: split it into reasoning, content and tool calls
+ * (keep_calls false: calls are parsed and dropped, as tool_choice "none" asks). */
+int k3_request_split_chat(struct k3_request *r, const struct k3_tokenizer *tok, bool thinking,
+                          bool keep_calls, struct k3_err *err);
+/* The answer must stay inside grammar g (taken over, freed with the request). */
+int k3_request_constrain(struct k3_request *r, struct k3_grammar *g,
+                         const struct k3_tokenizer *tok, struct k3_err *err);
 void k3_request_retain(struct k3_request *r);
 void k3_request_release(struct k3_request *r);
 
@@ -84,11 +118,14 @@ void k3_request_release(struct k3_request *r);
  * something (maybe only the end), 1: timed out with nothing new. */
 int k3_request_wait(struct k3_request *r, int timeout_ms, struct k3_req_update *u);
 void k3_request_cancel(struct k3_request *r);
+/* Frees what an update holds. */
+void k3_req_update_free(struct k3_req_update *u);
 
 /* Scheduler side. */
-/* A generated token: its bytes (none for a special token) and the logit row it was drawn
- * from.  Returns true when a stop string ended the text (the text is cut before it). */
-bool k3_request_add_token(struct k3_request *r, const uint8_t *bytes, size_t len,
+/* A generated token: its id, its bytes (none for a special token) and the logit row it
+ * was drawn from.  Returns true when a stop string ended the text (the text is cut
+ * before it). */
+bool k3_request_add_token(struct k3_request *r, int32_t id, const uint8_t *bytes, size_t len,
                           const float *logits, int vocab);
 void k3_request_finish(struct k3_request *r, enum k3_finish f, const char *error);
 /* n prompt tokens were resumed from a stored state, not computed. */

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "engine/forward/sampler.h"
+#include "engine/grammar/grammar.h"
 
 enum slot_state { SLOT_FREE, SLOT_PREFILL, SLOT_DECODE };
 
@@ -28,7 +29,9 @@ struct k3_sched {
     struct k3_sched_opts o;
     struct slot *slots;  /* [parallel] */
     struct k3_prompt_store *store;
-    int32_t eos, close;  /* <|end_of_msg|>; <|close|> or -1 */
+    int32_t eos;         /* <|end_of_msg|> */
+    struct k3_vocab_trie *trie; /* the vocabulary's text tokens, for constrained requests */
+    uint32_t *allowed;   /* [vocab/32 rounded up] a constrained request's mask */
     uint64_t admissions;
     /* one step: up to the forward context's rows (a pass) */
     int rows;
@@ -134,11 +137,10 @@ int k3_sched_create(struct k3_sched **out, struct k3_runtime *rt, const struct k
     if (!rc)
         rc = k3_prompt_store_create(&s->store, c, o->cache_ram, err);
     const struct k3_tokenizer *tok;
-    if (!rc && !k3_runtime_tokenizer(rt, &tok, err)) {
-        s->close = k3_tok_special(tok, "<|close|>");
-    } else {
+    if (!rc && (k3_runtime_tokenizer(rt, &tok, err) || k3_vocab_trie_build(tok, &s->trie, err)))
         rc = -1;
-    }
+    if (!rc && !(s->allowed = calloc(((size_t)c->vocab + 31) / 32, sizeof *s->allowed)))
+        rc = k3_errf(err, "out of memory");
     s->eos = c->eos_id;
     if (rc) {
         k3_sched_destroy(s);
@@ -160,6 +162,8 @@ void k3_sched_destroy(struct k3_sched *s)
         free(s->slots[i].ids);
     }
     k3_prompt_store_destroy(s->store);
+    k3_vocab_trie_free(s->trie);
+    free(s->allowed);
     for (int i = 0; i < s->q_len; i++)
         k3_request_release(s->queue[(s->q_head + i) % s->o.queue_max]);
     pthread_mutex_destroy(&s->lock);
@@ -342,20 +346,36 @@ static int build_step(struct k3_sched *s, int *n_logits)
     return n;
 }
 
+/* The token a request draws from a logit row: any, or, when a grammar constrains it, only
+ * one the grammar allows (the logits stay as they are: the mask changes the choice).
+ * -1 when the grammar allows none. */
+static int32_t choose(struct k3_sched *s, struct slot *sl, const float *logits)
+{
+    struct k3_matcher *m = sl->req->matcher;
+    if (!m)
+        return k3_sample(&sl->sampler, logits);
+    k3_matcher_mask(m, s->trie, s->allowed);
+    int32_t id = k3_sample_masked(&sl->sampler, logits, s->allowed);
+    return id >= 0 && !k3_matcher_accept(m, id) ? id : -1;
+}
+
 /* A logit row drawn from: the token goes to the request; the slot decodes on, or ends at
  * end of message, a stop string, max_tokens or a full context. */
 static void take_token(struct k3_sched *s, struct slot *sl, const float *logits)
 {
     const struct k3_tokenizer *tok = s->rt->tok;
     int vocab = s->rt->m.cfg.vocab;
-    int32_t id = k3_sample(&sl->sampler, logits);
-    /* ignore_eos, as llama-server's: neither end of message nor a chat's close ends the
-     * text (benchmarks ask for exactly max_tokens) */
-    bool ends = !sl->req->p.ignore_eos &&
-                (id == s->eos || (sl->req->p.stop_at_close && id == s->close));
+    int32_t id = choose(s, sl, logits);
+    if (id < 0) {
+        end_slot(s, sl, K3_FINISH_ERROR, "the response's grammar allows no token here");
+        return;
+    }
+    /* ignore_eos, as llama-server's: end of message does not end the text (benchmarks ask
+     * for exactly max_tokens) */
+    bool ends = !sl->req->p.ignore_eos && id == s->eos;
     size_t len = 0;
-    const uint8_t *bytes = ends || k3_tok_is_special(tok, id) ? NULL : k3_tok_bytes(tok, id, &len);
-    bool stopped = k3_request_add_token(sl->req, bytes, len, logits, vocab);
+    const uint8_t *bytes = k3_tok_is_special(tok, id) ? NULL : k3_tok_bytes(tok, id, &len);
+    bool stopped = k3_request_add_token(sl->req, id, bytes, len, logits, vocab);
     int made = sl->req->completion_tokens;
     if (sl->state == SLOT_PREFILL) /* its prompt just ended: the next turn starts here */
         store_state(s, sl);
