@@ -23,17 +23,36 @@ static bool is(json_t *v, const char *s)
     return json_is_string(v) && !strcmp(json_string_value(v), s);
 }
 
-/* thinking (default on) and its effort (default max, as K3's apply_chat_template):
- * reasoning_effort low/high/max or none (thinking off); chat_template_kwargs.thinking
- * and enable_thinking as vLLM reads them. */
+/* An effort K3 knows: low, high or max (its text names medium, but the encoder refuses it). */
+static int effort_value(json_t *v, const char *param, const char **effort, struct k3_api_error *e)
+{
+    static const char *const efforts[] = {"low", "high", "max"};
+    for (size_t i = 0; i < 3; i++)
+        if (is(v, efforts[i])) {
+            *effort = efforts[i];
+            return 0;
+        }
+    return k3_api_errorf(e, 400, INVALID, param, "%s must be \"low\", \"high\" or \"max\"%s (K3 has "
+                         "no \"medium\")", param, strcmp(param, "reasoning_effort") ? "" : " or \"none\"");
+}
+
+/* thinking (default on) and its effort (default max, as K3's apply_chat_template sets
+ * it), as vLLM reads them: reasoning_effort low/high/max or none (thinking off);
+ * chat_template_kwargs thinking / enable_thinking, and thinking_effort (null: no note),
+ * which wins over reasoning_effort; add_generation_prompt (default true). */
 static int thinking_options(json_t *root, struct k3_api_chat *c, struct k3_api_error *e)
 {
     c->thinking = true;
     c->effort = "max";
-    json_t *kwargs = given(root, "chat_template_kwargs");
+    c->add_generation_prompt = true;
+    json_t *kwargs = given(root, "chat_template_kwargs"), *gen = given(root, "add_generation_prompt");
     if (kwargs && !json_is_object(kwargs))
         return k3_api_errorf(e, 400, INVALID, "chat_template_kwargs",
                              "chat_template_kwargs must be an object");
+    if (gen && !json_is_boolean(gen))
+        return k3_api_errorf(e, 400, INVALID, "add_generation_prompt",
+                             "add_generation_prompt must be a boolean");
+    c->add_generation_prompt = !gen || json_is_true(gen);
     const char *names[] = {"thinking", "enable_thinking"};
     for (size_t i = 0; i < 2; i++) {
         json_t *v = given(kwargs, names[i]);
@@ -43,22 +62,19 @@ static int thinking_options(json_t *root, struct k3_api_chat *c, struct k3_api_e
         if (v)
             c->thinking = json_is_true(v);
     }
+    json_t *kw_effort = json_object_get(kwargs, "thinking_effort");
+    if (kw_effort) {
+        c->effort = NULL;
+        return json_is_null(kw_effort)
+                   ? 0
+                   : effort_value(kw_effort, "chat_template_kwargs.thinking_effort", &c->effort, e);
+    }
     json_t *effort = given(root, "reasoning_effort");
-    if (!effort)
-        return 0;
-    static const char *const efforts[] = {"low", "high", "max"};
-    for (size_t i = 0; i < 3; i++)
-        if (is(effort, efforts[i])) {
-            c->effort = efforts[i];
-            return 0;
-        }
     if (is(effort, "none")) {
         c->thinking = false;
         return 0;
     }
-    return k3_api_errorf(e, 400, INVALID, "reasoning_effort",
-                         "reasoning_effort must be \"low\", \"high\", \"max\" or \"none\" (K3 has "
-                         "no \"medium\")");
+    return effort ? effort_value(effort, "reasoning_effort", &c->effort, e) : 0;
 }
 
 /* OpenAI's older `functions` and `function_call`, as the tools they stand for. */
@@ -139,9 +155,18 @@ static int response_format(json_t *root, json_t **schema, bool *json, struct k3_
         return k3_api_errorf(e, 400, INVALID, "response_format.type",
                              "response_format.type must be \"text\", \"json_object\" or "
                              "\"json_schema\"");
+    /* as the encoder takes it: json_schema.schema, else json_schema.json_schema, else
+     * json_schema itself */
     json_t *js = json_object_get(v, "json_schema");
+    if (!json_is_object(js))
+        return k3_api_errorf(e, 400, INVALID, "response_format.json_schema",
+                             "response_format.json_schema must be an object");
     *schema = json_object_get(js, "schema");
-    if (!json_is_object(js) || !json_is_object(*schema))
+    if (!*schema)
+        *schema = json_object_get(js, "json_schema");
+    if (!*schema)
+        *schema = js;
+    if (!json_is_object(*schema))
         return k3_api_errorf(e, 400, INVALID, "response_format.json_schema.schema",
                              "response_format.json_schema.schema must be an object");
     return 0;
@@ -194,7 +219,7 @@ static int render(const struct k3_tokenizer *tok, json_t *root, struct k3_api_ch
     c->keep_calls = !is(choice, "none");
     struct k3_chat_opts o = {.thinking = c->thinking, .effort = c->thinking ? c->effort : NULL,
                              .tool_choice = choice, .response_format = given(root, "response_format"),
-                             .add_generation_prompt = true, .strict = true};
+                             .add_generation_prompt = c->add_generation_prompt, .strict = true};
     struct k3_chat_fault fault = {{0}, {0}};
     if (k3_chat_render(messages, tools, &o, &c->segs, &fault))
         return k3_api_errorf(e, 400, INVALID, fault.param[0] ? fault.param : "messages", "%s",
