@@ -1,9 +1,10 @@
 #!/bin/bash
-# Determinism per request: eight requests (a chat, completions of text and of ids, each
-# its own seed and sampling, one greedy, one prompt longer than a prefill chunk) give the same text, token
-# count and logits hash alone, all eight at once (--parallel 8, eight clients), and when
-# half of them join while the other half decode (streamed); the same seed gives the same
-# text again, another seed another text.
+# Determinism per request: ten requests (a chat, completions of text and of ids, each
+# its own seed and sampling, one greedy, one prompt longer than a prefill chunk, a chat
+# constrained to a tool call and one to a JSON schema) give the same text, calls, token
+# count and logits hash alone, all at once (--parallel 8, ten clients), and when half of
+# them join while the other half decode (streamed); the same seed gives the same text
+# again, another seed another text.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
 m=$(tiny_model)
@@ -21,20 +22,24 @@ bodies=(
   '{"prompt": "Once upon a time", "temperature": 1.5, "seed": 16}'
   '{"prompt": "A bell", "temperature": 0.6, "seed": 17, "stop": ["zz"]}'
   '{"prompt": [1000, 3, 4], "temperature": 1.0, "top_k": 5, "seed": 18}'
+  '{"messages": [{"role": "user", "content": "Call"}], "tool_choice": "required", "chat_template_kwargs": {"thinking": false}, "temperature": 0.9, "seed": 19, "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 99}, "s": {"type": "string", "maxLength": 3}}, "required": ["n"]}}}]}'
+  '{"messages": [{"role": "user", "content": "JSON"}], "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 99}, "b": {"type": "array", "items": {"type": "boolean"}, "maxItems": 2}}, "required": ["a", "b"]}}}, "chat_template_kwargs": {"thinking": false}, "temperature": 1.0, "seed": 20}'
 )
 common='{"max_tokens": 8, "logits_hash": true}'
 
 # run_whole I OUT: request I, non-streaming; "text tokens hash" as JSON in OUT.
 run_whole() {
   curl -s --max-time 300 "$URL$(endpoint "${bodies[$1]}")" -d "$(jq -c ". + $common" <<<"${bodies[$1]}")" |
-    jq -c '[(.choices[0].text // .choices[0].message.content), .usage.completion_tokens, .logits_hash]' >"$2"
+    jq -c '[(.choices[0].text // .choices[0].message.content), .usage.completion_tokens, .logits_hash,
+            (.choices[0].message.tool_calls // [] | map(.function))]' >"$2"
 }
 # run_stream I OUT: the same, streamed (the events in OUT.sse).
 run_stream() {
   curl -sN --max-time 300 "$URL$(endpoint "${bodies[$1]}")" \
     -d "$(jq -c ". + $common + {stream: true, stream_options: {include_usage: true}}" <<<"${bodies[$1]}")" >"$2.sse"
   grep '^data: {' "$2.sse" | sed 's/^data: //' | jq -sc '[(map(.choices[0] | .text // .delta.content // empty) | join("")),
-     (last.usage.completion_tokens), (map(.logits_hash // empty) | first)]' >"$2"
+     (last.usage.completion_tokens), (map(.logits_hash // empty) | first),
+     (map(.choices[0].delta.tool_calls // empty) | flatten | map(.function))]' >"$2"
 }
 compare() { # PHASE
   local i
@@ -48,7 +53,9 @@ compare() { # PHASE
 
 for i in "${!bodies[@]}"; do run_whole "$i" "$d/alone-$i"; done
 for i in "${!bodies[@]}"; do
-  jq -e '.[1] == 8 and (.[2] | test("^[0-9a-f]{16}$"))' "$d/alone-$i" >/dev/null ||
+  # the constrained two may end before max_tokens (their grammar closes the answer)
+  jq -e '(.[1] == 8 or (.[1] >= 1 and (.[3] | length) + (.[0] | length) > 0)) and
+         (.[2] | test("^[0-9a-f]{16}$"))' "$d/alone-$i" >/dev/null ||
     fail "request $i alone: $(cat "$d/alone-$i")"
 done
 
@@ -71,7 +78,7 @@ awk -v mean="$(metric k3_decode_union_experts)" '$2 < 16 || $2 > 64 { exit 1 } $
 # Half start streaming; once one of them has text (the others still prefilling or decoding:
 # eight tokens go by fast on k3-tiny) the other half joins.
 pids=()
-for i in 0 1 2 3; do run_stream "$i" "$d/joined-$i" & pids+=($!); done
+for i in 0 1 2 3 8; do run_stream "$i" "$d/joined-$i" & pids+=($!); done
 for ((k = 0; k < 600; k++)); do
   n=0
   for i in 0 1 2 3; do [[ -f "$d/joined-$i.sse" ]] && grep -q '"content":"[^"]\|"text":"[^"]' "$d/joined-$i.sse" && n=$((n + 1)); done
@@ -79,7 +86,7 @@ for ((k = 0; k < 600; k++)); do
   sleep 0.05
 done
 running=$(metric k3_requests_running)
-for i in 4 5 6 7; do run_whole "$i" "$d/joined-$i" & pids+=($!); done
+for i in 4 5 6 7 9; do run_whole "$i" "$d/joined-$i" & pids+=($!); done
 wait "${pids[@]}"
 compare joined
 [[ $running -ge 1 ]] || fail "the second half joined when nothing ran"
