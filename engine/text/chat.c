@@ -260,10 +260,10 @@ static int tool_result(struct k3_chat_render *r, const struct k3_chat_view *v,
     const json_t *tool = result_tool(v, prior, index);
     struct k3_chat_buf name = {0};
     if (!tool)
-        return k3_chat_fail(r, param, "messages[%zu] names no tool: no tool_call_id of the "
-                            "assistant's calls, no name, no call at its position", v->at);
+        return k3_chat_fail(r, param, "%s matches no call of the assistant before it, and "
+                            "the message has no name: the result names no tool", param);
     if (k3_py_str(&name, tool))
-        return k3_chat_fail(r, param, "messages[%zu]'s tool name must be a string", v->at);
+        return k3_chat_fail(r, param, "%s: the tool's name must be a string", param);
     char ordinal[24];
     snprintf(ordinal, sizeof ordinal, "%zu", index);
     struct k3_chat_attr attrs[] = {{"role", "tool", 4}, {"tool", name.p, name.len},
