@@ -1,5 +1,6 @@
-/* `k3-uring tokenize`: encode text to ids or decode ids to text with a model's tokenizer.
- * Exit codes: 0 ok, 1 runtime error, 2 usage error (see cli.h). */
+/* `k3-uring tokenize`: encode text to ids or decode ids to text with a model's tokenizer,
+ * or render an OpenAI chat request with K3's chat encoding (the prompt, its segments or
+ * its ids).  Exit codes: 0 ok, 1 runtime error, 2 usage error (see cli.h). */
 #include <errno.h>
 #include <jansson.h>
 #include <stdbool.h>
@@ -12,12 +13,13 @@
 #include "engine/base/files.h"
 #include "engine/cli/cli.h"
 #include "engine/base/options.h"
+#include "engine/text/chat.h"
 #include "engine/text/tokenizer.h"
 
 struct tokenize_opts {
-    const char *model, *pattern, *prompt, *file, *decode;
+    const char *model, *pattern, *prompt, *file, *decode, *chat;
     int vocab; /* 0: from config.json */
-    bool no_specials, special, show;
+    bool no_specials, special, show, segments, ids;
 };
 
 static int usage_error(const char *msg)
@@ -133,16 +135,15 @@ static int decode(const struct k3_tokenizer *tok, const int32_t *ids, size_t n_i
     return 0;
 }
 
-/* Loads the tokenizer and does what the options ask: the process exit code. */
-static int tokenize(const struct tokenize_opts *o, const int32_t *ids, size_t n_ids)
+/* Loads the tokenizer the options name into *tok: 0, or the process exit code. */
+static int load(const struct tokenize_opts *o, struct k3_tokenizer **tok)
 {
     struct k3_err err = {{0}};
     int vocab = o->vocab ? o->vocab : config_vocab_size(o->model, &err);
     if (vocab < 0)
         return runtime_error(err.msg);
     const char *pattern = k3_tok_named_pattern(o->pattern);
-    struct k3_tokenizer *tok;
-    if (k3_tok_load(&tok, o->model, vocab, pattern ? pattern : o->pattern, o->no_specials, &err)) {
+    if (k3_tok_load(tok, o->model, vocab, pattern ? pattern : o->pattern, o->no_specials, &err)) {
         /* A malformed user regex is a usage error; everything else is at run time. */
         if (!strncmp(err.msg, "pattern:", 8)) {
             char msg[sizeof err.msg + 16];
@@ -151,22 +152,113 @@ static int tokenize(const struct tokenize_opts *o, const int32_t *ids, size_t n_
         }
         return runtime_error(err.msg);
     }
-    int rc = 0;
+    return 0;
+}
+
+/* ids comma-separated, or with --show one a line. */
+static int print_ids(const struct k3_tokenizer *tok, const struct tokenize_opts *o,
+                     const int32_t *ids, size_t n_ids, struct k3_err *err)
+{
+    if (o->show)
+        return show(tok, ids, n_ids, err);
+    for (size_t i = 0; i < n_ids; i++)
+        printf(i ? ",%d" : "%d", ids[i]);
+    putchar('\n');
+    return 0;
+}
+
+/* Loads the tokenizer and does what the options ask: the process exit code. */
+static int tokenize(const struct tokenize_opts *o, const int32_t *ids, size_t n_ids)
+{
+    struct k3_tokenizer *tok;
+    int rc = load(o, &tok);
+    if (rc)
+        return rc;
+    struct k3_err err = {{0}};
     int32_t *encoded = NULL;
     if (!o->decode) {
         rc = encode(tok, o, &encoded, &n_ids, &err);
         ids = encoded;
     }
-    if (!rc && o->show)
-        rc = show(tok, ids, n_ids, &err);
-    else if (!rc && o->decode)
+    if (!rc && o->decode && !o->show)
         rc = decode(tok, ids, n_ids, &err);
-    else if (!rc) {
-        for (size_t i = 0; i < n_ids; i++)
-            printf(i ? ",%d" : "%d", ids[i]);
-        putchar('\n');
-    }
+    else if (!rc)
+        rc = print_ids(tok, o, ids, n_ids, &err);
     free(encoded);
+    k3_tok_free(tok);
+    if (rc)
+        return runtime_error(err.msg);
+    if (fflush(stdout))
+        return runtime_error("writing standard output failed");
+    return 0;
+}
+
+/* --chat's request rendered into *segs: 0, or -1 with err naming the file and the field. */
+static int render_request(const char *path, struct k3_chat_segs *segs, struct k3_err *err)
+{
+    char *body;
+    size_t len;
+    if (read_all(path, &body, &len, err))
+        return -1;
+    json_error_t je;
+    json_t *req = json_loadb(body, len, 0, &je);
+    free(body);
+    if (!req)
+        return k3_errf(err, "%s:%d:%d: %s", path, je.line, je.column, je.text);
+    struct k3_chat_opts opts;
+    struct k3_chat_fault fault;
+    int rc = k3_chat_request_opts(req, &opts, &fault) ||
+             k3_chat_render(json_object_get(req, "messages"), json_object_get(req, "tools"),
+                            &opts, segs, &fault);
+    json_decref(req);
+    return rc ? k3_errf(err, "%s: %s", path, fault.message) : 0;
+}
+
+/* --segments: one [text, special] JSON array a line. */
+static int print_segments(const struct k3_chat_segs *segs, struct k3_err *err)
+{
+    for (size_t i = 0; i < segs->n; i++) {
+        json_t *pair = json_pack("[s%b]", segs->v[i].text, segs->v[i].len, segs->v[i].special);
+        char *line = pair ? json_dumps(pair, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+        json_decref(pair);
+        if (!line)
+            return k3_errf(err, "out of memory");
+        puts(line);
+        free(line);
+    }
+    return 0;
+}
+
+static int print_prompt(const struct k3_chat_segs *segs, struct k3_err *err)
+{
+    size_t len;
+    char *text = k3_chat_segs_join(segs, &len);
+    if (!text)
+        return k3_errf(err, "out of memory");
+    fwrite(text, 1, len, stdout);
+    free(text);
+    return 0;
+}
+
+/* --chat REQUEST: the prompt, its segments, or its ids: the process exit code. */
+static int chat(const struct tokenize_opts *o)
+{
+    struct k3_tokenizer *tok = NULL;
+    int rc = o->ids || o->show ? load(o, &tok) : 0;
+    if (rc)
+        return rc;
+    struct k3_err err = {{0}};
+    struct k3_chat_segs segs = {0};
+    rc = render_request(o->chat, &segs, &err);
+    if (!rc && (o->ids || o->show)) {
+        int32_t *ids = NULL;
+        size_t n = 0;
+        rc = k3_chat_segs_encode(tok, &segs, &ids, &n, &err) || print_ids(tok, o, ids, n, &err);
+        free(ids);
+    } else if (!rc) {
+        rc = o->segments ? print_segments(&segs, &err) : print_prompt(&segs, &err);
+    }
+    k3_chat_segs_free(&segs);
     k3_tok_free(tok);
     if (rc)
         return runtime_error(err.msg);
@@ -198,9 +290,18 @@ int cmd_tokenize(int argc, char **argv)
          .help = "decode comma-separated ids, print the bytes"},
         {.name = "show", .type = K3_OPT_FLAG, .dst = &o.show,
          .help = "print one token a line: id, then its bytes escaped"},
+        {.name = "chat", .type = K3_OPT_STRING, .dst = &o.chat, .arg = "REQUEST",
+         .help = "render an OpenAI chat request body (a JSON file, '-': standard input) with "
+                 "K3's chat encoding, checked as serve checks it; prints the prompt"},
+        {.name = "segments", .type = K3_OPT_FLAG, .dst = &o.segments,
+         .help = "with --chat: print the prompt's segments, one [text, special] JSON array a line"},
+        {.name = "ids", .type = K3_OPT_FLAG, .dst = &o.ids,
+         .help = "with --chat: print the prompt's ids (needs -m), comma-separated"},
     };
     const char *usage = "usage: k3-uring tokenize -m DIR [options] (-p TEXT | -f FILE | --decode IDS)\n"
-                        "Prints the ids of the text, comma-separated, or the decoded bytes.";
+                        "       k3-uring tokenize [-m DIR] --chat REQUEST [--segments | --ids | --show]\n"
+                        "Prints the ids of the text, comma-separated, or the decoded bytes; or the\n"
+                        "rendered chat prompt, its segments or its ids.";
     struct k3_err err = {{0}};
     int rc = k3_opts_parse(opts, K3_OPTS_COUNT(opts), argc, argv, &err);
     if (rc > 0) {
@@ -209,10 +310,16 @@ int cmd_tokenize(int argc, char **argv)
     }
     if (rc)
         return usage_error(err.msg);
-    if (!o.model)
+    if (!!o.prompt + !!o.file + !!o.decode + !!o.chat != 1)
+        return usage_error("give exactly one of -p TEXT, -f FILE, --decode IDS, --chat REQUEST");
+    if ((o.segments || o.ids) && !o.chat)
+        return usage_error("--segments and --ids go with --chat");
+    if (o.segments + o.ids + o.show > 1)
+        return usage_error("give at most one of --segments, --ids, --show");
+    if (!o.model && !(o.chat && !o.ids && !o.show))
         return usage_error("-m DIR is required");
-    if (!!o.prompt + !!o.file + !!o.decode != 1)
-        return usage_error("give exactly one of -p TEXT, -f FILE, --decode IDS");
+    if (o.chat)
+        return chat(&o);
     int32_t *ids = NULL;
     int n_ids = 0;
     if (o.decode && k3_parse_id_list("--decode", o.decode, &ids, &n_ids, &err))

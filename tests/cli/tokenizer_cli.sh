@@ -29,7 +29,8 @@ expect() {
 
 # --help comes from the option table: every option is listed.
 help=$("$K3" tokenize --help) || fail "--help exited $?"
-for opt in --model --pattern --vocab-size --no-specials --special --prompt --file --decode --show --help; do
+for opt in --model --pattern --vocab-size --no-specials --special --prompt --file --decode --show --chat \
+    --segments --ids --help; do
   [[ "$help" == *"$opt"* ]] || fail "--help does not list $opt"
 done
 

@@ -1,6 +1,8 @@
-/* K3's chat markup: the specials are real special tokens, the markup text between them
- * is plain text, and a user's "<|open|>" stays ordinary text; a conversation's assistant
- * turns sit in response elements; an unknown role is refused. */
+/* k3_chat_prompt / k3_chat_messages (plain text through the strict renderer): the
+ * specials are real special tokens, the markup text between them is plain text, and a
+ * user's "<|open|>" stays ordinary text; an assistant turn sits in a response element,
+ * after an (empty) think channel when thinking is on; developer renders as system; an
+ * unknown role, and a tool result with no call before it, are refused by field. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,9 +74,33 @@ int main(void)
     free(text);
     free(ids);
 
+    REQUIRE(k3_chat_messages(tok, conv, 3, true, &ids, &n, &e) == 0, "%s", e.msg);
+    text = decode(tok, ids, n);
+    CHECK(strstr(text, "<|open|>message role=\"assistant\"<|sep|><|open|>think<|sep|><|close|>"
+                       "think<|sep|><|open|>response<|sep|>Hello.<|close|>response<|sep|>"),
+          "with thinking, a past assistant turn carries an empty think channel: %s", text);
+    free(text);
+    free(ids);
+
+    struct k3_chat_msg dev[] = {{"developer", "Be brief."}, {"user", "Hi"}};
+    REQUIRE(k3_chat_messages(tok, dev, 2, false, &ids, &n, &e) == 0, "%s", e.msg);
+    text = decode(tok, ids, n);
+    CHECK(!strncmp(text, "<|open|>message role=\"system\"<|sep|>Be brief.<|close|>", 50),
+          "developer renders as system: %s", text);
+    free(text);
+    free(ids);
+
+    struct k3_chat_msg robot[] = {{"user", "Hi"}, {"robot", "beep"}};
+    CHECK(k3_chat_messages(tok, robot, 2, false, &ids, &n, &e) == -1 &&
+              strstr(e.msg, "messages[1].role"),
+          "an unknown role is refused by field: %s", e.msg);
     struct k3_chat_msg tool[] = {{"tool", "42"}};
-    CHECK(k3_chat_messages(tok, tool, 1, false, &ids, &n, &e) == -1 && strstr(e.msg, "\"tool\""),
-          "an unknown role is refused by name: %s", e.msg);
+    CHECK(k3_chat_messages(tok, tool, 1, false, &ids, &n, &e) == -1 && strstr(e.msg, "messages[0]") &&
+              strstr(e.msg, "tool_calls"),
+          "a tool result with no assistant call before it is refused: %s", e.msg);
+    CHECK(k3_chat_prompt(tok, NULL, "caf\xe9", false, &ids, &n, &e) == -1 &&
+              strstr(e.msg, "--chat: message 0: invalid UTF-8 at byte offset 3"),
+          "invalid UTF-8 is refused with its offset: %s", e.msg);
     k3_tok_free(tok);
     return check_result();
 }
