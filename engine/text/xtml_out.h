@@ -16,8 +16,10 @@
  *    text, as it is on the prompt side where such text never encodes to a special id.
  *  - Every text piece emitted is valid UTF-8: a character split across tokens is held
  *    back until it completes; bytes that cannot form one come out as U+FFFD.
- *  - Every call's arguments string parses as a JSON object (jansson, JSON_ALLOW_NUL: a
- *    string value may hold \u0000); a call that cannot give one is dropped and counted.
+ *  - Every call's arguments string parses as a JSON object (jansson with JSON_ALLOW_NUL:
+ *    a string value may hold \u0000, and JSON_DECODE_INT_AS_REAL: integers are kept as
+ *    written, however long); a call that cannot give one is dropped and counted.
+ *    tests/fuzz/fuzz_xtml_out.c holds the parser to this.
  *
  * Where the grammar leaves room (follows [WARP]'s id-based parser unless stated):
  *  - Text outside any channel (after <|close|>think<|sep|> or <|close|>response<|sep|>,
