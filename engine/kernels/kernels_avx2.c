@@ -4,6 +4,7 @@
  * pairwise lane tree; a partial last block of 16 goes through the
  * scalar tail.  The mat-mul reuses each loaded weight block for up to K3_TOKEN_BLOCK
  * tokens. */
+#include <cpuid.h>
 #include <immintrin.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -12,12 +13,20 @@
 #include "engine/kernels/kernels.h"
 #include "engine/kernels/kernels_isa.h"
 
+/* F16C from CPUID leaf 1 (ECX bit 29): clang before 15 has no "f16c" for
+ * __builtin_cpu_supports.  The OS's saving of ymm state, which F16C needs too, is part
+ * of what "avx2" checks. */
+static bool f16c_supported(void)
+{
+    unsigned eax, ebx, ecx, edx;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
+}
+
 static bool avx2_supported(void)
 {
     __builtin_cpu_init();
     /* bf16, MXFP4 and Q8_0 fuse; Q8_0 widens its half scales by F16C (older than AVX2) */
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c_supported();
 }
 
 K3_TARGET_BEGIN("avx2,fma")
