@@ -406,7 +406,8 @@ static void collect(struct collected *c, char *sse)
         }
         *nl = 0;
         json_t *data = json_loads(p + at, 0, NULL);
-        if (!json_equal(json_object_get(data, "type"), json_string(name)))
+        const char *type = json_string_value(json_object_get(data, "type"));
+        if (!type || strcmp(type, name))
             c->bad++;
         json_array_append_new(c->events, json_pack("{s:s, s:o?}", "event", name, "data", data));
         p = nl + 2;
