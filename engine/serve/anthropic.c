@@ -4,6 +4,7 @@
  * naming its field). */
 #include "engine/serve/anthropic.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +29,7 @@ static bool nonempty_string(json_t *v)
     return json_is_string(v) && json_string_length(v) > 0;
 }
 
-/* A 400 naming the field at param (a printf format, then the message's). */
+/* A 400 for the field fmt names: "FIELD what". */
 __attribute__((format(printf, 3, 4))) static int refuse(struct k3_api_error *e, const char *what,
                                                         const char *fmt, ...)
 {
@@ -176,10 +177,10 @@ static int convert_tool_choice(json_t *body, json_t *oai, struct k3_api_error *e
     } else {
         return refuse(e, "must be \"auto\", \"any\", \"tool\" or \"none\"", "tool_choice.type");
     }
-    if (json_object_set_new(oai, "tool_choice", choice))
+    if (json_object_set_new(oai, "tool_choice", choice) ||
+        (no_parallel && json_object_set_new(oai, "parallel_tool_calls",
+                                            json_boolean(!json_is_true(no_parallel)))))
         return out_of_memory(e);
-    if (no_parallel)
-        json_object_set_new(oai, "parallel_tool_calls", json_boolean(!json_is_true(no_parallel)));
     return 0;
 }
 
@@ -559,4 +560,52 @@ json_t *k3_anthropic_request(json_t *body, struct k3_api_error *e)
         return NULL;
     }
     return oai;
+}
+
+/* ---- errors of the converted body ----------------------------------------------- */
+
+/* s (cap bytes) with each OpenAI path of a tool or of tool_choice ("tools[3].function.
+ * parameters.properties.x") written as the Anthropic request's ("tools[3].input_schema.
+ * properties.x"); never longer. */
+static void anthropic_paths(char *s, size_t cap)
+{
+    static const struct {
+        const char *from, *to;
+    } tails[] = {{".function.parameters", ".input_schema"}, {".function.name", ".name"},
+                 {".function", ""}};
+    char out[512]; /* at least e->message's length */
+    size_t o = 0;
+    for (const char *p = s; *p && o < sizeof out - 1;) {
+        size_t head = 0;
+        if (!strncmp(p, "tools[", 6)) {
+            for (head = 6; isdigit((unsigned char)p[head]); head++)
+                ;
+            head = p[head] == ']' && head > 6 ? head + 1 : 0;
+        } else if (!strncmp(p, "tool_choice", 11)) {
+            head = 11;
+        }
+        if (!head) {
+            out[o++] = *p++;
+            continue;
+        }
+        o += (size_t)snprintf(out + o, sizeof out - o, "%.*s", (int)head, p);
+        p += head;
+        for (size_t k = 0; k < sizeof tails / sizeof *tails; k++) {
+            size_t n = strlen(tails[k].from);
+            if (!strncmp(p, tails[k].from, n)) {
+                o += (size_t)snprintf(out + o, sizeof out - o, "%s", tails[k].to);
+                p += n;
+                break;
+            }
+        }
+        o = o < sizeof out - 1 ? o : sizeof out - 1;
+    }
+    out[o] = 0;
+    snprintf(s, cap, "%s", out);
+}
+
+void k3_anthropic_error_fields(struct k3_api_error *e)
+{
+    anthropic_paths(e->param, sizeof e->param);
+    anthropic_paths(e->message, sizeof e->message);
 }

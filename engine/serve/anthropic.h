@@ -5,8 +5,9 @@
  * Owns: the conversion in (anthropic.c), each refusal a 400 naming the Anthropic field
  * ("messages[1].content[0].type"); the message, the event stream and the error body out
  * (anthropic_out.c).  Pure: no sockets, no threads.
- * Does not own: sampling and chat fields once converted (api.c, api_chat.c check them,
- * naming their OpenAI fields), HTTP (http.c), the markup (text/chat.h).
+ * Does not own: sampling and chat fields once converted (api.c, api_chat.c check them;
+ * k3_anthropic_error_fields renames what their errors name), HTTP (http.c), the markup
+ * (text/chat.h).
  *
  * The stream's invariants (asserted at every event): events go message_start, then
  * content blocks one at a time (start, deltas, stop; indexes 0, 1, 2, ... in order),
@@ -30,6 +31,12 @@
  * on), temperature, top_p, top_k, stop_sequences as stop, stream; seed and cache_prompt
  * (llama-server's extensions) pass through; metadata is ignored.  NULL with e filled. */
 json_t *k3_anthropic_request(json_t *body, struct k3_api_error *e);
+/* An error the OpenAI parser gave for a converted body, with the fields it names written
+ * as the Anthropic request's (tools[i].function.parameters as tools[i].input_schema, a
+ * tool's or tool_choice's function.name as name), in e->param and e->message.  The
+ * other fields it checks keep their names (model, max_tokens, temperature, top_p,
+ * top_k, stream, seed, chat_template_kwargs; messages only as a whole). */
+void k3_anthropic_error_fields(struct k3_api_error *e);
 
 /* ---- out ------------------------------------------------------------------------- */
 

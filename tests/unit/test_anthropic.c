@@ -289,6 +289,34 @@ static void refusals(void)
     json_decref(array);
 }
 
+/* The OpenAI parser's errors for a converted body name the Anthropic request's fields. */
+static void error_fields(void)
+{
+    static const struct {
+        const char *param, *message, *want_param, *want_message;
+    } cases[] = {
+        {"tools[12].function.parameters.properties.city.pattern",
+         "tools[12].function.parameters.properties.city.pattern is not supported",
+         "tools[12].input_schema.properties.city.pattern",
+         "tools[12].input_schema.properties.city.pattern is not supported"},
+        {"tool_choice.function.name", "tool_choice names \"f\", which is not among the tools",
+         "tool_choice.name", "tool_choice names \"f\", which is not among the tools"},
+        {"tools[0].function", "tools[0].function must be an object", "tools[0]",
+         "tools[0] must be an object"},
+        {"temperature", "temperature is 3; it must be at least 0 and at most 2", "temperature",
+         "temperature is 3; it must be at least 0 and at most 2"},
+        {"tools[x].function.name", "tools[].function.name", "tools[x].function.name",
+         "tools[].function.name"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        struct k3_api_error e;
+        k3_api_errorf(&e, 400, "invalid_request_error", cases[i].param, "%s", cases[i].message);
+        k3_anthropic_error_fields(&e);
+        CHECK(!strcmp(e.param, cases[i].want_param) && !strcmp(e.message, cases[i].want_message),
+              "%s: got param \"%s\", message \"%s\"", cases[i].param, e.param, e.message);
+    }
+}
+
 /* ---- answers --------------------------------------------------------------------- */
 
 static const struct k3_tool_call two_calls[] = {
@@ -592,6 +620,7 @@ int main(void)
     tools();
     blocks();
     refusals();
+    error_fields();
     message();
     errors();
     stream();
