@@ -29,7 +29,12 @@
  * tool messages before the rest of their turn), tools, tool_choice and
  * parallel_tool_calls, thinking as chat_template_kwargs.thinking (absent: K3's default,
  * on), temperature, top_p, top_k, stop_sequences as stop, stream; seed and cache_prompt
- * (llama-server's extensions) pass through; metadata is ignored.  NULL with e filled. */
+ * (llama-server's extensions) pass through; metadata is ignored.  Refused where
+ * llama-server guesses: image and document blocks, a last assistant message (a prefill
+ * to continue), a tool_result naming no tool_use of the turn before, a tool other than a
+ * custom one.  A redacted_thinking block is accepted and adds nothing (its data is
+ * Anthropic's ciphertext); a tool_result's is_error is checked, not rendered.  NULL with
+ * e filled. */
 json_t *k3_anthropic_request(json_t *body, struct k3_api_error *e);
 /* An error the OpenAI parser gave for a converted body, with the fields it names written
  * as the Anthropic request's (tools[i].function.parameters as tools[i].input_schema, a
@@ -77,9 +82,10 @@ struct k3_anthropic_stream {
 char *k3_anthropic_stream_start(struct k3_anthropic_stream *s, const struct k3_api_answer *a);
 /* An update's new reasoning (thinking_delta), text (text_delta) and complete calls (a
  * tool_use block each, its input in one input_json_delta; a->first_call the stream's
- * next call), a block closing as the next kind begins; at a->finish (STOP or LENGTH:
- * an error goes by k3_anthropic_stream_error) the open block's stop, message_delta
- * (stop_reason, usage) and message_stop.  Block ids and usage as the whole message's. */
+ * next call), a block closing as the next kind begins; at a->finish (STOP or LENGTH) the
+ * open block's stop, message_delta (stop_reason, usage) and message_stop.  Block ids and
+ * usage as the whole message's.  An update that ended in an error: its pieces here with
+ * finish NONE, then k3_anthropic_stream_error. */
 char *k3_anthropic_stream_update(struct k3_anthropic_stream *s, const struct k3_api_answer *a);
 /* An error event (k3_anthropic_error_json's body), which ends the stream. */
 char *k3_anthropic_stream_error(struct k3_anthropic_stream *s, const struct k3_api_error *e);
