@@ -23,60 +23,6 @@ static bool is(json_t *v, const char *s)
     return json_is_string(v) && !strcmp(json_string_value(v), s);
 }
 
-/* An effort K3 knows: low, high or max (its text names medium, but the encoder refuses it). */
-static int effort_value(json_t *v, const char *param, const char **effort, struct k3_api_error *e)
-{
-    static const char *const efforts[] = {"low", "high", "max"};
-    for (size_t i = 0; i < 3; i++)
-        if (is(v, efforts[i])) {
-            *effort = efforts[i];
-            return 0;
-        }
-    return k3_api_errorf(e, 400, INVALID, param, "%s must be \"low\", \"high\" or \"max\"%s (K3 has "
-                         "no \"medium\")", param, strcmp(param, "reasoning_effort") ? "" : " or \"none\"");
-}
-
-/* thinking (default on) and its effort (default max, as K3's apply_chat_template sets
- * it), as vLLM reads them: reasoning_effort low/high/max or none (thinking off);
- * chat_template_kwargs thinking / enable_thinking, and thinking_effort (null: no note),
- * which wins over reasoning_effort; add_generation_prompt (default true). */
-static int thinking_options(json_t *root, struct k3_api_chat *c, struct k3_api_error *e)
-{
-    c->thinking = true;
-    c->effort = "max";
-    c->add_generation_prompt = true;
-    json_t *kwargs = given(root, "chat_template_kwargs"), *gen = given(root, "add_generation_prompt");
-    if (kwargs && !json_is_object(kwargs))
-        return k3_api_errorf(e, 400, INVALID, "chat_template_kwargs",
-                             "chat_template_kwargs must be an object");
-    if (gen && !json_is_boolean(gen))
-        return k3_api_errorf(e, 400, INVALID, "add_generation_prompt",
-                             "add_generation_prompt must be a boolean");
-    c->add_generation_prompt = !gen || json_is_true(gen);
-    const char *names[] = {"thinking", "enable_thinking"};
-    for (size_t i = 0; i < 2; i++) {
-        json_t *v = given(kwargs, names[i]);
-        if (v && !json_is_boolean(v))
-            return k3_api_errorf(e, 400, INVALID, "chat_template_kwargs",
-                                 "chat_template_kwargs.%s must be a boolean", names[i]);
-        if (v)
-            c->thinking = json_is_true(v);
-    }
-    json_t *kw_effort = json_object_get(kwargs, "thinking_effort");
-    if (kw_effort) {
-        c->effort = NULL;
-        return json_is_null(kw_effort)
-                   ? 0
-                   : effort_value(kw_effort, "chat_template_kwargs.thinking_effort", &c->effort, e);
-    }
-    json_t *effort = given(root, "reasoning_effort");
-    if (is(effort, "none")) {
-        c->thinking = false;
-        return 0;
-    }
-    return effort ? effort_value(effort, "reasoning_effort", &c->effort, e) : 0;
-}
-
 /* OpenAI's older `functions` and `function_call`, as the tools they stand for. */
 static int legacy_functions(json_t *root, struct k3_api_error *e)
 {
@@ -207,7 +153,7 @@ static int answer_grammar(json_t *root, json_t *tools, struct k3_api_chat *c,
 static int render(const struct k3_tokenizer *tok, json_t *root, struct k3_api_chat *c,
                   struct k3_api_error *e)
 {
-    if (thinking_options(root, c, e) || legacy_functions(root, e))
+    if (legacy_functions(root, e))
         return -1;
     json_t *messages = json_object_get(root, "messages"), *tools = given(root, "tools");
     if (!json_is_array(messages) || !json_array_size(messages))
@@ -215,15 +161,14 @@ static int render(const struct k3_tokenizer *tok, json_t *root, struct k3_api_ch
                              messages ? "messages must be a non-empty array" : "messages is required");
     if (tools && !json_is_array(tools))
         return k3_api_errorf(e, 400, INVALID, "tools", "tools must be an array");
-    json_t *choice = given(root, "tool_choice");
-    c->keep_calls = !is(choice, "none");
-    struct k3_chat_opts o = {.thinking = c->thinking, .effort = c->thinking ? c->effort : NULL,
-                             .tool_choice = choice, .response_format = given(root, "response_format"),
-                             .add_generation_prompt = c->add_generation_prompt, .strict = true};
+    struct k3_chat_opts o;
     struct k3_chat_fault fault = {{0}, {0}};
-    if (k3_chat_render(messages, tools, &o, &c->segs, &fault))
-        return k3_api_errorf(e, 400, INVALID, fault.param[0] ? fault.param : "messages", "%s",
-                             fault.message);
+    if (k3_chat_request_opts(root, &o, &fault) ||
+        k3_chat_render(messages, tools, &o, &c->segs, &fault))
+        return k3_api_errorf(e, fault.param[0] ? 400 : 500, fault.param[0] ? INVALID : "server_error",
+                             fault.param[0] ? fault.param : NULL, "%s", fault.message);
+    c->thinking = o.thinking;
+    c->keep_calls = !is(given(root, "tool_choice"), "none");
     if (answer_grammar(root, tools, c, e))
         return -1;
     struct k3_err err;

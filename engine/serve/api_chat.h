@@ -22,8 +22,6 @@ struct k3_grammar;
 
 struct k3_api_chat {
     bool thinking;              /* the prompt opens a think channel */
-    const char *effort;         /* "low", "high", "max" (rendered only when thinking) or NULL */
-    bool add_generation_prompt; /* the prompt ends opening the assistant's answer */
     bool keep_calls;            /* tool_choice is not "none" */
     struct k3_chat_segs segs;   /* the rendered prompt */
     int32_t *ids;               /* [n_ids] its token ids (none when rendered without a tokenizer) */
