@@ -32,7 +32,7 @@ endif
 # needs), synthetic checkpoints (libk3synth.a: synth and its BPE trainer and corpus, kept
 # out of the inference path) and the command line (engine/cli).  Tests, fuzzers and the
 # bench tools link the libraries, never main.c.
-ENGINE_DIRS := base model forward kernels pack stream text runtime serve cluster routes
+ENGINE_DIRS := base model forward kernels pack stream text grammar runtime serve cluster routes
 LIB_SRC   := $(sort $(wildcard $(ENGINE_DIRS:%=engine/%/*.c) iouring/*.c numa/*.c))
 SYNTH_SRC := $(sort $(wildcard engine/synth/*.c engine/synth/*.S))
 CLI_SRC   := $(sort $(wildcard engine/cli/*.c))

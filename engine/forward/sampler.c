@@ -53,19 +53,15 @@ static int by_logit_desc(const void *a, const void *b, void *ctx)
     return x - y;
 }
 
-int k3_sample(struct k3_sampler *s, const float *logits)
+/* Draws among the candidates s->order[0..n) (ids ascending), whose largest logit is
+ * max: top-k, then top-p over the best first, then one uniform draw. */
+static int draw(struct k3_sampler *s, const float *logits, int n, float max)
 {
-    if (s->temp <= 0)
-        return k3_argmax(logits, s->vocab);
-    int n = s->vocab;
-    for (int i = 0; i < n; i++)
-        s->order[i] = i;
     if (s->top_k || s->top_p < 1) {
         qsort_r(s->order, (size_t)n, sizeof(int), by_logit_desc, (void *)logits);
-        if (s->top_k)
+        if (s->top_k && s->top_k < n)
             n = s->top_k;
     }
-    float max = logits[k3_argmax(logits, s->vocab)];
     double sum = 0;
     for (int i = 0; i < n; i++) {
         s->prob[i] = expf((logits[s->order[i]] - max) / s->temp);
@@ -86,4 +82,40 @@ int k3_sample(struct k3_sampler *s, const float *logits)
             return s->order[i];
     }
     return s->order[n - 1];
+}
+
+int k3_sample(struct k3_sampler *s, const float *logits)
+{
+    if (s->temp <= 0)
+        return k3_argmax(logits, s->vocab);
+    for (int i = 0; i < s->vocab; i++)
+        s->order[i] = i;
+    return draw(s, logits, s->vocab, logits[k3_argmax(logits, s->vocab)]);
+}
+
+int k3_argmax_masked(const float *logits, const uint32_t *allowed, int n)
+{
+    int best = -1;
+    for (int w = 0; w < (n + 31) / 32; w++)
+        for (uint32_t bits = allowed[w]; bits; bits &= bits - 1) {
+            int i = w * 32 + __builtin_ctz(bits);
+            if (i < n && (best < 0 || logits[i] > logits[best]))
+                best = i;
+        }
+    return best;
+}
+
+int k3_sample_masked(struct k3_sampler *s, const float *logits, const uint32_t *allowed)
+{
+    int best = k3_argmax_masked(logits, allowed, s->vocab);
+    if (best < 0 || s->temp <= 0)
+        return best;
+    int n = 0;
+    for (int w = 0; w < (s->vocab + 31) / 32; w++)
+        for (uint32_t bits = allowed[w]; bits; bits &= bits - 1) {
+            int i = w * 32 + __builtin_ctz(bits);
+            if (i < s->vocab)
+                s->order[n++] = i;
+        }
+    return draw(s, logits, n, logits[best]);
 }

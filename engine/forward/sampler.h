@@ -1,5 +1,6 @@
 /* Sampling: greedy or seeded temperature / top-k / top-p, with the project's own
- * generator, so a seed gives the same tokens on every machine and thread count.
+ * generator, so a seed gives the same tokens on every machine and thread count; the
+ * masked variants draw only among the ids a grammar allows (engine/grammar/).
  * Ties (equal logits) always go to the lower token id. */
 #ifndef K3_SAMPLER_H
 #define K3_SAMPLER_H
@@ -29,6 +30,13 @@ void k3_sampler_set(struct k3_sampler *s, float temp, int top_k, float top_p, ui
 int k3_argmax(const float *logits, int n);
 
 int k3_sample(struct k3_sampler *s, const float *logits);
+
+/* The same, among the ids whose bit is set in allowed ([ceil(vocab/32)] words, bit i%32
+ * of word i/32; a grammar's mask): the largest allowed logit when greedy, else the
+ * unmasked procedure over the allowed candidates alone (top-k counts allowed ids only).
+ * logits are not changed.  -1 when no id is allowed. */
+int k3_argmax_masked(const float *logits, const uint32_t *allowed, int n);
+int k3_sample_masked(struct k3_sampler *s, const float *logits, const uint32_t *allowed);
 
 /* Bytes a sampler of vocab ids keeps (its order and probability buffers). */
 static inline uint64_t k3_sampler_bytes(int vocab)
