@@ -13,9 +13,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <microhttpd.h>
 
 #include "engine/base/line.h"
+#include "engine/serve/anthropic.h"
 #include "engine/serve/metrics.h"
 
 #define WAIT_MS 50            /* between looks at a waiting client's socket */
@@ -36,7 +38,8 @@ struct k3_http {
 };
 
 enum route_kind {
-    ROUTE_HEALTH, ROUTE_MODELS, ROUTE_METRICS, ROUTE_CHAT, ROUTE_COMPLETION, ROUTE_TEMPLATE
+    ROUTE_HEALTH, ROUTE_MODELS, ROUTE_METRICS, ROUTE_CHAT, ROUTE_COMPLETION, ROUTE_TEMPLATE,
+    ROUTE_MESSAGES
 };
 
 static const struct route {
@@ -50,6 +53,7 @@ static const struct route {
     {"/v1/chat/completions", "POST", ROUTE_CHAT, false},
     {"/v1/completions", "POST", ROUTE_COMPLETION, false},
     {"/apply-template", "POST", ROUTE_TEMPLATE, false},
+    {"/v1/messages", "POST", ROUTE_MESSAGES, false},
 };
 
 /* One HTTP request from its headers to its completion. */
@@ -61,6 +65,7 @@ struct exchange {
     char *body;               /* [cap] */
     size_t len, cap, discarded;
     bool too_big;
+    bool anthropic;           /* answered in Anthropic's shapes (/v1/messages) */
 };
 
 /* A streamed response: server-sent events made from the request's updates. */
@@ -77,6 +82,7 @@ struct stream {
     bool ended;               /* the last event is in out */
     bool client_left;
     char error[256];
+    struct k3_anthropic_stream *anthropic; /* Anthropic's events, or NULL: OpenAI's chunks */
 };
 
 static double now(void)
@@ -146,8 +152,9 @@ static enum MHD_Result send_error(struct exchange *x, struct MHD_Connection *c,
         header = MHD_HTTP_HEADER_ALLOW, value = x->route->method;
     else if (e->status == MHD_HTTP_UNAUTHORIZED)
         header = MHD_HTTP_HEADER_WWW_AUTHENTICATE, value = "Bearer";
-    return send_body(c, (unsigned)e->status, k3_api_error_json(e), "application/json", header,
-                     value);
+    return send_body(c, (unsigned)e->status,
+                     x->anthropic ? k3_anthropic_error_json(e) : k3_api_error_json(e),
+                     "application/json", header, value);
 }
 
 __attribute__((format(printf, 6, 7))) static enum MHD_Result
@@ -243,38 +250,49 @@ static int emit_chunk(struct stream *st, bool first)
     return rc;
 }
 
-/* Events for one update: the new text, then at the end the final chunk (with the logits
- * hash), the usage chunk when asked, and [DONE]; or an error event. */
-static int events(struct stream *st, const struct k3_req_update *u)
+/* The answer's new pieces from an update. */
+static void take_update(struct k3_api_answer *a, const struct k3_req_update *u)
 {
-    st->a.text = u->text;
-    st->a.text_len = u->len;
-    st->a.reasoning = u->reasoning;
-    st->a.reasoning_len = u->reasoning_len;
-    st->a.calls = u->calls;
-    st->a.n_calls = u->n_calls;
-    st->a.first_call = u->first_call;
-    st->a.calls_total += u->n_calls;
-    st->a.prompt_tokens = u->prompt_tokens;
-    st->a.completion_tokens = u->completion_tokens;
-    st->a.cached_tokens = u->cached_tokens;
-    int rc = 0;
-    if (u->len || u->reasoning_len || u->n_calls) {
-        st->a.finish = K3_FINISH_NONE;
-        rc = emit_chunk(st, false);
+    a->text = u->text;
+    a->text_len = u->len;
+    a->reasoning = u->reasoning;
+    a->reasoning_len = u->reasoning_len;
+    a->calls = u->calls;
+    a->n_calls = u->n_calls;
+    a->first_call = u->first_call;
+    a->calls_total += u->n_calls;
+    a->prompt_tokens = u->prompt_tokens;
+    a->completion_tokens = u->completion_tokens;
+    a->cached_tokens = u->cached_tokens;
+    a->finish = K3_FINISH_NONE;
+}
+
+static int emit_error(struct stream *st, const char *message)
+{
+    snprintf(st->error, sizeof st->error, "%s", message);
+    struct k3_api_error e;
+    k3_api_errorf(&e, 500, "server_error", NULL, "%s", message);
+    char *text = st->anthropic ? k3_anthropic_stream_error(st->anthropic, &e) : NULL;
+    if (st->anthropic) {
+        int rc = emit(st, "%s", text);
+        free(text);
+        return rc;
     }
+    char *json = k3_api_error_json(&e);
+    int rc = emit(st, "data: %s\n\n", json);
+    free(json);
+    return rc;
+}
+
+/* OpenAI's chunks for one update: the new pieces, then at the end the final chunk (with
+ * the logits hash), the usage chunk when asked, and [DONE]. */
+static int openai_events(struct stream *st, const struct k3_req_update *u)
+{
+    int rc = 0;
+    if (u->len || u->reasoning_len || u->n_calls)
+        rc = emit_chunk(st, false);
     if (rc || !u->finish)
         return rc;
-    st->ended = true;
-    if (u->finish == K3_FINISH_ERROR) {
-        snprintf(st->error, sizeof st->error, "%s", u->error);
-        struct k3_api_error e;
-        k3_api_errorf(&e, 500, "server_error", NULL, "%s", u->error);
-        char *json = k3_api_error_json(&e);
-        rc = emit(st, "data: %s\n\n", json);
-        free(json);
-        return rc;
-    }
     st->a.text = "";
     st->a.text_len = 0;
     st->a.reasoning_len = 0;
@@ -288,6 +306,31 @@ static int events(struct stream *st, const struct k3_req_update *u)
         free(json);
     }
     return rc ? rc : emit(st, "%s", "data: [DONE]\n\n");
+}
+
+/* Anthropic's events for one update: blocks for the new pieces; at the end message_delta
+ * and message_stop. */
+static int anthropic_events(struct stream *st, const struct k3_req_update *u)
+{
+    st->a.finish = u->finish;
+    st->a.logits_hash = u->logits_hash;
+    char *text = k3_anthropic_stream_update(st->anthropic, &st->a);
+    int rc = emit(st, "%s", text);
+    free(text);
+    return rc;
+}
+
+/* Events for one update, or an error event when the request failed. */
+static int events(struct stream *st, const struct k3_req_update *u)
+{
+    take_update(&st->a, u);
+    st->ended = u->finish != K3_FINISH_NONE;
+    if (u->finish != K3_FINISH_ERROR)
+        return st->anthropic ? anthropic_events(st, u) : openai_events(st, u);
+    struct k3_req_update pieces = *u;
+    pieces.finish = K3_FINISH_NONE;
+    int rc = st->anthropic ? anthropic_events(st, &pieces) : openai_events(st, &pieces);
+    return rc ? rc : emit_error(st, u->error);
 }
 
 static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
@@ -327,8 +370,21 @@ static void free_stream(void *cls)
         snprintf(st->error, sizeof st->error, "the client went away");
     log_done(st->h, st->line, true, &u, now() - st->started, st->error);
     k3_request_release(st->r);
+    free(st->anthropic);
     free(st->out);
     free(st);
+}
+
+/* The first event, sent at once so the client sees the headers and knows it was accepted
+ * before the first token: OpenAI's chunk with the role, or Anthropic's message_start. */
+static int first_event(struct stream *st)
+{
+    if (!st->anthropic)
+        return emit_chunk(st, true);
+    char *text = k3_anthropic_stream_start(st->anthropic, &st->a);
+    int rc = emit(st, "%s", text);
+    free(text);
+    return rc;
 }
 
 static enum MHD_Result respond_stream(struct exchange *x, struct MHD_Connection *c,
@@ -347,9 +403,11 @@ static enum MHD_Result respond_stream(struct exchange *x, struct MHD_Connection 
     st->a = (struct k3_api_answer){.kind = req->kind, .id = st->id, .created = time(NULL),
                                    .model = x->h->o.model.id, .text = "",
                                    .with_hash = req->logits_hash};
-    /* The role goes out at once (OpenAI's first chunk), so the client sees the headers
-     * and knows it was accepted before the first token. */
-    if (req->kind == K3_API_CHAT && emit_chunk(st, true)) {
+    if (x->anthropic && !(st->anthropic = calloc(1, sizeof *st->anthropic))) {
+        free_stream(st);
+        return send_body(c, 500, NULL, NULL, NULL, NULL);
+    }
+    if (req->kind == K3_API_CHAT && first_event(st)) {
         free_stream(st);
         return send_body(c, 500, NULL, NULL, NULL, NULL);
     }
@@ -462,7 +520,7 @@ static enum MHD_Result respond_whole(struct exchange *x, struct MHD_Connection *
                               .completion_tokens = u.completion_tokens,
                               .cached_tokens = u.cached_tokens,
                               .with_hash = req->logits_hash, .logits_hash = u.logits_hash};
-    char *json = k3_api_response_json(&a);
+    char *json = x->anthropic ? k3_anthropic_message_json(&a) : k3_api_response_json(&a);
     whole_free(&w);
     log_done(x->h, x->line, false, &u, now() - x->started, "");
     return send_body(c, MHD_HTTP_OK, json, "application/json", NULL, NULL);
@@ -482,13 +540,18 @@ static int chat_answer(struct k3_http *h, struct k3_request *r, struct k3_api_re
     return g ? k3_request_constrain(r, g, tok, err) : 0;
 }
 
-static enum MHD_Result generate(struct exchange *x, struct MHD_Connection *c, enum k3_api_kind kind)
+/* Generates the answer to body (an OpenAI body of this kind), whole or streamed. */
+static enum MHD_Result generate(struct exchange *x, struct MHD_Connection *c, enum k3_api_kind kind,
+                                const char *body, size_t len)
 {
     struct k3_http *h = x->h;
     struct k3_api_request req;
     struct k3_api_error e;
-    if (k3_api_parse(&h->o.model, kind, x->body ? x->body : "", x->len, &req, &e))
+    if (k3_api_parse(&h->o.model, kind, body, len, &req, &e)) {
+        if (x->anthropic)
+            k3_anthropic_error_fields(&e);
         return send_error(x, c, &e);
+    }
     struct k3_request *r = k3_request_new(req.prompt, req.n_prompt, &req.p);
     if (!r) {
         k3_api_request_free(&req);
@@ -518,6 +581,29 @@ static enum MHD_Result generate(struct exchange *x, struct MHD_Connection *c, en
     return out;
 }
 
+/* Anthropic's /v1/messages: its body as the OpenAI chat body it stands for, answered in
+ * Anthropic's shapes. */
+static enum MHD_Result messages(struct exchange *x, struct MHD_Connection *c)
+{
+    struct k3_api_error e;
+    json_error_t je;
+    json_t *body = json_loadb(x->body ? x->body : "", x->len, 0, &je);
+    json_t *oai = body ? k3_anthropic_request(body, &e) : NULL;
+    json_decref(body);
+    if (!body)
+        k3_api_errorf(&e, 400, "invalid_request_error", NULL, "the body is not valid JSON: %s "
+                      "(byte %d)", je.text, je.position);
+    char *text = oai ? json_dumps(oai, JSON_COMPACT) : NULL;
+    json_decref(oai);
+    if (oai && !text)
+        k3_api_errorf(&e, 500, "server_error", NULL, "out of memory");
+    if (!text)
+        return send_error(x, c, &e);
+    enum MHD_Result rc = generate(x, c, K3_API_CHAT, text, strlen(text));
+    free(text);
+    return rc;
+}
+
 /* llama-server's /apply-template: the prompt a chat body renders to, not generated from. */
 static enum MHD_Result apply_template(struct exchange *x, struct MHD_Connection *c)
 {
@@ -536,11 +622,13 @@ static bool authorized(const struct k3_http *h, struct MHD_Connection *c)
     const char *key = h->o.api_key;
     if (!key)
         return true;
+    /* Bearer, as OpenAI's clients send it, or x-api-key, as Anthropic's */
     const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
                                                    MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!auth || strncmp(auth, "Bearer ", 7))
+    if (auth && !strncmp(auth, "Bearer ", 7))
+        auth += 7;
+    else if (!(auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key")))
         return false;
-    auth += 7;
     size_t n = strlen(key), m = strlen(auth);
     unsigned char diff = n != m;
     for (size_t i = 0; i < n; i++) /* the same time however much of the key matches */
@@ -562,6 +650,7 @@ static enum MHD_Result on_headers(struct exchange *x, struct MHD_Connection *c, 
 {
     struct k3_http *h = x->h;
     x->route = find_route(url);
+    x->anthropic = x->route && x->route->kind == ROUTE_MESSAGES;
     if (!x->route)
         return refuse(x, c, 404, "invalid_request_error", NULL, "no such path: %s", x->line);
     bool get = !strcmp(x->route->method, "GET");
@@ -629,9 +718,11 @@ static enum MHD_Result on_body(struct exchange *x, struct MHD_Connection *c)
                          "text/plain; version=0.0.4; charset=utf-8", NULL, NULL);
     }
     case ROUTE_CHAT:
-        return generate(x, c, K3_API_CHAT);
+        return generate(x, c, K3_API_CHAT, x->body ? x->body : "", x->len);
     case ROUTE_COMPLETION:
-        return generate(x, c, K3_API_COMPLETION);
+        return generate(x, c, K3_API_COMPLETION, x->body ? x->body : "", x->len);
+    case ROUTE_MESSAGES:
+        return messages(x, c);
     case ROUTE_TEMPLATE:
         return apply_template(x, c);
     }
