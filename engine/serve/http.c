@@ -452,16 +452,19 @@ static bool gather(struct whole *w, struct k3_req_update *u)
     bool ok = append(&w->text, &w->len, u->text ? u->text : "", u->len) &&
               (!u->reasoning_len || append(&w->reasoning, &w->reasoning_len, u->reasoning,
                                            u->reasoning_len));
-    struct k3_tool_call *calls =
-        u->n_calls ? realloc(w->calls, sizeof *calls * (size_t)(w->n_calls + u->n_calls)) : w->calls;
-    if (ok && calls) {
-        w->calls = calls;
-        memcpy(w->calls + w->n_calls, u->calls, sizeof *calls * (size_t)u->n_calls);
-        w->n_calls += u->n_calls;
-        u->n_calls = 0; /* the strings are w's now */
+    if (ok && u->n_calls) {
+        struct k3_tool_call *calls =
+            realloc(w->calls, sizeof *calls * (size_t)(w->n_calls + u->n_calls));
+        ok = calls != NULL;
+        if (ok) {
+            w->calls = calls;
+            memcpy(w->calls + w->n_calls, u->calls, sizeof *calls * (size_t)u->n_calls);
+            w->n_calls += u->n_calls;
+            u->n_calls = 0; /* the strings are w's now */
+        }
     }
     k3_req_update_free(u);
-    return ok && calls;
+    return ok;
 }
 
 static void whole_free(struct whole *w)

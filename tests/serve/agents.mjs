@@ -78,16 +78,19 @@ async function requiredCall() {
   ok(`required tool_choice, parallel_tool_calls false: one call to ${single.choices[0].message.tool_calls[0].function.name}`);
 }
 
-// Three rounds: a forced call, its result and the next call, then an answer with
-// tool_choice "none".  Each round's prompt extends the last one's, so it resumes from the
-// prompt store (cached_tokens grows); its logits hash is the one computed from scratch.
+// Three rounds: a forced call, its result and the next forced call, then an answer with
+// tool_choice "none".  Each round's prompt extends the last one's prompt (a named choice
+// adds no note at the end), so it resumes from the state the prompt store kept there
+// (cached_tokens grows); its logits hash is the one computed from scratch.
 async function agentLoop() {
   const messages = [{ role: "system", content: "Use the tools." },
                     { role: "user", content: "Weather in Oslo, then the time there?" }];
   let cached = -1;
-  const rounds = [{ type: "function", function: { name: "get_weather" } }, "required", "none"];
+  const rounds = [{ type: "function", function: { name: "get_weather" } },
+                  { type: "function", function: { name: "get_time" } }, "none"];
   for (const [i, tool_choice] of rounds.entries()) {
-    const req = { ...base, messages, tool_choice, seed: 100 + i, max_tokens: tool_choice === "none" ? 12 : 300 };
+    const req = { ...base, messages, tool_choice, parallel_tool_calls: false, seed: 100 + i,
+                  max_tokens: tool_choice === "none" ? 12 : 300 };
     const r = await client.chat.completions.create(req);
     const fresh = await client.chat.completions.create({ ...req, cache_prompt: false });
     assert.equal(r.logits_hash, fresh.logits_hash, `round ${i + 1}: resumed against computed from scratch`);
