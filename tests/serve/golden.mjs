@@ -56,7 +56,7 @@ try {
     assert.equal(status, 200, `${c.name}: ${JSON.stringify(out)}`);
     assert.equal(out.prompt, c.expected, `${c.name}: /apply-template`);
     assert.equal(tokenize(b), c.expected, `${c.name}: tokenize --chat`);
-    const ids = tokenize(b, "--ids").trim().split(/\s+/).length;
+    const ids = tokenize(b, "--ids").trim().split(",").length;
     let usage = "";
     if (c.options.add_generation_prompt) {
       const [s, done] = await post("/v1/chat/completions", { ...b, max_tokens: 1 });
