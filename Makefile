@@ -37,7 +37,7 @@ LIB_SRC   := $(sort $(wildcard $(ENGINE_DIRS:%=engine/%/*.c) iouring/*.c numa/*.
 SYNTH_SRC := $(sort $(wildcard engine/synth/*.c engine/synth/*.S))
 CLI_SRC   := $(sort $(wildcard engine/cli/*.c))
 TEST_SRC  := $(sort $(wildcard tests/unit/test_*.c))
-BENCH_SRC := bench/kernels.c bench/readbench.c bench/routesim.c
+BENCH_SRC := bench/kernels.c bench/readbench.c bench/routesim.c bench/grammar.c
 
 objs = $(patsubst %.S,build/$(1)/%.o,$(patsubst %.c,build/$(1)/%.o,$(2)))
 
@@ -70,7 +70,7 @@ build/$(1)/tests/%: build/$(1)/tests/unit/%.o $$($(1)_LIBS)
 	@mkdir -p $$(@D)
 	$(Q)$$(CC) $$(CFLAGS_BASE) $(2) $$^ $$(PKG_LIBS) $$(LDLIBS) -o $$@
 
-build/$(1)/bench/%: build/$(1)/bench/%.o build/$(1)/libk3.a
+build/$(1)/bench/%: build/$(1)/bench/%.o $$($(1)_LIBS)
 	$$(if $$(Q),@echo "  LD [$(1)] $$@")
 	$(Q)$$(CC) $$(CFLAGS_BASE) $(2) $$^ $$(PKG_LIBS) $$(LDLIBS) -o $$@
 endef

@@ -14,6 +14,7 @@
 #            with --no-cache (every record read every token); one token traced (Perfetto)
 #            on the largest N; the planner's projection for each N; then
 #            bench/results/bench-<date>.{json,md} and PNG plots (report.py, gnuplot).
+#   serve, replay, grammar (default too), and the optional ones: the stage table below
 # A preflight runs first and writes nothing: the tools the chosen stages need, the
 # drives, the calibration and the free disk space, each problem on one line naming what
 # to do; PREFLIGHT_ONLY=1 (or --check) stops there.  On every exit (done, failed, Ctrl-C)
@@ -72,6 +73,7 @@ stage ranks "mpirun bc" "two mpirun ranks, each on its own emulated box, against
 stage prefill "fio curl jq python3" "prompts in passes: off one drive in a memory cgroup, two turns through serve, serve's schedule, the drive model traced" "$root/bench/prefill.sh"
 stage replay "make cc" "real routing (a trace): cache policies against Belady, prediction from ids, unions; the engine replaying it" "$root/bench/replay.sh"
 stage slice "python3 bc fio" "k3-slice (K3's widths): full K3 projected from its layers; its s/token against the planner" "$root/bench/slice-plan.sh"
+stage grammar "make cc" "constrained decoding: the grammar mask's ms/token at K3's 163,840-id vocabulary" "$root/bench/grammar.sh"
 
 # The environment a stage script gets: the knobs as this run resolved them.
 stage_env() {

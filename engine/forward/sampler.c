@@ -1,6 +1,7 @@
 #include "engine/forward/sampler.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 int k3_sampler_init(struct k3_sampler *s, int vocab, float temp, int top_k, float top_p,
@@ -57,9 +58,10 @@ static int by_logit_desc(const void *a, const void *b, void *ctx)
  * max: top-k, then top-p over the best first, then one uniform draw. */
 static int draw(struct k3_sampler *s, const float *logits, int n, float max)
 {
-    if (s->top_k || s->top_p < 1) {
+    bool cut = s->top_k && s->top_k < n; /* as k3_sampler_set turns off a k >= vocab */
+    if (cut || s->top_p < 1) {
         qsort_r(s->order, (size_t)n, sizeof(int), by_logit_desc, (void *)logits);
-        if (s->top_k && s->top_k < n)
+        if (cut)
             n = s->top_k;
     }
     double sum = 0;

@@ -15,6 +15,12 @@
 #include "engine/grammar/step.h"
 #include "engine/grammar/vocab_trie.h"
 
+struct string_level {
+    bool in; /* still in the string: a, b are its frame's state (else level[] holds it) */
+    uint32_t a;
+    uint64_t b;
+};
+
 struct k3_matcher {
     const struct k3_grammar *g;
     const struct k3_tokenizer *tok;
@@ -25,6 +31,7 @@ struct k3_matcher {
     struct arena scratch; /* steps not yet taken: a token's bytes, the mask's walk */
     struct stackset *level; /* [n_level] the walk's position after each prefix length */
     struct arena_mark *mark;
+    struct string_level *str; /* [n_level] the walk's string state, while still in it */
     uint32_t n_level;
     bool broken; /* memory ran out: nothing is allowed any more */
 };
@@ -60,6 +67,7 @@ void k3_matcher_free(struct k3_matcher *m)
     arena_free(&m->scratch);
     free(m->level);
     free(m->mark);
+    free(m->str);
     free(m);
 }
 
@@ -145,12 +153,14 @@ static void or_short(uint32_t *dst, const uint32_t *src, const struct k3_vocab_t
         or_words(dst, src, t->words);
         return;
     }
+    const uint32_t *fit = t->short_of[room < SHORT_CHARS ? room : SHORT_CHARS - 1];
     for (int w = 0; w < t->words; w++)
-        for (uint32_t bits = src[w]; bits; bits &= bits - 1) {
-            int id = w * 32 + __builtin_ctz(bits);
-            if (t->chars[id] <= room)
-                dst[w] |= 1u << (id & 31);
-        }
+        dst[w] |= src[w] & fit[w];
+    for (uint32_t i = 0; room >= SHORT_CHARS && i < t->n_long; i++) {
+        int32_t id = t->long_ids[i];
+        if (t->chars[id] <= room && (src[id >> 5] >> (id & 31) & 1))
+            dst[id >> 5] |= 1u << (id & 31);
+    }
 }
 
 static bool ensure_levels(struct k3_matcher *m, uint32_t depth)
@@ -163,7 +173,10 @@ static bool ensure_levels(struct k3_matcher *m, uint32_t depth)
     struct arena_mark *k = l ? realloc(m->mark, (depth + 1) * sizeof *k) : NULL;
     if (k)
         m->mark = k;
-    if (!l || !k)
+    struct string_level *s = k ? realloc(m->str, (depth + 1) * sizeof *s) : NULL;
+    if (s)
+        m->str = s;
+    if (!l || !k || !s)
         return false;
     m->n_level = depth + 1;
     return true;
@@ -184,6 +197,50 @@ static int walk(struct k3_matcher *m, const struct flat_trie *tr, const struct s
         if (step_set(m->g, ar, &m->level[d - 1], tr->byte[i], &m->level[d]))
             return -1;
         if (!m->level[d].n) {
+            i = tr->next[i];
+            continue;
+        }
+        if (tr->token[i] >= 0)
+            bits[tr->token[i] >> 5] |= 1u << (tr->token[i] & 31);
+        m->mark[d] = arena_mark(ar);
+        i++;
+    }
+    return 0;
+}
+
+/* walk() for one stack whose top is a JSON string: while a prefix stays in the string its
+ * state is stepped inline (no frames); once the string closes, the walk goes on from the
+ * frame below as walk() does. */
+static int walk_string(struct k3_matcher *m, const struct flat_trie *tr, const struct frame *top,
+                       uint32_t *bits)
+{
+    if (!ensure_levels(m, tr->max_depth))
+        return -1;
+    struct arena *ar = &m->scratch;
+    const struct node *n = &m->g->nodes[top->node];
+    m->str[0] = (struct string_level){true, top->a, top->b};
+    m->mark[0] = arena_mark(ar);
+    for (uint32_t i = 0; i < tr->n;) {
+        uint32_t d = tr->depth[i];
+        const struct string_level *up = &m->str[d - 1];
+        struct string_level *here = &m->str[d];
+        bool ok;
+        if (up->in) {
+            *here = *up;
+            enum string_move move = string_step(n, &here->a, &here->b, tr->byte[i]);
+            ok = move == STR_STAY || move == STR_POP;
+            if (move == STR_POP) { /* the quote: the frame below goes on */
+                here->in = false;
+                m->level[d] = (struct stackset){.n = 1, .top = {top->up}};
+            }
+        } else {
+            arena_reset(ar, m->mark[d - 1]);
+            if (step_set(m->g, ar, &m->level[d - 1], tr->byte[i], &m->level[d]))
+                return -1;
+            here->in = false;
+            ok = m->level[d].n > 0;
+        }
+        if (!ok) {
             i = tr->next[i];
             continue;
         }
@@ -216,8 +273,7 @@ static int shortcut(struct k3_matcher *m, const struct k3_vocab_trie *t, const s
         return 1;
     }
     or_short(bits, t->json[utf8], t, room);
-    struct stackset one = {.n = 1, .top = {top}};
-    return walk(m, &t->stops, &one, bits) ? -1 : 1;
+    return walk_string(m, &t->stops, top, bits) ? -1 : 1;
 }
 
 void k3_matcher_mask(struct k3_matcher *m, const struct k3_vocab_trie *t, uint32_t *bits)

@@ -103,7 +103,8 @@ uint32_t gb_list(struct k3_grammar *g, enum node_kind kind, const uint32_t *kids
     if (!grow(g, (void **)&g->kids, &g->cap_kids, g->n_kids + n, sizeof *g->kids))
         return 0;
     uint32_t off = g->n_kids;
-    memcpy(g->kids + off, kids, n * sizeof *kids);
+    if (n)
+        memcpy(g->kids + off, kids, n * sizeof *kids);
     g->n_kids += n;
     uint32_t id = gb_node(g, kind);
     if (!g->oom) {
@@ -118,7 +119,8 @@ uint32_t gb_props(struct k3_grammar *g, uint32_t n)
     if (!grow(g, (void **)&g->props, &g->cap_props, g->n_props + n, sizeof *g->props))
         return 0;
     uint32_t off = g->n_props;
-    memset(g->props + off, 0, n * sizeof *g->props);
+    if (n)
+        memset(g->props + off, 0, n * sizeof *g->props);
     g->n_props += n;
     return off;
 }

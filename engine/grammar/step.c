@@ -82,7 +82,6 @@ static const struct frame *mk(struct ctx *c, const struct frame *up, uint32_t no
     return f;
 }
 
-enum { S_OPEN, S_BODY, S_ESC, S_HEX };
 enum { P_START, P_NEXT, P_AFTER_SEP, P_KEY };
 
 /* A frame for node at its start. */
@@ -189,10 +188,9 @@ static void step_choice(struct ctx *c, const struct frame *f, uint16_t sym)
         hand_down(c, f, sym);
 }
 
-static const struct frame *string_at(struct ctx *c, const struct frame *f, uint32_t phase,
-                                     uint32_t utf8, uint32_t hex_n, uint32_t hex, uint64_t chars)
+static uint32_t string_state(uint32_t phase, uint32_t utf8, uint32_t hex_n, uint32_t hex)
 {
-    return mk(c, f->up, f->node, phase | utf8 << 3 | hex_n << 6 | hex << 8, chars);
+    return phase | utf8 << 3 | hex_n << 6 | hex << 8;
 }
 
 static int hex_digit(uint16_t sym)
@@ -208,61 +206,71 @@ static int hex_digit(uint16_t sym)
 
 /* After \u: four hex digits naming a character other than NUL and the surrogates (a
  * lone surrogate is not valid JSON text; characters past U+FFFF come as UTF-8). */
-static void step_hex(struct ctx *c, const struct frame *f, uint16_t sym)
+static enum string_move string_hex(uint32_t *a, uint64_t *chars, uint16_t sym)
 {
     int d = hex_digit(sym);
-    uint32_t k = (f->a >> 6 & 3) + 1, v = (f->a >> 8 & 0xFFFF) * 16 + (uint32_t)(d < 0 ? 0 : d);
+    uint32_t k = (*a >> 6 & 3) + 1, v = (*a >> 8 & 0xFFFF) * 16 + (uint32_t)(d < 0 ? 0 : d);
     if (d < 0 || (k == 2 && v >= 0xD8 && v <= 0xDF) || (k == 4 && v == 0))
-        return;
+        return STR_REFUSE;
     if (k == 4)
-        emit_new(c, string_at(c, f, S_BODY, 0, 0, 0, f->b + 1));
-    else
-        emit_new(c, string_at(c, f, S_HEX, 0, k, v, f->b));
+        ++*chars;
+    *a = k == 4 ? string_state(S_BODY, 0, 0, 0) : string_state(S_HEX, 0, k, v);
+    return STR_STAY;
+}
+
+enum string_move string_step(const struct node *n, uint32_t *a, uint64_t *chars, uint16_t sym)
+{
+    uint32_t phase = *a & 7, utf8 = *a >> 3 & 7;
+    bool raw = n->flags & F_RAW;
+    if (phase == S_OPEN) {
+        *a = string_state(S_BODY, 0, 0, 0);
+        return sym == '"' ? STR_STAY : STR_REFUSE;
+    }
+    if (phase == S_ESC) {
+        *a = string_state(sym == 'u' ? S_HEX : S_BODY, 0, 0, 0);
+        if (sym == 'u')
+            return STR_STAY;
+        if (sym >= 256 || !sym || !strchr("\"\\/bfnrt", sym))
+            return STR_REFUSE;
+        ++*chars;
+        return STR_STAY;
+    }
+    if (phase == S_HEX)
+        return string_hex(a, chars, sym);
+    bool may_end = utf8 == 0 && (int64_t)*chars >= n->lo;
+    if (sym >= 256)
+        return raw && may_end ? STR_HAND_DOWN : STR_REFUSE;
+    if (!raw && sym == '"')
+        return may_end ? STR_POP : STR_REFUSE;
+    if (!raw && sym == '\\') { /* the escape's character is counted when it is complete */
+        *a = string_state(S_ESC, 0, 0, 0);
+        return utf8 == 0 && (int64_t)*chars < n->hi ? STR_STAY : STR_REFUSE;
+    }
+    if (!raw && sym < 0x20)
+        return STR_REFUSE;
+    uint8_t u = utf8_next((uint8_t)utf8, (uint8_t)sym);
+    *chars += utf8_starts_char((uint8_t)sym);
+    *a = string_state(S_BODY, u, 0, 0);
+    return u != UTF8_BAD && (int64_t)*chars <= n->hi ? STR_STAY : STR_REFUSE;
 }
 
 static void step_string(struct ctx *c, const struct frame *f, const struct node *n, uint16_t sym)
 {
-    uint32_t phase = f->a & 7, utf8 = f->a >> 3 & 7;
-    bool raw = n->flags & F_RAW;
+    uint32_t a = f->a;
     uint64_t chars = f->b;
-    if (phase == S_OPEN) {
-        if (sym == '"')
-            emit_new(c, string_at(c, f, S_BODY, 0, 0, 0, 0));
-        return;
+    switch (string_step(n, &a, &chars, sym)) {
+    case STR_STAY:
+        emit_new(c, mk(c, f->up, f->node, a, chars));
+        break;
+    case STR_POP:
+        emit(c, f->up);
+        break;
+    case STR_HAND_DOWN:
+        hand_down(c, f, sym);
+        break;
+    case STR_REFUSE:
+        break;
     }
-    if (phase == S_ESC) {
-        if (sym == 'u')
-            emit_new(c, string_at(c, f, S_HEX, 0, 0, 0, chars));
-        else if (sym < 256 && strchr("\"\\/bfnrt", sym) && sym)
-            emit_new(c, string_at(c, f, S_BODY, 0, 0, 0, chars + 1));
-        return;
-    }
-    if (phase == S_HEX) {
-        step_hex(c, f, sym);
-        return;
-    }
-    bool may_end = utf8 == 0 && (int64_t)chars >= n->lo;
-    if (sym >= 256) {
-        if (raw && may_end)
-            hand_down(c, f, sym);
-        return;
-    }
-    if (!raw && sym == '"') {
-        if (may_end)
-            emit(c, f->up);
-        return;
-    }
-    if (!raw && sym == '\\') {
-        if (utf8 == 0 && (int64_t)chars < n->hi)
-            emit_new(c, string_at(c, f, S_ESC, 0, 0, 0, chars));
-        return;
-    }
-    if (!raw && sym < 0x20)
-        return;
-    uint8_t u = utf8_next((uint8_t)utf8, (uint8_t)sym);
-    uint64_t more = chars + utf8_starts_char((uint8_t)sym);
-    if (u != UTF8_BAD && (int64_t)more <= n->hi)
-        emit_new(c, string_at(c, f, S_BODY, u, 0, 0, more));
 }
 
 /* JSON number phases: start, after '-', integer digits, a lone 0, after '.', fraction

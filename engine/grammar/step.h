@@ -64,6 +64,13 @@ int step_set(const struct k3_grammar *g, struct arena *ar, const struct stackset
 /* A copy of in whose frames live in ar (so the arena in lived in can be reset). */
 int step_copy(struct arena *ar, const struct stackset *in, struct stackset *out);
 
+/* A string's state (a frame's a and b) after one symbol: stay in the string, pop (the
+ * closing quote), hand the symbol down (raw text's end), or refuse.  step_set does this
+ * for a string frame; the mask's walk does it inline through a string's tokens. */
+enum { S_OPEN, S_BODY, S_ESC, S_HEX };
+enum string_move { STR_REFUSE, STR_STAY, STR_POP, STR_HAND_DOWN };
+enum string_move string_step(const struct node *n, uint32_t *a, uint64_t *chars, uint16_t sym);
+
 /* What a string's top frame says, for the mask's shortcuts: 1 when f is an N_STRING in
  * its body (not in an escape), with its UTF-8 state, characters so far and limit. */
 int step_string_body(const struct k3_grammar *g, const struct frame *f, bool *raw,

@@ -102,8 +102,12 @@ static void classify(struct k3_vocab_trie *t, const struct tok_bytes *k)
             set_bit(t->json[s], k->id);
     }
     set_bit(t->text, k->id);
-    t->chars[k->id] = (uint8_t)(chars > 255 ? 255 : chars);
+    t->chars[k->id] = (uint16_t)chars; /* a token has at most UINT16_MAX bytes */
     t->max_chars = chars > t->max_chars ? chars : t->max_chars;
+    for (uint32_t c = chars; c < SHORT_CHARS; c++)
+        set_bit(t->short_of[c], k->id);
+    if (chars >= SHORT_CHARS)
+        t->long_ids[t->n_long++] = k->id;
 }
 
 static int find_specials(struct k3_vocab_trie *t, const struct k3_tokenizer *tok,
@@ -121,9 +125,13 @@ static int find_specials(struct k3_vocab_trie *t, const struct k3_tokenizer *tok
 static int alloc_masks(struct k3_vocab_trie *t, struct k3_err *err)
 {
     size_t bytes = (size_t)t->words * sizeof(uint32_t);
-    bool ok = (t->text = calloc(1, bytes)) && (t->chars = calloc((size_t)t->vocab, 1));
+    bool ok = (t->text = calloc(1, bytes)) &&
+              (t->chars = calloc((size_t)t->vocab, sizeof *t->chars)) &&
+              (t->long_ids = malloc((size_t)t->vocab * sizeof *t->long_ids));
     for (int s = 0; s < UTF8_STATES && ok; s++)
         ok = (t->raw[s] = calloc(1, bytes)) && (t->json[s] = calloc(1, bytes));
+    for (int c = 0; c < SHORT_CHARS && ok; c++)
+        ok = (t->short_of[c] = calloc(1, bytes)) != NULL;
     return ok ? 0 : k3_errf(err, "out of memory for the vocabulary masks");
 }
 
@@ -196,6 +204,9 @@ void k3_vocab_trie_free(struct k3_vocab_trie *t)
     trie_free(&t->stops);
     free(t->text);
     free(t->chars);
+    free(t->long_ids);
+    for (int c = 0; c < SHORT_CHARS; c++)
+        free(t->short_of[c]);
     for (int s = 0; s < UTF8_STATES; s++) {
         free(t->raw[s]);
         free(t->json[s]);

@@ -16,6 +16,10 @@
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/step.h"
 
+/* Strings near their maxLength take the tokens short enough: by mask below this many
+ * characters, one by one above (few tokens are that long). */
+#define SHORT_CHARS 32
+
 struct flat_trie {
     uint32_t n;
     uint8_t *byte;   /* [n] the node's byte (the last of its prefix) */
@@ -33,8 +37,11 @@ struct k3_vocab_trie {
     uint32_t *text;             /* [words] every text token */
     uint32_t *raw[UTF8_STATES]; /* [words] tokens that continue valid UTF-8 from state s */
     uint32_t *json[UTF8_STATES]; /* [words] those of raw[s] with no JSON string stop */
-    uint8_t *chars;             /* [vocab] characters a token starts, capped at 255 */
+    uint16_t *chars;            /* [vocab] characters a token starts */
     uint32_t max_chars;         /* the most of any text token */
+    uint32_t *short_of[SHORT_CHARS]; /* [words] text tokens of at most k characters */
+    int32_t *long_ids;          /* [n_long] text tokens of SHORT_CHARS characters or more */
+    uint32_t n_long;
 };
 
 #endif
