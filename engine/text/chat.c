@@ -66,34 +66,39 @@ static int check_tool_list(struct k3_chat_render *r, const json_t *tools, const 
     return 0;
 }
 
+static bool known_role(const json_t *role)
+{
+    static const char *const roles[] = {"system", "developer", "user", "assistant", "tool"};
+    for (size_t k = 0; k < sizeof roles / sizeof *roles; k++)
+        if (is(role, roles[k]))
+            return true;
+    return false;
+}
+
 /* Roles the server knows, tool results after calls, and every tools list. */
 static int check_messages(struct k3_chat_render *r)
 {
-    static const char *const roles[] = {"system", "developer", "user", "assistant", "tool"};
     bool calls = false; /* the latest assistant message has tool calls */
     char param[96];
     for (size_t i = 0; i < json_array_size(r->messages); i++) {
         const json_t *m = json_array_get(r->messages, i), *role = json_object_get(m, "role");
+        const json_t *tools = json_object_get(m, "tools");
         snprintf(param, sizeof param, "messages[%zu]", i);
         if (!json_is_object(m))
             return k3_chat_fail(r, param, "%s must be an object", param);
-        snprintf(param, sizeof param, "messages[%zu].role", i);
-        size_t k = 0;
-        while (k < 5 && !is(role, roles[k]))
-            k++;
-        if (k == 5)
-            return k3_chat_fail(r, param, "%s must be \"system\", \"developer\", \"user\", "
-                                "\"assistant\" or \"tool\"", param);
-        const json_t *tools = json_object_get(m, "tools");
-        snprintf(param, sizeof param, "messages[%zu].tools", i);
-        if (k <= 1 && tools && !json_is_null(tools) && check_tool_list(r, tools, param))
-            return -1;
-        if (k == 3)
-            calls = json_array_size(json_object_get(m, "tool_calls")) > 0;
-        snprintf(param, sizeof param, "messages[%zu]", i);
-        if (k == 4 && !calls)
+        if (is(role, "tool") && !calls)
             return k3_chat_fail(r, param, "%s is a tool result, but the assistant message "
                                 "before it has no tool_calls", param);
+        snprintf(param, sizeof param, "messages[%zu].role", i);
+        if (!known_role(role))
+            return k3_chat_fail(r, param, "%s must be \"system\", \"developer\", \"user\", "
+                                "\"assistant\" or \"tool\"", param);
+        snprintf(param, sizeof param, "messages[%zu].tools", i);
+        if ((is(role, "system") || is(role, "developer")) && tools && !json_is_null(tools) &&
+            check_tool_list(r, tools, param))
+            return -1;
+        if (is(role, "assistant"))
+            calls = json_array_size(json_object_get(m, "tool_calls")) > 0;
     }
     return 0;
 }
@@ -161,32 +166,28 @@ static int content(struct k3_chat_render *r, const json_t *c, size_t at)
     return 0;
 }
 
-/* The message element's attributes: role, then name when it is truthy (buf holds it). */
-static int role_and_name(struct k3_chat_render *r, const json_t *m, const char *role,
-                         size_t at, struct k3_chat_attr attrs[2], struct k3_chat_buf *buf)
+/* <|open|>message role="ROLE" name="NAME"<|sep|>, the name only when it is truthy. */
+static int open_message(struct k3_chat_render *r, const json_t *m, const char *role, size_t at)
 {
-    attrs[0] = (struct k3_chat_attr){"role", role, strlen(role)};
-    const json_t *name = json_object_get(m, "name");
-    if (!k3_py_truthy(name))
-        return 1;
-    char param[96];
-    snprintf(param, sizeof param, "messages[%zu].name", at);
-    if (k3_py_str(buf, name))
+    struct k3_chat_attr attrs[2] = {{"role", role, strlen(role)}};
+    struct k3_chat_buf name = {0};
+    const json_t *v = json_object_get(m, "name");
+    if (k3_py_truthy(v) && k3_py_str(&name, v)) {
+        char param[96];
+        snprintf(param, sizeof param, "messages[%zu].name", at);
         return k3_chat_fail(r, param, "%s must be a string", param);
-    attrs[1] = (struct k3_chat_attr){"name", buf->p, buf->len};
-    return 2;
+    }
+    if (k3_py_truthy(v))
+        attrs[1] = (struct k3_chat_attr){"name", name.p, name.len};
+    k3_chat_open(r, "message", attrs, k3_py_truthy(v) ? 2 : 1);
+    r->oom |= name.oom;
+    k3_chat_buf_free(&name);
+    return 0;
 }
 
 static int plain(struct k3_chat_render *r, const json_t *m, const char *role, size_t at)
 {
-    struct k3_chat_attr attrs[2];
-    struct k3_chat_buf name = {0};
-    int n = role_and_name(r, m, role, at, attrs, &name);
-    if (n > 0)
-        k3_chat_open(r, "message", attrs, n);
-    r->oom |= name.oom;
-    k3_chat_buf_free(&name);
-    if (n < 0 || content(r, json_object_get(m, "content"), at))
+    if (open_message(r, m, role, at) || content(r, json_object_get(m, "content"), at))
         return -1;
     k3_chat_close(r, "message");
     k3_chat_end_of_msg(r);
@@ -218,14 +219,7 @@ static int think(struct k3_chat_render *r, const json_t *m, size_t at)
 
 static int assistant(struct k3_chat_render *r, const json_t *m, size_t at)
 {
-    struct k3_chat_attr attrs[2];
-    struct k3_chat_buf name = {0};
-    int n = role_and_name(r, m, "assistant", at, attrs, &name);
-    if (n > 0)
-        k3_chat_open(r, "message", attrs, n);
-    r->oom |= name.oom;
-    k3_chat_buf_free(&name);
-    if (n < 0 || (r->o->thinking && think(r, m, at)))
+    if (open_message(r, m, "assistant", at) || (r->o->thinking && think(r, m, at)))
         return -1;
     k3_chat_open(r, "response", NULL, 0);
     if (content(r, json_object_get(m, "content"), at))

@@ -15,9 +15,9 @@
  * model writes back.
  *
  * Where it cannot follow the encoder (a JSON value held by jansson, not Python):
- *  - integers beyond int64 and reals beyond double are refused by the JSON parser, in
- *    the request and inside a tool call's arguments string (an error, where Python would
- *    render them exactly);
+ *  - integers beyond int64, reals beyond double and object keys holding \u0000 are
+ *    refused by the JSON parser, in the request and inside a tool call's arguments string
+ *    (an error, where Python would render them);
  *  - a value the encoder would write with Python's repr() (an object or array used as a
  *    name, a content part's text or reasoning) is an error;
  *  - an arguments string holding NaN/Infinity or a lone surrogate escape (which Python's

@@ -6,7 +6,10 @@
 
 #include "engine/text/chat_internal.h"
 
-static const char *const MARKERS[] = {"<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"};
+#define OPEN "<|open|>"
+#define CLOSE "<|close|>"
+#define SEP "<|sep|>"
+#define END_OF_MSG "<|end_of_msg|>"
 
 int k3_chat_segs_push(struct k3_chat_segs *s, const char *text, size_t len, bool special)
 {
@@ -98,7 +101,7 @@ static void attr_value(struct k3_chat_render *r, const char *v, size_t len)
 void k3_chat_open(struct k3_chat_render *r, const char *tag, const struct k3_chat_attr *attrs,
                   int n_attrs)
 {
-    push(r, MARKERS[0], strlen(MARKERS[0]), true);
+    push(r, OPEN, strlen(OPEN), true);
     push(r, tag, strlen(tag), false);
     for (int i = 0; i < n_attrs; i++) {
         char key[32] = " ";
@@ -108,19 +111,19 @@ void k3_chat_open(struct k3_chat_render *r, const char *tag, const struct k3_cha
         attr_value(r, attrs[i].value, attrs[i].len);
         push(r, "\"", 1, false);
     }
-    push(r, MARKERS[2], strlen(MARKERS[2]), true);
+    push(r, SEP, strlen(SEP), true);
 }
 
 void k3_chat_close(struct k3_chat_render *r, const char *tag)
 {
-    push(r, MARKERS[1], strlen(MARKERS[1]), true);
+    push(r, CLOSE, strlen(CLOSE), true);
     push(r, tag, strlen(tag), false);
-    push(r, MARKERS[2], strlen(MARKERS[2]), true);
+    push(r, SEP, strlen(SEP), true);
 }
 
 void k3_chat_end_of_msg(struct k3_chat_render *r)
 {
-    push(r, MARKERS[3], strlen(MARKERS[3]), true);
+    push(r, END_OF_MSG, strlen(END_OF_MSG), true);
 }
 
 struct ids {
@@ -147,10 +150,8 @@ static int put_ids(struct ids *out, const int32_t *ids, size_t n, struct k3_err 
 
 static bool is_marker(const char *text)
 {
-    for (size_t i = 0; i < sizeof MARKERS / sizeof *MARKERS; i++)
-        if (!strcmp(text, MARKERS[i]))
-            return true;
-    return false;
+    return !strcmp(text, OPEN) || !strcmp(text, CLOSE) || !strcmp(text, SEP) ||
+           !strcmp(text, END_OF_MSG);
 }
 
 /* One segment's ids: a marker is its special's id, anything else encoded alone. */
