@@ -152,6 +152,11 @@ static int content(struct k3_chat_render *r, const json_t *c, size_t at)
                  type ? "text" : "type");
         if (!type)
             return k3_chat_fail(r, param, "%s is missing", param);
+        if ((is(type, "image") || is(type, "image_url")) && r->o->strict) {
+            snprintf(param, sizeof param, "messages[%zu].content", at);
+            return k3_chat_fail(r, param, "messages[%zu].content[%zu] is an image: this server "
+                                "serves text only", at, j);
+        }
         if (is(type, "image") || is(type, "image_url")) {
             if (k3_chat_segs_push(r->out, IMAGE_PLACEHOLDER, strlen(IMAGE_PLACEHOLDER), true))
                 r->oom = true;

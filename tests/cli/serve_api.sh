@@ -17,7 +17,7 @@ expect_error 2 "--max-body: \"lots\" is not a size" "$K3" serve -m "$m" --max-bo
 expect_error 1 "exceeds the model's max_position_embeddings" "$K3" serve -m "$m" --ctx-size 100000
 
 KEY=k3-test-key
-start_server serve-api -m "$m" --parallel 1 --queue 1 --max-body 4096 --api-key "$KEY" --ctx-size 128 \
+start_server serve-api -m "$m" --parallel 1 --queue 1 --max-body 4096 --api-key "$KEY" --ctx-size 256 \
   --n-predict 4
 model=$(basename "$m")
 expect_error 1 "cannot listen on 127.0.0.1 port ${URL##*:}" "$K3" serve -m "$m" --port "${URL##*:}"
@@ -129,7 +129,7 @@ post /v1/chat/completions '{"messages": [{"role": "user", "content": [{"type": "
 post /v1/chat/completions "$(chat_with '{"model": "gpt-4o"}')" &&
   expect_api_error 400 invalid_request_error model "unknown model"
 [[ $(jq -r .error.code <<<"$BODY") == model_not_found ]] || fail "unknown model: code $(jq .error.code <<<"$BODY")"
-post /v1/chat/completions "$(jq -nc --arg t "$(printf 'word %.0s' {1..200})" '{messages: [{role: "user", content: $t}]}')" &&
+post /v1/chat/completions "$(jq -nc --arg t "$(printf 'word %.0s' {1..400})" '{messages: [{role: "user", content: $t}]}')" &&
   expect_api_error 400 invalid_request_error messages "a prompt longer than the context"
 [[ $(jq -r .error.code <<<"$BODY") == context_length_exceeded ]] || fail "long prompt: code $(jq .error.code <<<"$BODY")"
 for bad in '{"temperature": 2.5}' '{"temperature": -0.1}' '{"temperature": "hot"}' '{"top_p": 0}' \

@@ -22,7 +22,8 @@ ends_cleanly() {
 for sig in TERM INT; do
   start_server "serve-stop-$sig" -m "$m" --parallel 2 --queue 4
   # ignore_eos: the streams run until the signal, however fast the model reaches its end
-  long='{"messages": [{"role": "user", "content": "Go"}], "max_tokens": 4000, "stream": true, "ignore_eos": true}'
+  long='{"messages": [{"role": "user", "content": "Go"}], "max_tokens": 4000, "stream": true, "ignore_eos": true,
+        "reasoning_effort": "none"}'
   for i in 1 2; do
     curl -sN --max-time 300 "$URL/v1/chat/completions" -d "$long" >"$d/$sig-$i.sse" & eval "c$i=\$!"
   done
