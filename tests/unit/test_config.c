@@ -168,18 +168,28 @@ static void test_slice_is_k3_wide(void)
     k3_config_free(&k);
 }
 
-/* The tiny preset with one substring replaced must fail, naming `needle`. */
-static void expect_refused(const char *from, const char *to, const char *needle)
+/* The tiny preset with one substring replaced (NULL when absent); *n: its length. */
+static char *tiny_with(const char *from, const char *to, size_t *n)
 {
     const char *base = k3_config_preset("k3-tiny");
     const char *at = strstr(base, from);
-    REQUIRE(at, "preset lacks \"%s\"", from);
-    size_t n = strlen(base) - strlen(from) + strlen(to);
-    char *text = malloc(n + 1);
+    if (!at)
+        return NULL;
+    *n = strlen(base) - strlen(from) + strlen(to);
+    char *text = malloc(*n + 1);
     size_t pre = (size_t)(at - base);
     memcpy(text, base, pre);
     strcpy(text + pre, to);
     strcat(text, at + strlen(from));
+    return text;
+}
+
+/* The tiny preset with one substring replaced must fail, naming `needle`. */
+static void expect_refused(const char *from, const char *to, const char *needle)
+{
+    size_t n;
+    char *text = tiny_with(from, to, &n);
+    REQUIRE(text, "preset lacks \"%s\"", from);
     struct k3_config c;
     struct k3_err e = {{0}};
     int rc = k3_config_parse(&c, "cfg.json", text, n, &e);
@@ -189,6 +199,41 @@ static void expect_refused(const char *from, const char *to, const char *needle)
     if (!rc)
         k3_config_free(&c);
     free(text);
+}
+
+/* The tiny preset with one substring replaced parses; c is the result. */
+static void expect_parsed(const char *from, const char *to, struct k3_config *c)
+{
+    size_t n;
+    char *text = tiny_with(from, to, &n);
+    REQUIRE(text, "preset lacks \"%s\"", from);
+    struct k3_err e = {{0}};
+    REQUIRE(k3_config_parse(c, "cfg.json", text, n, &e) == 0, "%s -> %s: %s", from, to, e.msg);
+    free(text);
+}
+
+/* use_grouped_topk is not read (Moonshot's gate groups whenever num_expert_group > 1 and
+ * > topk_group); the groups still must divide the experts and supply top_k of them. */
+static void test_grouping_keys(void)
+{
+    struct k3_config c;
+    expect_parsed("\"use_grouped_topk\": true, \"num_expert_group\": 1, \"topk_group\": 1",
+                  "\"use_grouped_topk\": false, \"num_expert_group\": 8, \"topk_group\": 2", &c);
+    CHECK(c.n_group == 8 && c.topk_group == 2 && k3_route_grouped(&c) &&
+              k3_route_choosable(&c) == 16,
+          "use_grouped_topk false: %d groups, %d kept, %d choosable", c.n_group, c.topk_group,
+          k3_route_choosable(&c));
+    k3_config_free(&c);
+    expect_parsed("\"use_grouped_topk\": true, ", "", &c);
+    CHECK(c.n_group == 1, "use_grouped_topk absent: parsed");
+    k3_config_free(&c);
+    expect_parsed("\"num_expert_group\": 1, \"topk_group\": 1",
+                  "\"num_expert_group\": 4, \"topk_group\": 4", &c);
+    CHECK(!k3_route_grouped(&c) && k3_route_choosable(&c) == 64, "every group kept: not grouped");
+    k3_config_free(&c);
+    expect_refused("\"num_expert_group\": 1, \"topk_group\": 1",
+                   "\"num_expert_group\": 8, \"topk_group\": 1", "cannot supply 16 experts");
+    expect_refused("\"num_expert_group\": 1", "\"num_expert_group\": 7", "do not divide 64");
 }
 
 static void test_refusals(void)
@@ -216,5 +261,6 @@ int main(void)
     test_tiny_schedule();
     test_slice_is_k3_wide();
     test_refusals();
+    test_grouping_keys();
     return check_result();
 }
