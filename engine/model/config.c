@@ -6,6 +6,7 @@
 
 #include "engine/base/files.h"
 #include "engine/model/config_presets.h"
+#include "engine/model/quant_config.h"
 
 /* One parse in progress: the file name and the object being read, for messages. */
 struct reader {
@@ -308,7 +309,8 @@ int k3_config_parse(struct k3_config *c, const char *name, const char *text, siz
             require_string(&tr, "model_type", "kimi_linear");
             rc = tr.failed ? -1 : parse_text(c, &tr);
         }
-
+        if (!rc) /* quant_config.h: a block must say MXFP4 as K3 ships it; none is read too */
+            rc = k3_quant_config_check(root, text_cfg, name, err);
     }
     if (!rc) {
         c->json = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

@@ -5,6 +5,7 @@
 
 #include "engine/model/config.h"
 #include "engine/model/config_presets.h"
+#include "engine/model/quant_config.h"
 #include "engine/forward/forward.h"
 #include "engine/model/tensors.h"
 #include "tests/check.h"
@@ -236,6 +237,51 @@ static void test_grouping_keys(void)
     expect_refused("\"num_expert_group\": 1", "\"num_expert_group\": 7", "do not divide 64");
 }
 
+/* quantization_config (quant_config.h): the presets carry K3's; a config without one is
+ * read; one that describes other bytes than K3's MXFP4 is refused, the value named, in
+ * text_config or at the root. */
+static void test_quantization_config(void)
+{
+    const char *tiny = k3_config_preset("k3-tiny");
+    CHECK(strstr(tiny, "\"quantization_config\": " K3_QUANT_CONFIG_JSON), "k3-tiny carries it");
+    CHECK(strstr(k3_config_preset("k3"), "\"quantization_config\": " K3_QUANT_CONFIG_JSON),
+          "k3 carries it");
+    struct k3_config c;
+    expect_parsed("\"quantization_config\": " K3_QUANT_CONFIG_JSON ", ", "", &c);
+    CHECK(c.n_experts == 64, "no quantization_config: read");
+    k3_config_free(&c);
+    expect_parsed("\"quantization_status\": \"compressed\"", "\"quantization_status\": null", &c);
+    k3_config_free(&c);
+    const char *q = "text_config.quantization_config.";
+    char needle[160];
+    snprintf(needle, sizeof needle, "%sformat: \"nvfp4-pack-quantized\", expected", q);
+    expect_refused("\"format\": \"mxfp4-pack-quantized\", \"global",
+                   "\"format\": \"nvfp4-pack-quantized\", \"global", needle);
+    expect_refused("\"quant_method\": \"compressed-tensors\"", "\"quant_method\": \"mxfp4\"",
+                   "quant_method: \"mxfp4\", expected \"compressed-tensors\"");
+    expect_refused("\"quantization_status\": \"compressed\"",
+                   "\"quantization_status\": \"frozen\"", "quantization_status: \"frozen\"");
+    expect_refused("\"num_bits\": 4", "\"num_bits\": 8",
+                   "config_groups.group_0.weights.num_bits: 8, expected 4");
+    expect_refused("\"group_size\": 32", "\"group_size\": 16",
+                   "config_groups.group_0.weights.group_size: 16, expected 32");
+    expect_refused("\"type\": \"float\"", "\"type\": \"int\"",
+                   "weights.type: \"int\", expected \"float\"");
+    expect_refused("\"strategy\": \"group\"", "\"strategy\": \"tensor_group\"",
+                   "weights.strategy: \"tensor_group\"");
+    expect_refused("\"scale_dtype\": \"torch.uint8\"", "\"scale_dtype\": \"torch.float8_e4m3fn\"",
+                   "weights.scale_dtype: \"torch.float8_e4m3fn\"");
+    expect_refused("{\"group_0\": {\"format\": \"mxfp4-pack-quantized\"",
+                   "{\"group_0\": {\"format\": \"int-quantized\"",
+                   "config_groups.group_0.format: \"int-quantized\"");
+    expect_refused("\"weights\": {\"actorder\"", "\"w\": {\"actorder\"",
+                   "config_groups.group_0.weights: missing");
+    expect_refused("\"media_placeholder_token_id\": 2037,",
+                   "\"media_placeholder_token_id\": 2037, \"quantization_config\": "
+                   "{\"quant_method\": \"compressed-tensors\", \"format\": \"int-quantized\"},",
+                   "cfg.json: quantization_config.format: \"int-quantized\"");
+}
+
 static void test_refusals(void)
 {
     expect_refused("\"kda_layers\": [1, 2, 3,", "\"kda_layers\": [1, 2, 3, 4,", "twice");
@@ -262,5 +308,6 @@ int main(void)
     test_slice_is_k3_wide();
     test_refusals();
     test_grouping_keys();
+    test_quantization_config();
     return check_result();
 }
