@@ -32,7 +32,8 @@ static inline int fixture_ids(json_t *arr, int32_t *out)
     int n = 0;
     size_t i;
     json_t *v;
-    json_array_foreach(arr, i, v) if (n < FIXTURE_MAX_IDS) out[n++] = (int32_t)json_integer_value(v);
+    json_array_foreach(arr, i, v) if (n < FIXTURE_MAX_IDS)
+        out[n++] = (int32_t)json_integer_value(v);
     return n;
 }
 

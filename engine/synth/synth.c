@@ -256,11 +256,12 @@ static int write_config(const struct run *r)
     }
     /* k3_config_parse read this text: short of memory is the only way it fails here. */
     char *out = NULL;
-    if (json_is_object(text) &&
-        !json_object_set_new(text, "quantization_config", json_loads(K3_QUANT_CONFIG_JSON, 0, NULL)))
+    json_t *block = json_is_object(text) ? json_loads(K3_QUANT_CONFIG_JSON, 0, NULL) : NULL;
+    if (block && !json_object_set_new(text, "quantization_config", block))
         out = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(root);
-    int rc = out ? k3_write_text(r->dir, "config.json", out, r->err) : k3_errf(r->err, "out of memory");
+    int rc = out ? k3_write_text(r->dir, "config.json", out, r->err)
+                 : k3_errf(r->err, "out of memory");
     free(out);
     return rc;
 }
