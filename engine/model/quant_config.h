@@ -22,9 +22,9 @@
 
 #include "engine/base/err.h"
 
-/* K3's text_config.quantization_config, as released (compressed-tensors' own key order).
- * Its scope is K3's too: "targets": ["Linear"] with an ignore list that leaves out the
- * latent MoE projections, which ship BF16 (k3-model.md §1.1). */
+/* K3's text_config.quantization_config, as released (keys sorted, as Hugging Face writes
+ * config.json).  Its scope is K3's too: "targets": ["Linear"] with an ignore list that
+ * leaves out the latent MoE projections, which ship BF16 (k3-model.md §1.1). */
 #define K3_QUANT_CONFIG_JSON                                                                  \
     "{\"config_groups\": {\"group_0\": {\"format\": \"mxfp4-pack-quantized\", "               \
     "\"input_activations\": null, \"output_activations\": null, \"targets\": [\"Linear\"], "  \
