@@ -1,5 +1,6 @@
 #include "engine/forward/layers.h"
 
+#include <assert.h>
 #include <float.h>
 #include <math.h>
 #include <string.h>
@@ -41,9 +42,11 @@ static int argmax_key(const float *key, int n)
     return best;
 }
 
-/* DeepSeek-V3 grouped selection: a group scores the sum of its two best keys; the keys
- * outside the topk_group best groups are set to zero, as DeepSeek-V3's modeling code
- * does (k3-model.md §3.7.3; K3 itself has one group, where this never runs). */
+/* Group-limited selection (k3-model.md §3.7.3): a group scores the sum of its two best
+ * keys; the experts outside the topk_group best groups are masked with -inf, as
+ * Moonshot's gate does (`masked_fill(~score_mask, -inf)`), so none of them is ever chosen.
+ * DeepSeek-V3's code sets them to 0 instead, which lets a dropped expert beat a kept one
+ * whose key (sigmoid plus bias) is negative.  K3 itself has one group. */
 static void mask_groups(const struct k3_config *c, float *key)
 {
     int per = c->n_experts / c->n_group;
@@ -71,7 +74,7 @@ static void mask_groups(const struct k3_config *c, float *key)
     for (int g = 0; g < c->n_group; g++)
         if (!keep[g])
             for (int e = g * per; e < (g + 1) * per; e++)
-                key[e] = 0.0f;
+                key[e] = -INFINITY;
 }
 
 void k3_route(const struct k3_config *c, const float *logits, const float *bias, int *idx,
@@ -88,7 +91,8 @@ void k3_route_k(const struct k3_config *c, const float *logits, const float *bia
         if (isnan(key[e])) /* a broken row must not break selection */
             key[e] = -FLT_MAX;
     }
-    if (c->n_group > 1)
+    assert(k <= k3_route_choosable(c));
+    if (k3_route_grouped(c))
         mask_groups(c, key);
     for (int j = 0; j < k; j++) {
         int e = argmax_key(key, c->n_experts);
@@ -106,8 +110,11 @@ void k3_route_weigh(const struct k3_config *c, const float *logits, const int *i
         weight[j] = k3_sigmoid(logits[idx[j]]); /* the unbiased score */
         sum += weight[j];
     }
+    /* Moonshot's gate renormalizes only when the config routes to more than one expert
+     * (its own top_k, whatever k this call weighs). */
+    bool renormalize = c->renormalize && c->top_k > 1;
     for (int j = 0; j < k; j++) {
-        if (c->renormalize)
+        if (renormalize)
             weight[j] /= sum + K3_ROUTER_RENORM_EPS;
         weight[j] *= c->routed_scale;
     }

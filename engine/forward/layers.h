@@ -19,12 +19,14 @@
 void k3_attn_res_mix(float *out, const float *const *cands, int n, const float *key, int H,
                      float eps);
 
-/* Router (§3.7).  logits [E] → idx[k] in selection order (descending biased score,
- * lower index first on ties) and their weights (unbiased sigmoid, renormalized,
+/* Router (§3.7), as Moonshot's gate: logits [E] → idx[k] in selection order (descending
+ * biased score, lower index first on ties; only the kept groups' experts when grouped,
+ * k3_route_grouped) and their weights (unbiased sigmoid, renormalized unless top_k is 1,
  * scaled).  scratch: [E] floats. */
 void k3_route(const struct k3_config *c, const float *logits, const float *bias, int *idx,
               float *weight, float *scratch);
-/* The same selection for any k <= n_experts (router prediction takes k' of them). */
+/* The same selection for any k <= k3_route_choosable(c) (router prediction takes k' of
+ * them). */
 void k3_route_k(const struct k3_config *c, const float *logits, const float *bias, int k,
                 int *idx, float *weight, float *scratch);
 /* The weights the router gives experts idx[0..k) chosen elsewhere (a replayed trace):

@@ -171,7 +171,10 @@ int k3_stage_predict(struct k3_forward *f, int l, enum k3_predict_point at, int 
         h = s->pred_h;
     }
     k3_matmul_bf16(w->moe.router, E, H, h, H, s->pred_logit, E, T);
-    int k = f->hooks.predict_k < E ? f->hooks.predict_k : E;
+    /* No more than the router can choose: a grouped router masks the dropped groups'
+     * experts out, so --prefetch-k 24 of 2 kept groups of 8 asks for 16. */
+    int choosable = k3_route_choosable(c);
+    int k = f->hooks.predict_k < choosable ? f->hooks.predict_k : choosable;
     for (int t = 0; t < T; t++)
         k3_route_k(c, s->pred_logit + (size_t)t * E, w->moe.router_bias, k,
                    s->pred_idx + (size_t)t * E, s->pred_w + (size_t)t * E, s->rkey);

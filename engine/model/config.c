@@ -6,6 +6,7 @@
 
 #include "engine/base/files.h"
 #include "engine/model/config_presets.h"
+#include "engine/model/quant_config.h"
 
 /* One parse in progress: the file name and the object being read, for messages. */
 struct reader {
@@ -171,11 +172,10 @@ static void read_moe(struct k3_config *c, struct reader *r)
     require_bool(r, "latent_moe_use_norm", true);
     require_string(r, "moe_router_activation_func", "sigmoid");
     require_string(r, "topk_method", "noaux_tc");
-    bool grouped = get_bool(r, "use_grouped_topk");
+    /* use_grouped_topk is not read: Moonshot's gate never does, and groups whenever
+     * num_expert_group > 1 and > topk_group (k3_route_grouped). */
     c->n_group = get_int(r, "num_expert_group", 1, 1 << 20);
     c->topk_group = get_int(r, "topk_group", 1, 1 << 20);
-    if (!grouped) /* the group keys are checked all the same; one group is what runs */
-        c->n_group = c->topk_group = 1;
     c->renormalize = get_bool(r, "moe_renormalize");
     c->routed_scale = get_float(r, "routed_scaling_factor", 1e-6, 1e6);
 }
@@ -201,8 +201,7 @@ static int check_text(const struct k3_config *c, const char *f, struct k3_err *e
                        "%s: text_config.num_expert_group: %d groups with topk_group %d do not "
                        "divide %d experts",
                        f, c->n_group, c->topk_group, c->n_experts);
-    if (c->n_group > 1 && (c->n_experts / c->n_group < 2 ||
-                           c->topk_group * (c->n_experts / c->n_group) < c->top_k))
+    if (k3_route_grouped(c) && (c->n_experts / c->n_group < 2 || k3_route_choosable(c) < c->top_k))
         return k3_errf(err,
                        "%s: text_config.topk_group: %d groups of %d experts cannot supply %d experts",
                        f, c->topk_group, c->n_experts / c->n_group, c->top_k);
@@ -310,6 +309,8 @@ int k3_config_parse(struct k3_config *c, const char *name, const char *text, siz
             require_string(&tr, "model_type", "kimi_linear");
             rc = tr.failed ? -1 : parse_text(c, &tr);
         }
+        if (!rc) /* quant_config.h: a block must say MXFP4 as K3 ships it; none is read too */
+            rc = k3_quant_config_check(root, text_cfg, name, err);
     }
     if (!rc) {
         c->json = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

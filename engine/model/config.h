@@ -56,8 +56,8 @@ struct k3_config {
     int n_shared;          /* num_shared_experts, fused into one MLP */
     int moe_inter;         /* moe_intermediate_size (I) */
     int latent;            /* routed_expert_hidden_size (H_l) */
-    int n_group, topk_group;
-    bool renormalize;
+    int n_group, topk_group; /* num_expert_group, topk_group (k3_route_grouped) */
+    bool renormalize;      /* moe_renormalize (the router skips it at top_k 1) */
     float routed_scale;
 
     int attn_res_block;    /* attn_res_block_size (S) */
@@ -95,5 +95,17 @@ static inline int k3_max_blocks(const struct k3_config *c)
     return (c->n_layers + c->attn_res_block - 1) / c->attn_res_block;
 }
 int k3_moe_layer_count(const struct k3_config *c);
+/* Whether the router limits its choice to the topk_group best groups: whenever there are
+ * more groups than it keeps, as Moonshot's gate decides (use_grouped_topk is not read). */
+static inline bool k3_route_grouped(const struct k3_config *c)
+{
+    return c->n_group > 1 && c->n_group > c->topk_group;
+}
+/* Experts one row's routing can choose among: the kept groups' when grouped (the others
+ * are masked out), else every expert.  At least top_k (config.c refuses less). */
+static inline int k3_route_choosable(const struct k3_config *c)
+{
+    return k3_route_grouped(c) ? c->topk_group * (c->n_experts / c->n_group) : c->n_experts;
+}
 
 #endif

@@ -2,10 +2,13 @@
  * `k3` is the released model; `k3-tiny` is the correctness model; `k3-bench` has real
  * I/O widths (896 experts, 5 MB records) for benchmarks; `k3-slice` has every width of K3
  * in a few layers, for per-layer times at K3's widths and the reference at them;
- * `k3-dsv2` has DeepSeek-V2-Lite's MoE shape, for replaying its routing traces. */
+ * `k3-dsv2` has DeepSeek-V2-Lite's MoE shape, for replaying its routing traces.  Each
+ * carries K3's quantization_config (quant_config.h), as K3's own config.json does. */
 #include "engine/model/config_presets.h"
 
 #include <string.h>
+
+#include "engine/model/quant_config.h"
 
 #define K3_TEXT_COMMON                                                                     \
     "\"architectures\": [\"KimiLinearForCausalLM\"], \"model_type\": \"kimi_linear\", "      \
@@ -16,7 +19,8 @@
     "\"moe_router_activation_func\": \"sigmoid\", \"topk_method\": \"noaux_tc\", "             \
     "\"use_grouped_topk\": true, \"num_expert_group\": 1, \"topk_group\": 1, "                 \
     "\"moe_renormalize\": true, \"routed_scaling_factor\": 1.0, "                              \
-    "\"num_nextn_predict_layers\": 0, \"tie_word_embeddings\": false, \"top_k\": 50, "
+    "\"num_nextn_predict_layers\": 0, \"tie_word_embeddings\": false, \"top_k\": 50, "         \
+    "\"quantization_config\": " K3_QUANT_CONFIG_JSON ", "
 
 static const char k3_full[] =
     "{\"architectures\": [\"KimiK3ForConditionalGeneration\"], \"model_type\": \"kimi_k3\", "

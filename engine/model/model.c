@@ -337,6 +337,26 @@ static int checkpoint_vectors(struct k3_model *m, const struct k3_checkpoint *ck
     return 0;
 }
 
+/* A_log: K3 may ship it padded to head_dim where Moonshot's modeling code declares
+ * num_heads values (one per head); the engine reads the first num_heads.  The padding must
+ * be zero (k3-model.md §2): a value there means the tensor is laid out otherwise than one
+ * value per head, so the model is refused rather than run with the wrong decay. */
+static int check_a_log_padding(const struct k3_model *m, const char *where, struct k3_err *err)
+{
+    const struct k3_config *c = &m->cfg;
+    for (int l = 0; l < c->n_layers; l++) {
+        if (c->attn[l] != K3_ATTN_KDA)
+            continue;
+        const float *a = m->w.layers[l].kda.a_log;
+        for (int i = c->kda_heads; i < c->kda_head_dim; i++)
+            if (a[i] != 0.0f)
+                return k3_errf(err, "%s: tensor %slayers.%d.self_attn.A_log: %g at index %d, "
+                               "where the padding past num_heads %d must be zero", where,
+                               K3_TENSOR_PREFIX, l, a[i], i, c->kda_heads);
+    }
+    return 0;
+}
+
 int k3_model_open_checkpoint(struct k3_model *m, const char *dir, struct k3_err *err)
 {
     memset(m, 0, sizeof *m);
@@ -354,6 +374,8 @@ int k3_model_open_checkpoint(struct k3_model *m, const char *dir, struct k3_err 
         rc = k3_packed_view_checkpoint(&m->packed, ck, &m->plan, &m->cfg, &m->record, err);
     if (!rc)
         rc = checkpoint_vectors(m, ck, err);
+    if (!rc)
+        rc = check_a_log_padding(m, dir, err);
     /* From here the view reads the shards: the parsed headers and the plan's pointers
      * into them go. */
     free(m->plan.trunk);
@@ -473,6 +495,8 @@ int k3_model_open_packed(struct k3_model *m, const char *const *drives, int n,
             v = load_vectors(m, s, buf, v);
         free(buf);
     }
+    if (!rc)
+        rc = check_a_log_padding(m, p->drives[0].path, err);
     if (rc)
         k3_model_close(m);
     return rc;

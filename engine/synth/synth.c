@@ -14,6 +14,7 @@
 #include "engine/base/files.h"
 #include "engine/base/line.h"
 #include "engine/kernels/mxfp4.h"
+#include "engine/model/quant_config.h"
 #include "engine/model/safetensors.h"
 #include "engine/model/tensors.h"
 #include "engine/synth/vocab.h"
@@ -242,10 +243,33 @@ static void remove_partial(const char *dir, int n_shards)
     rmdir(dir);
 }
 
+/* config.json as K3 ships it: the config given, with K3's quantization_config in
+ * text_config when it has none, so that Hugging Face loaders unpack the experts (without
+ * it they find every expert missing).  The presets carry it already. */
+static int write_config(const struct run *r)
+{
+    json_t *root = json_loads(r->c->json, 0, NULL);
+    json_t *text = json_object_get(root, "text_config");
+    if (json_object_get(text, "quantization_config")) {
+        json_decref(root);
+        return k3_write_text(r->dir, "config.json", r->c->json, r->err);
+    }
+    /* k3_config_parse read this text: short of memory is the only way it fails here. */
+    char *out = NULL;
+    json_t *block = json_is_object(text) ? json_loads(K3_QUANT_CONFIG_JSON, 0, NULL) : NULL;
+    if (block && !json_object_set_new(text, "quantization_config", block))
+        out = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    int rc = out ? k3_write_text(r->dir, "config.json", out, r->err)
+                 : k3_errf(r->err, "out of memory");
+    free(out);
+    return rc;
+}
+
 /* Every file of the checkpoint into r->dir: config, vocabulary, shards, index. */
 static int write_files(const struct run *r, struct item *items, int64_t n_items)
 {
-    if (k3_write_text(r->dir, "config.json", r->c->json, r->err) ||
+    if (write_config(r) ||
         k3_tok_synthesize(r->dir, r->c->vocab, r->c->bos_id, r->err))
         return -1;
     for (int s = 0, first = 0; s < r->n_shards; s++) {

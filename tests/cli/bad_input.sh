@@ -26,6 +26,19 @@ perl -0777 -pi -e 's/(layers\.1\.block_sparse_moe\.experts\.5\.w2\.weight_scale"
   "$d/model-00001-of-00003.safetensors"
 expect_error 1 "experts.5.w2.weight_scale: dtype I8, expected U8" run -m "$d"
 
+# A_log ships padded to head_dim; the engine reads one value per head, the first num_heads
+# (4 in k3-tiny), and the padding must be zero.
+d=$(tiny_copy a-log-padding)
+a_log=language_model.model.layers.0.self_attn.A_log
+perl -MJSON::PP -e '
+  my ($f, $t, $i, $v) = @ARGV;   # writes float v at index i of tensor t in shard f
+  open(my $h, "+<:raw", $f) or die "$f: $!";
+  read($h, my $n, 8); my $len = unpack("Q<", $n);
+  read($h, my $j, $len); my $at = 8 + $len + decode_json($j)->{$t}{data_offsets}[0] + 4 * $i;
+  seek($h, $at, 0); print $h pack("f<", $v); close($h) or die "$f: $!";' \
+  "$d/$(jq -r --arg t "$a_log" '.weight_map[$t]' "$d/model.safetensors.index.json")" "$a_log" 5 0.25
+expect_error 1 "tensor $a_log: 0.25 at index 5, where the padding past num_heads 4 must be zero" run -m "$d"
+
 d=$(tiny_copy bad-json)
 printf '{"architectures": [' >"$d/config.json"
 expect_error 1 "config.json: line 1: malformed JSON" run -m "$d"

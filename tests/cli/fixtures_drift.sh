@@ -1,5 +1,6 @@
 #!/bin/bash
-# The committed fixtures/k3-tiny still come out of `k3-uring synth` + the PyTorch reference:
+# The committed fixtures (k3-tiny, k3-tiny-grouped) still come out of `k3-uring synth` + the
+# PyTorch reference:
 # runs the reference's self-checks, regenerates the fixtures into $K3_TEST_TMP and compares
 # (identical checkpoint hashes and token ids; logits within 1e-5 of max|logit|).
 # Exit 0 pass, 1 fail, 77 skip when /usr/bin/python3 has no torch (make deps-ref).
@@ -17,4 +18,8 @@ mkdir -p "$out"
 /usr/bin/python3 tests/ref/test_ref.py || { echo "FAIL: tests/ref/test_ref.py"; exit 1; }
 K3_REF_CKPT_DIR="$out/checkpoint" tests/ref/make_fixtures.sh "$out" ||
   { echo "FAIL: tests/ref/make_fixtures.sh did not complete"; exit 1; }
-/usr/bin/python3 tests/ref/compare_fixtures.py fixtures/k3-tiny "$out/k3-tiny" || exit 1
+rc=0
+for name in k3-tiny k3-tiny-grouped; do
+  /usr/bin/python3 tests/ref/compare_fixtures.py "fixtures/$name" "$out/$name" || rc=1
+done
+exit $rc

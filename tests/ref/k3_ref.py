@@ -173,7 +173,7 @@ class ModelConfig:
         if kda & full or kda | full != set(range(1, L + 1)):
             raise ValueError(f"config: kda_layers {sorted(kda)} and full_attn_layers {sorted(full)} "
                              f"are not a partition of 1..{L}")
-        grouped = tc.get("use_grouped_topk", False)
+        # use_grouped_topk is not read: Moonshot's gate never does (§3.7.3).
         return ModelConfig(
             vocab_size=tc["vocab_size"], hidden_size=tc["hidden_size"], num_layers=L,
             rms_norm_eps=tc["rms_norm_eps"],
@@ -189,8 +189,7 @@ class ModelConfig:
             num_shared_experts=tc["num_shared_experts"], moe_intermediate_size=tc["moe_intermediate_size"],
             routed_expert_hidden_size=tc["routed_expert_hidden_size"],
             latent_moe_use_norm=tc["latent_moe_use_norm"],
-            n_group=tc["num_expert_group"] if grouped else 1,
-            topk_group=tc["topk_group"] if grouped else 1,
+            n_group=tc.get("num_expert_group", 1), topk_group=tc.get("topk_group", 1),
             moe_renormalize=tc["moe_renormalize"], routed_scaling_factor=tc["routed_scaling_factor"],
             attn_res_block_size=tc["attn_res_block_size"],
             kda_num_heads=la["num_heads"], kda_head_dim=la["head_dim"],
@@ -436,17 +435,17 @@ def topk_lowest_index(keys, k):
 
 
 def select_experts(keys, cfg):
-    """§3.7.3-4: top-k on the selection keys, grouped with DeepSeek-V3 semantics when
-    n_group > 1 (group score = sum of its top-2 keys; keep topk_group groups; the keys of
-    the other groups are set to 0)."""
-    if cfg.n_group == 1:
+    """§3.7.3-4: top-k on the selection keys, group-limited as Moonshot's gate when
+    n_group > 1 and n_group > topk_group (group score = sum of its top-2 keys; keep
+    topk_group groups; the other groups' experts are masked with -inf, never chosen)."""
+    if not (cfg.n_group > 1 and cfg.n_group > cfg.topk_group):
         return topk_lowest_index(keys, cfg.experts_per_token)
     T, E = keys.shape
     grouped = keys.view(T, cfg.n_group, E // cfg.n_group)
     group_scores = grouped.topk(2, dim=-1).values.sum(-1)      # values only: ties irrelevant
     keep = torch.zeros(T, cfg.n_group, dtype=torch.bool)
     keep.scatter_(1, topk_lowest_index(group_scores, cfg.topk_group), True)
-    masked = grouped.masked_fill(~keep.unsqueeze(-1), 0.0).view(T, E)
+    masked = grouped.masked_fill(~keep.unsqueeze(-1), float("-inf")).view(T, E)
     return topk_lowest_index(masked, cfg.experts_per_token)
 
 
@@ -457,7 +456,7 @@ def route(x, gate_w, bias, cfg):
     s = torch.sigmoid(x @ gate_w.T)
     idx = select_experts(s + bias, cfg)                         # the bias only selects
     weights = s.gather(1, idx)
-    if cfg.moe_renormalize:
+    if cfg.moe_renormalize and cfg.experts_per_token > 1:     # §3.7.6: not at top-1
         weights = weights / (weights.sum(-1, keepdim=True) + ROUTER_RENORM_EPS)
     weights = weights * cfg.routed_scaling_factor
     plain = select_experts(s, cfg)

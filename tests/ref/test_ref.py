@@ -122,6 +122,34 @@ class Router(unittest.TestCase):
         cfg = router_config(num_experts=8, experts_per_token=3, n_group=4, topk_group=2)
         self.assertEqual(k3_ref.select_experts(keys, cfg).tolist(), [[2, 0, 1]])
 
+    def test_dropped_groups_never_chosen(self):
+        # Kept groups g0, g1 (sums 0.7, 1.1); a kept key is negative (-0.3).  Moonshot's gate
+        # masks the dropped groups with -inf, so expert 1 (-0.3) is chosen, not the dropped
+        # expert 4 (0.2), as DeepSeek-V3's 0.0 would.
+        keys = torch.tensor([[1.0, -0.3, 0.6, 0.5, 0.2, 0.1, 0.1, 0.05]])
+        cfg = router_config(num_experts=8, experts_per_token=4, n_group=4, topk_group=2)
+        self.assertEqual(k3_ref.select_experts(keys, cfg).tolist(), [[0, 2, 3, 1]])
+
+    def test_groups_only_when_more_than_kept(self):
+        # n_group == topk_group keeps every group: plain top-k, as Moonshot's gate.
+        keys = torch.tensor([[0.5, 0.5, 0.6, 0.5, 0.9, 0.05, 0.1, 0.1]])
+        cfg = router_config(num_experts=8, experts_per_token=3, n_group=4, topk_group=4)
+        self.assertEqual(k3_ref.select_experts(keys, cfg).tolist(), [[4, 2, 0]])
+
+    def test_use_grouped_topk_is_not_read(self):
+        tc = micro_text_config(4)
+        tc["topk_group"], tc["use_grouped_topk"] = 2, False
+        cfg = k3_ref.ModelConfig.from_text_config(tc)
+        self.assertEqual((cfg.n_group, cfg.topk_group), (4, 2))
+
+    def test_top1_not_renormalized(self):
+        x = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
+        gate_w = torch.tensor([[0.5, 0.0], [-1.0, 0.0]], dtype=torch.float64)
+        idx, w, _ = route(x, gate_w, torch.zeros(2, dtype=torch.float64),
+                          router_config(num_experts=2, experts_per_token=1, routed_scaling_factor=2.0))
+        self.assertEqual(idx.tolist(), [[0]])
+        self.assertAlmostEqual(float(w[0, 0]), 2.0 / (1 + math.exp(-0.5)), places=14)
+
 
 class AttnRes(unittest.TestCase):
     def test_equal_scores_average_raw_candidates(self):

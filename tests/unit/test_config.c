@@ -5,6 +5,7 @@
 
 #include "engine/model/config.h"
 #include "engine/model/config_presets.h"
+#include "engine/model/quant_config.h"
 #include "engine/forward/forward.h"
 #include "engine/model/tensors.h"
 #include "tests/check.h"
@@ -168,18 +169,28 @@ static void test_slice_is_k3_wide(void)
     k3_config_free(&k);
 }
 
-/* The tiny preset with one substring replaced must fail, naming `needle`. */
-static void expect_refused(const char *from, const char *to, const char *needle)
+/* The tiny preset with one substring replaced (NULL when absent); *n: its length. */
+static char *tiny_with(const char *from, const char *to, size_t *n)
 {
     const char *base = k3_config_preset("k3-tiny");
     const char *at = strstr(base, from);
-    REQUIRE(at, "preset lacks \"%s\"", from);
-    size_t n = strlen(base) - strlen(from) + strlen(to);
-    char *text = malloc(n + 1);
+    if (!at)
+        return NULL;
+    *n = strlen(base) - strlen(from) + strlen(to);
+    char *text = malloc(*n + 1);
     size_t pre = (size_t)(at - base);
     memcpy(text, base, pre);
     strcpy(text + pre, to);
     strcat(text, at + strlen(from));
+    return text;
+}
+
+/* The tiny preset with one substring replaced must fail, naming `needle`. */
+static void expect_refused(const char *from, const char *to, const char *needle)
+{
+    size_t n;
+    char *text = tiny_with(from, to, &n);
+    REQUIRE(text, "preset lacks \"%s\"", from);
     struct k3_config c;
     struct k3_err e = {{0}};
     int rc = k3_config_parse(&c, "cfg.json", text, n, &e);
@@ -189,6 +200,86 @@ static void expect_refused(const char *from, const char *to, const char *needle)
     if (!rc)
         k3_config_free(&c);
     free(text);
+}
+
+/* The tiny preset with one substring replaced parses; c is the result. */
+static void expect_parsed(const char *from, const char *to, struct k3_config *c)
+{
+    size_t n;
+    char *text = tiny_with(from, to, &n);
+    REQUIRE(text, "preset lacks \"%s\"", from);
+    struct k3_err e = {{0}};
+    REQUIRE(k3_config_parse(c, "cfg.json", text, n, &e) == 0, "%s -> %s: %s", from, to, e.msg);
+    free(text);
+}
+
+/* use_grouped_topk is not read (Moonshot's gate groups whenever num_expert_group > 1 and
+ * > topk_group); the groups still must divide the experts and supply top_k of them. */
+static void test_grouping_keys(void)
+{
+    struct k3_config c;
+    expect_parsed("\"use_grouped_topk\": true, \"num_expert_group\": 1, \"topk_group\": 1",
+                  "\"use_grouped_topk\": false, \"num_expert_group\": 8, \"topk_group\": 2", &c);
+    CHECK(c.n_group == 8 && c.topk_group == 2 && k3_route_grouped(&c) &&
+              k3_route_choosable(&c) == 16,
+          "use_grouped_topk false: %d groups, %d kept, %d choosable", c.n_group, c.topk_group,
+          k3_route_choosable(&c));
+    k3_config_free(&c);
+    expect_parsed("\"use_grouped_topk\": true, ", "", &c);
+    CHECK(c.n_group == 1, "use_grouped_topk absent: parsed");
+    k3_config_free(&c);
+    expect_parsed("\"num_expert_group\": 1, \"topk_group\": 1",
+                  "\"num_expert_group\": 4, \"topk_group\": 4", &c);
+    CHECK(!k3_route_grouped(&c) && k3_route_choosable(&c) == 64, "every group kept: not grouped");
+    k3_config_free(&c);
+    expect_refused("\"num_expert_group\": 1, \"topk_group\": 1",
+                   "\"num_expert_group\": 8, \"topk_group\": 1", "cannot supply 16 experts");
+    expect_refused("\"num_expert_group\": 1", "\"num_expert_group\": 7", "do not divide 64");
+}
+
+/* quantization_config (quant_config.h): the presets carry K3's; a config without one is
+ * read; one that describes other bytes than K3's MXFP4 is refused, the value named, in
+ * text_config or at the root. */
+static void test_quantization_config(void)
+{
+    const char *tiny = k3_config_preset("k3-tiny");
+    CHECK(strstr(tiny, "\"quantization_config\": " K3_QUANT_CONFIG_JSON), "k3-tiny carries it");
+    CHECK(strstr(k3_config_preset("k3"), "\"quantization_config\": " K3_QUANT_CONFIG_JSON),
+          "k3 carries it");
+    struct k3_config c;
+    expect_parsed("\"quantization_config\": " K3_QUANT_CONFIG_JSON ", ", "", &c);
+    CHECK(c.n_experts == 64, "no quantization_config: read");
+    k3_config_free(&c);
+    expect_parsed("\"quantization_status\": \"compressed\"", "\"quantization_status\": null", &c);
+    k3_config_free(&c);
+    const char *q = "text_config.quantization_config.";
+    char needle[160];
+    snprintf(needle, sizeof needle, "%sformat: \"nvfp4-pack-quantized\", expected", q);
+    expect_refused("\"format\": \"mxfp4-pack-quantized\", \"global",
+                   "\"format\": \"nvfp4-pack-quantized\", \"global", needle);
+    expect_refused("\"quant_method\": \"compressed-tensors\"", "\"quant_method\": \"mxfp4\"",
+                   "quant_method: \"mxfp4\", expected \"compressed-tensors\"");
+    expect_refused("\"quantization_status\": \"compressed\"",
+                   "\"quantization_status\": \"frozen\"", "quantization_status: \"frozen\"");
+    expect_refused("\"num_bits\": 4", "\"num_bits\": 8",
+                   "config_groups.group_0.weights.num_bits: 8, expected 4");
+    expect_refused("\"group_size\": 32", "\"group_size\": 16",
+                   "config_groups.group_0.weights.group_size: 16, expected 32");
+    expect_refused("\"type\": \"float\"", "\"type\": \"int\"",
+                   "weights.type: \"int\", expected \"float\"");
+    expect_refused("\"strategy\": \"group\"", "\"strategy\": \"tensor_group\"",
+                   "weights.strategy: \"tensor_group\"");
+    expect_refused("\"scale_dtype\": \"torch.uint8\"", "\"scale_dtype\": \"torch.float8_e4m3fn\"",
+                   "weights.scale_dtype: \"torch.float8_e4m3fn\"");
+    expect_refused("{\"group_0\": {\"format\": \"mxfp4-pack-quantized\"",
+                   "{\"group_0\": {\"format\": \"int-quantized\"",
+                   "config_groups.group_0.format: \"int-quantized\"");
+    expect_refused("\"weights\": {\"actorder\"", "\"w\": {\"actorder\"",
+                   "config_groups.group_0.weights: missing");
+    expect_refused("\"media_placeholder_token_id\": 2037,",
+                   "\"media_placeholder_token_id\": 2037, \"quantization_config\": "
+                   "{\"quant_method\": \"compressed-tensors\", \"format\": \"int-quantized\"},",
+                   "cfg.json: quantization_config.format: \"int-quantized\"");
 }
 
 static void test_refusals(void)
@@ -216,5 +307,7 @@ int main(void)
     test_tiny_schedule();
     test_slice_is_k3_wide();
     test_refusals();
+    test_grouping_keys();
+    test_quantization_config();
     return check_result();
 }

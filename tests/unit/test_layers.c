@@ -219,6 +219,53 @@ static void test_router(void)
           idx[0], idx[1]);
 }
 
+/* Moonshot's gate masks the dropped groups with -inf: an expert of a kept group is chosen
+ * even when its key (sigmoid plus bias) is negative, never one of a dropped group. */
+static void test_router_dropped_groups(void)
+{
+    struct k3_config c = base_config();
+    c.n_group = 2;
+    c.topk_group = 1;
+    c.top_k = 4;
+    /* Keys σ(l) + b.  Group {0..3} has the best two keys (0.95, 0.88), so group {4..7}
+     * (0.5 each) is dropped; expert 1's key is σ(-2) - 0.5 = -0.38 < 0. */
+    float logits[8] = {3.0f, -2.0f, 2.0f, 1.5f, 0, 0, 0, 0};
+    float bias[8] = {0, -0.5f, 0, 0, 0, 0, 0, 0};
+    float key[8], w[4];
+    int idx[4];
+    CHECK(k3_route_grouped(&c) && k3_route_choosable(&c) == 4, "1 group of 4 kept: %d choosable",
+          k3_route_choosable(&c));
+    k3_route(&c, logits, bias, idx, w, key);
+    CHECK(idx[0] == 0 && idx[1] == 2 && idx[2] == 3 && idx[3] == 1,
+          "the kept group only, the negative key last: got %d %d %d %d", idx[0], idx[1], idx[2],
+          idx[3]);
+    /* As many groups kept as there are: no grouping (Moonshot's n_group > topk_group). */
+    c.topk_group = 2;
+    CHECK(!k3_route_grouped(&c) && k3_route_choosable(&c) == 8, "2 of 2 groups kept: not grouped");
+    k3_route(&c, logits, bias, idx, w, key);
+    CHECK(idx[0] == 0 && idx[1] == 2 && idx[2] == 3 && idx[3] == 4, "plain top-4: got %d %d %d %d",
+          idx[0], idx[1], idx[2], idx[3]);
+}
+
+/* At top-1 the gate does not renormalize: the weight is the scaled sigmoid score, also when
+ * weighing a replayed choice. */
+static void test_router_top1(void)
+{
+    struct k3_config c = base_config();
+    c.top_k = 1;
+    c.routed_scale = 2.0f;
+    float logits[8] = {0.5f, -1.0f, 0, 0, 0, 0, 0, 0}, bias[8] = {0};
+    float key[8], w[1];
+    int idx[1];
+    k3_route(&c, logits, bias, idx, w, key);
+    CHECK(idx[0] == 0 && near(w[0], 2.0 * sig(0.5), 1e-6), "top-1: expert %d weight %g, want %g",
+          idx[0], w[0], 2.0 * sig(0.5));
+    int replayed = 1;
+    k3_route_weigh(&c, logits, &replayed, 1, w);
+    CHECK(near(w[0], 2.0 * sig(-1.0), 1e-6), "top-1 replayed: weight %g, want %g", w[0],
+          2.0 * sig(-1.0));
+}
+
 int main(void)
 {
     test_situ();
@@ -226,5 +273,7 @@ int main(void)
     test_delta_rule();
     test_attn_res_mix();
     test_router();
+    test_router_dropped_groups();
+    test_router_top1();
     return check_result();
 }

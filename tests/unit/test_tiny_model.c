@@ -2,112 +2,18 @@
  * the synthetic checkpoint is the one the fixtures were made from (xxh64 per file),
  * logits agree within 1e-4 of max|logit|, the 32 greedy tokens are identical, and
  * prefill, token-by-token decode and thread counts give the same bytes. */
-#include <dirent.h>
-#include <jansson.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 #include "engine/stream/experts.h"
 #include "engine/forward/forward.h"
 #include "engine/model/model.h"
 #include "engine/stream/stream.h"
 #include "engine/forward/sampler.h"
-#include "tests/util.h"
-
-#define REL_TOL 1e-4 /* max |Δlogit| ≤ REL_TOL × max|logit| */
-
-struct fixture {
-    int32_t prompt[64];
-    int n_prompt;
-    int32_t greedy[64];
-    int n_greedy;
-    float *prompt_logits, *decode_logits; /* [n_prompt][V], [n_greedy-1][V] */
-    json_t *layer_stats;
-    int router_bias_changed;
-};
-
-static char fixture_dir[4096];
-
-static int load_ids(json_t *arr, int32_t *out, int cap)
-{
-    int n = 0;
-    size_t i;
-    json_t *v;
-    json_array_foreach(arr, i, v) if (n < cap) out[n++] = (int32_t)json_integer_value(v);
-    return n;
-}
-
-static void load_fixture(struct fixture *f, int vocab)
-{
-    char path[4200];
-    snprintf(path, sizeof path, "%s/fixture.json", fixture_dir);
-    json_error_t jerr;
-    json_t *root = json_load_file(path, 0, &jerr);
-    REQUIRE(root, "%s: %s", path, jerr.text);
-    f->n_prompt = load_ids(json_object_get(root, "prompt_ids"), f->prompt, 64);
-    f->n_greedy = load_ids(json_object_get(root, "greedy_ids"), f->greedy, 64);
-    f->layer_stats = json_incref(json_object_get(root, "layer_stats"));
-    f->router_bias_changed = (int)json_integer_value(json_object_get(root, "router_bias_changed"));
-    json_decref(root);
-    size_t len;
-    snprintf(path, sizeof path, "%s/prompt_logits.f32", fixture_dir);
-    f->prompt_logits = read_file(path, &len);
-    REQUIRE(f->prompt_logits && len == sizeof(float) * (size_t)f->n_prompt * vocab, "%s", path);
-    snprintf(path, sizeof path, "%s/decode_logits.f32", fixture_dir);
-    f->decode_logits = read_file(path, &len);
-    REQUIRE(f->decode_logits && len == sizeof(float) * (size_t)(f->n_greedy - 1) * vocab, "%s",
-            path);
-}
-
-/* Every file of the synth checkpoint hashes as the fixtures recorded (xxhsum -H1 lines). */
-static void test_checkpoint_pinned(const char *model)
-{
-    char path[4200];
-    snprintf(path, sizeof path, "%s/checkpoint.xxh64", fixture_dir);
-    FILE *f = fopen(path, "r");
-    REQUIRE(f, "%s missing (make fixtures)", path);
-    char hex[32], name[256];
-    int files = 0;
-    while (fscanf(f, "%31s %255s", hex, name) == 2) {
-        char file[4600];
-        snprintf(file, sizeof file, "%s/%s", model, name);
-        size_t len;
-        void *data = read_file(file, &len);
-        CHECK(data, "%s missing from the synth output", name);
-        if (!data)
-            continue;
-        char got[32];
-        snprintf(got, sizeof got, "%016llx", (unsigned long long)XXH64(data, len, 0));
-        CHECK(!strcmp(got, hex), "%s: xxh64 %s, fixtures have %s: synth output changed since "
-              "the fixtures were made (run make fixtures)", name, got, hex);
-        free(data);
-        files++;
-    }
-    fclose(f);
-    CHECK(files >= 5, "checkpoint.xxh64 lists %d files", files);
-}
-
-static double compare_rows(const float *got, const float *want, int rows, int vocab,
-                           const char *what)
-{
-    double max_abs = 0, max_diff = 0;
-    for (size_t i = 0; i < (size_t)rows * vocab; i++) {
-        max_abs = fmax(max_abs, fabs(want[i]));
-        max_diff = fmax(max_diff, fabs((double)got[i] - want[i]));
-        CHECK(isfinite(got[i]), "%s: non-finite logit at %zu", what, i);
-        if (!isfinite(got[i]))
-            return INFINITY;
-    }
-    printf("%s: %d rows, max|logit| %.4f, max |dlogit| %.3g = %.3g of max|logit|\n", what, rows,
-           max_abs, max_diff, max_diff / max_abs);
-    CHECK(max_diff <= REL_TOL * max_abs, "%s: max |dlogit| %.3g exceeds %.0e x %.3g", what,
-          max_diff, REL_TOL, max_abs);
-    return max_diff / max_abs;
-}
+#include "tests/fixture.h"
 
 /* Per-layer summaries: on a logits mismatch, the first layer that differs. */
 struct stats_capture {
@@ -183,9 +89,7 @@ static float *run_model(struct runner *r, const int32_t *prompt, int n_prompt, i
 
 int main(void)
 {
-    snprintf(fixture_dir, sizeof fixture_dir, "%s/fixtures/k3-tiny", test_root());
     const char *model = tiny_model();
-    test_checkpoint_pinned(model);
 
     struct runner r;
     struct k3_err e = {{0}};
@@ -197,7 +101,8 @@ int main(void)
     r.store = k3_stream_experts(r.stream);
     int V = r.m.cfg.vocab;
     struct fixture f;
-    load_fixture(&f, V);
+    fixture_load(&f, "k3-tiny", V);
+    fixture_check_checkpoint(&f, model);
     CHECK(f.router_bias_changed > 0, "the fixture has a routing the bias changed");
 
     static struct stats_capture cap;
@@ -205,10 +110,10 @@ int main(void)
     int n = f.n_greedy;
     omp_set_num_threads(2);
     float *rows = run_model(&r, f.prompt, f.n_prompt, n, false, ids, &cap);
-    double rel = compare_rows(rows, f.prompt_logits, f.n_prompt, V, "prompt logits");
-    if (rel > REL_TOL)
+    double rel = fixture_compare_rows(rows, f.prompt_logits, f.n_prompt, V, "prompt logits");
+    if (rel > FIXTURE_REL_TOL)
         check_layer_stats(&cap, &f, r.m.cfg.n_layers);
-    compare_rows(rows + (size_t)f.n_prompt * V, f.decode_logits, n - 1, V, "decode logits");
+    fixture_compare_rows(rows + (size_t)f.n_prompt * V, f.decode_logits, n - 1, V, "decode logits");
     int same = 0, distinct = 0;
     for (int i = 0; i < n; i++) {
         same += ids[i] == f.greedy[i];
@@ -243,9 +148,7 @@ int main(void)
     free(rows);
     free(rows_tbt);
     free(rows_1t);
-    free(f.prompt_logits);
-    free(f.decode_logits);
-    json_decref(f.layer_stats);
+    fixture_free(&f);
     k3_stream_close(r.stream);
     k3_model_close(&r.m);
     return check_result();
