@@ -10,19 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/serve/json_fields.h"
+
 #define INVALID "invalid_request_error"
-
-/* Absent and null both mean "the default". */
-static json_t *given(json_t *obj, const char *name)
-{
-    json_t *v = json_object_get(obj, name);
-    return json_is_null(v) ? NULL : v;
-}
-
-static bool is(json_t *v, const char *s)
-{
-    return json_is_string(v) && !strcmp(json_string_value(v), s);
-}
 
 static bool nonempty_string(json_t *v)
 {
@@ -66,7 +56,7 @@ static json_t *text_part(json_t *block, const char *where, struct k3_api_error *
 /* system: a string, or text blocks (as content parts). */
 static int system_message(json_t *body, json_t *out, struct k3_api_error *e)
 {
-    json_t *sys = given(body, "system");
+    json_t *sys = k3_json_given(body, "system");
     if (!sys)
         return 0;
     if (json_is_string(sys))
@@ -80,7 +70,7 @@ static int system_message(json_t *body, json_t *out, struct k3_api_error *e)
     json_array_foreach(sys, i, block) {
         char where[32];
         snprintf(where, sizeof where, "system[%zu]", i);
-        if (!is(json_object_get(block, "type"), "text")) {
+        if (!k3_json_is(json_object_get(block, "type"), "text")) {
             json_decref(parts);
             return refuse(e, "must be a text block (type \"text\")", "%s.type", where);
         }
@@ -99,7 +89,7 @@ static int system_message(json_t *body, json_t *out, struct k3_api_error *e)
 /* tools: custom tools ({name, description, input_schema}) as OpenAI function tools. */
 static int convert_tools(json_t *body, json_t *oai, struct k3_api_error *e)
 {
-    json_t *tools = given(body, "tools");
+    json_t *tools = k3_json_given(body, "tools");
     if (!tools)
         return 0;
     if (!json_is_array(tools))
@@ -109,11 +99,11 @@ static int convert_tools(json_t *body, json_t *oai, struct k3_api_error *e)
     size_t i;
     json_t *t;
     json_array_foreach(tools, i, t) {
-        json_t *type = given(t, "type"), *name = json_object_get(t, "name"),
-               *description = given(t, "description"), *schema = json_object_get(t, "input_schema");
+        json_t *type = k3_json_given(t, "type"), *name = json_object_get(t, "name"),
+               *description = k3_json_given(t, "description"), *schema = json_object_get(t, "input_schema");
         if (!json_is_object(t))
             return refuse(e, "must be an object", "tools[%zu]", i);
-        if (type && !is(type, "custom"))
+        if (type && !k3_json_is(type, "custom"))
             return refuse(e, "is not supported: only custom tools (a name and an input_schema), "
                           "which the client runs", "tools[%zu].type", i);
         if (!nonempty_string(name))
@@ -139,7 +129,7 @@ static bool tool_declared(json_t *tools, const char *name)
     size_t i;
     json_t *t;
     json_array_foreach(tools, i, t) {
-        if (is(json_object_get(t, "name"), name))
+        if (k3_json_is(json_object_get(t, "name"), name))
             return true;
     }
     return false;
@@ -150,22 +140,22 @@ static bool tool_declared(json_t *tools, const char *name)
  * parallel_tool_calls. */
 static int convert_tool_choice(json_t *body, json_t *oai, struct k3_api_error *e)
 {
-    json_t *tc = given(body, "tool_choice"), *tools = given(body, "tools");
+    json_t *tc = k3_json_given(body, "tool_choice"), *tools = k3_json_given(body, "tools");
     if (!tc)
         return 0;
     json_t *type = json_object_get(tc, "type"), *name = json_object_get(tc, "name");
-    json_t *no_parallel = given(tc, "disable_parallel_tool_use");
+    json_t *no_parallel = k3_json_given(tc, "disable_parallel_tool_use");
     json_t *choice;
     if (!json_is_object(tc))
         return refuse(e, "must be an object with a type", "tool_choice");
     if (no_parallel && !json_is_boolean(no_parallel))
         return refuse(e, "must be a boolean", "tool_choice.disable_parallel_tool_use");
-    if (is(type, "auto") || is(type, "none")) {
+    if (k3_json_is(type, "auto") || k3_json_is(type, "none")) {
         choice = json_incref(type);
-    } else if (is(type, "any") || is(type, "tool")) {
+    } else if (k3_json_is(type, "any") || k3_json_is(type, "tool")) {
         if (!json_array_size(tools))
             return refuse(e, "asks for a tool call, but there are no tools", "tool_choice.type");
-        if (is(type, "any")) {
+        if (k3_json_is(type, "any")) {
             choice = json_string("required");
         } else if (!json_is_string(name)) {
             return refuse(e, "must be the name of one of the tools", "tool_choice.name");
@@ -222,7 +212,7 @@ static json_t *result_text(json_t *content, const char *where, struct k3_api_err
     json_t *block;
     json_array_foreach(content, k, block) {
         json_t *t = json_object_get(block, "text");
-        if (!is(json_object_get(block, "type"), "text")) {
+        if (!k3_json_is(json_object_get(block, "type"), "text")) {
             refuse(e, "is not supported in a tool_result: only text blocks", "%s.content[%zu].type",
                    where, k);
             free(text);
@@ -255,7 +245,7 @@ static json_t *result_text(json_t *content, const char *where, struct k3_api_err
 static int tool_message(const struct turn *t, json_t *block, const char *where,
                         struct k3_api_error *e)
 {
-    json_t *id = json_object_get(block, "tool_use_id"), *is_error = given(block, "is_error");
+    json_t *id = json_object_get(block, "tool_use_id"), *is_error = k3_json_given(block, "is_error");
     if (!nonempty_string(id))
         return refuse(e, "must be a non-empty string", "%s.tool_use_id", where);
     if (!among(t->call_ids, id))
@@ -264,7 +254,7 @@ static int tool_message(const struct turn *t, json_t *block, const char *where,
     /* The rendered tool message has no error mark; the result's text says what failed. */
     if (is_error && !json_is_boolean(is_error))
         return refuse(e, "must be a boolean", "%s.is_error", where);
-    json_t *text = result_text(given(block, "content"), where, e);
+    json_t *text = result_text(k3_json_given(block, "content"), where, e);
     if (!text)
         return -1;
     return json_array_append_new(t->out, json_pack("{s:s, s:O, s:o}", "role", "tool",
@@ -310,7 +300,7 @@ static int unsupported_block(json_t *type, const char *where, struct k3_api_erro
     if (!json_is_string(type))
         return refuse(e, "must be a string", "%s.type", where);
     char what[160];
-    if (is(type, "image") || is(type, "document"))
+    if (k3_json_is(type, "image") || k3_json_is(type, "document"))
         snprintf(what, sizeof what, "is \"%s\": this server reads text only",
                  json_string_value(type));
     else
@@ -331,11 +321,11 @@ static int user_blocks(const struct turn *t, json_t *content, struct k3_api_erro
         snprintf(where, sizeof where, "messages[%zu].content[%zu]", t->i, j);
         json_t *type = json_object_get(block, "type"), *part = NULL;
         int rc = 0;
-        if (is(type, "text"))
+        if (k3_json_is(type, "text"))
             rc = (part = text_part(block, where, e)) ? json_array_append_new(parts, part) : -1;
-        else if (is(type, "tool_result"))
+        else if (k3_json_is(type, "tool_result"))
             rc = tool_message(t, block, where, e);
-        else if (is(type, "thinking") || is(type, "redacted_thinking") || is(type, "tool_use"))
+        else if (k3_json_is(type, "thinking") || k3_json_is(type, "redacted_thinking") || k3_json_is(type, "tool_use"))
             rc = only_on(json_string_value(type), "assistant", where, e);
         else
             rc = unsupported_block(type, where, e);
@@ -390,15 +380,15 @@ static int assistant_blocks(const struct turn *t, json_t *content, json_t *ids,
         char where[64];
         snprintf(where, sizeof where, "messages[%zu].content[%zu]", t->i, j);
         json_t *type = json_object_get(block, "type"), *part;
-        if (is(type, "text"))
+        if (k3_json_is(type, "text"))
             rc = (part = text_part(block, where, e)) ? json_array_append_new(a.parts, part) : -1;
-        else if (is(type, "thinking"))
+        else if (k3_json_is(type, "thinking"))
             rc = add_thinking(&a, block, where, e);
-        else if (is(type, "redacted_thinking"))
+        else if (k3_json_is(type, "redacted_thinking"))
             rc = 0;
-        else if (is(type, "tool_use"))
+        else if (k3_json_is(type, "tool_use"))
             rc = tool_call(t, block, where, a.calls, ids, e);
-        else if (is(type, "tool_result"))
+        else if (k3_json_is(type, "tool_result"))
             rc = only_on("tool_result", "user", where, e);
         else
             rc = unsupported_block(type, where, e);
@@ -428,10 +418,10 @@ static int convert_message(struct turn *t, json_t *m, json_t *ids, struct k3_api
     json_t *role = json_object_get(m, "role"), *content = json_object_get(m, "content");
     if (!json_is_object(m))
         return refuse(e, "must be an object", "messages[%zu]", i);
-    if (!is(role, "user") && !is(role, "assistant"))
+    if (!k3_json_is(role, "user") && !k3_json_is(role, "assistant"))
         return refuse(e, "must be \"user\" or \"assistant\" (system goes in the top-level system "
                       "field)", "messages[%zu].role", i);
-    bool user = is(role, "user");
+    bool user = k3_json_is(role, "user");
     if (json_is_string(content))
         return json_array_append_new(t->out, json_pack("{s:O, s:O}", "role", role, "content",
                                                        content)) ? out_of_memory(e) : 0;
@@ -449,12 +439,12 @@ static int convert_messages(json_t *body, json_t *oai, struct k3_api_error *e)
     size_t n = json_array_size(messages);
     /* A last assistant turn asks Anthropic to continue it (a prefill); K3's prompt ends
      * in a new turn instead, so it would be silently ignored. */
-    if (is(json_object_get(json_array_get(messages, n - 1), "role"), "assistant"))
+    if (k3_json_is(json_object_get(json_array_get(messages, n - 1), "role"), "assistant"))
         return refuse(e, "is \"assistant\": continuing a prefilled assistant turn is not "
                       "supported (the last message must be the user's)", "messages[%zu].role",
                       n - 1);
     json_t *out = json_object_get(oai, "messages");
-    struct turn t = {.out = out, .tools = given(body, "tools")};
+    struct turn t = {.out = out, .tools = k3_json_given(body, "tools")};
     for (size_t i = 0; i < n; i++) {
         json_t *ids = json_array();
         t.i = i;
@@ -476,20 +466,20 @@ static int convert_messages(json_t *body, json_t *oai, struct k3_api_error *e)
  * chat_template_kwargs.thinking.  K3 has no thinking budget: it is checked, not used. */
 static int convert_thinking(json_t *body, json_t *oai, struct k3_api_error *e)
 {
-    json_t *th = given(body, "thinking");
+    json_t *th = k3_json_given(body, "thinking");
     if (!th)
         return 0;
     json_t *type = json_object_get(th, "type"), *budget = json_object_get(th, "budget_tokens");
     if (!json_is_object(th))
         return refuse(e, "must be an object with a type", "thinking");
-    bool on = is(type, "enabled") || is(type, "adaptive");
-    if (!on && !is(type, "disabled"))
+    bool on = k3_json_is(type, "enabled") || k3_json_is(type, "adaptive");
+    if (!on && !k3_json_is(type, "disabled"))
         return refuse(e, "must be \"enabled\", \"adaptive\" or \"disabled\"", "thinking.type");
-    if (is(type, "enabled") && !(json_is_integer(budget) && json_integer_value(budget) > 0))
+    if (k3_json_is(type, "enabled") && !(json_is_integer(budget) && json_integer_value(budget) > 0))
         return refuse(e, "must be a positive integer when thinking is enabled",
                       "thinking.budget_tokens");
     /* A copy: the body's own chat_template_kwargs (passed through) stays as sent. */
-    json_t *sent = given(oai, "chat_template_kwargs");
+    json_t *sent = k3_json_given(oai, "chat_template_kwargs");
     if (sent && !json_is_object(sent))
         return refuse(e, "must be an object", "chat_template_kwargs");
     json_t *kwargs = json_is_object(sent) ? json_copy(sent) : json_object();
@@ -501,7 +491,7 @@ static int convert_thinking(json_t *body, json_t *oai, struct k3_api_error *e)
 
 static int convert_stops(json_t *body, json_t *oai, struct k3_api_error *e)
 {
-    json_t *stops = given(body, "stop_sequences");
+    json_t *stops = k3_json_given(body, "stop_sequences");
     if (!stops)
         return 0;
     if (!json_is_array(stops))
@@ -523,7 +513,7 @@ static int convert_stops(json_t *body, json_t *oai, struct k3_api_error *e)
 
 static int convert(json_t *body, json_t *oai, struct k3_api_error *e)
 {
-    json_t *max = given(body, "max_tokens");
+    json_t *max = k3_json_given(body, "max_tokens");
     if (!max)
         return refuse(e, "is required", "max_tokens");
     if (!json_is_integer(max) || json_integer_value(max) < 1)

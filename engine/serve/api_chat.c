@@ -7,29 +7,18 @@
 #include <string.h>
 
 #include "engine/grammar/grammar.h"
+#include "engine/serve/json_fields.h"
 #include "engine/text/chat.h"
 
 #define INVALID "invalid_request_error"
 
-/* Absent and null both mean "the default". */
-static json_t *given(json_t *obj, const char *name)
-{
-    json_t *v = json_object_get(obj, name);
-    return json_is_null(v) ? NULL : v;
-}
-
-static bool is(json_t *v, const char *s)
-{
-    return json_is_string(v) && !strcmp(json_string_value(v), s);
-}
-
 /* OpenAI's older `functions` and `function_call`, as the tools they stand for. */
 static int legacy_functions(json_t *root, struct k3_api_error *e)
 {
-    json_t *fns = given(root, "functions"), *call = given(root, "function_call");
+    json_t *fns = k3_json_given(root, "functions"), *call = k3_json_given(root, "function_call");
     if (!fns && !call)
         return 0;
-    if (given(root, "tools"))
+    if (k3_json_given(root, "tools"))
         return k3_api_errorf(e, 400, INVALID, "functions", "send tools or functions, not both");
     if (fns && !json_is_array(fns))
         return k3_api_errorf(e, 400, INVALID, "functions", "functions must be an array");
@@ -53,24 +42,24 @@ static int legacy_functions(json_t *root, struct k3_api_error *e)
 static int tool_choice(json_t *root, json_t *tools, const char **named, struct k3_api_error *e)
 {
     *named = NULL;
-    json_t *v = given(root, "tool_choice");
-    if (!v || is(v, "auto") || is(v, "none"))
+    json_t *v = k3_json_given(root, "tool_choice");
+    if (!v || k3_json_is(v, "auto") || k3_json_is(v, "none"))
         return 0;
-    if (is(v, "required")) {
+    if (k3_json_is(v, "required")) {
         if (!json_array_size(tools))
             return k3_api_errorf(e, 400, INVALID, "tool_choice",
                                  "tool_choice \"required\" needs tools");
         return 0;
     }
     json_t *name = json_object_get(json_object_get(v, "function"), "name");
-    if (!json_is_object(v) || !is(json_object_get(v, "type"), "function") || !json_is_string(name))
+    if (!json_is_object(v) || !k3_json_is(json_object_get(v, "type"), "function") || !json_is_string(name))
         return k3_api_errorf(e, 400, INVALID, "tool_choice",
                              "tool_choice must be \"auto\", \"none\", \"required\" or {\"type\": "
                              "\"function\", \"function\": {\"name\": NAME}}");
     size_t i;
     json_t *t;
     json_array_foreach(tools, i, t) {
-        if (is(json_object_get(json_object_get(t, "function"), "name"), json_string_value(name))) {
+        if (k3_json_is(json_object_get(json_object_get(t, "function"), "name"), json_string_value(name))) {
             *named = json_string_value(name);
             return 0;
         }
@@ -85,19 +74,19 @@ static int response_format(json_t *root, json_t **schema, bool *json, struct k3_
 {
     *schema = NULL;
     *json = false;
-    json_t *v = given(root, "response_format");
+    json_t *v = k3_json_given(root, "response_format");
     if (!v)
         return 0;
     json_t *type = json_object_get(v, "type");
     if (!json_is_object(v) || !json_is_string(type))
         return k3_api_errorf(e, 400, INVALID, "response_format",
                              "response_format must be an object with a type");
-    if (is(type, "text"))
+    if (k3_json_is(type, "text"))
         return 0;
     *json = true;
-    if (is(type, "json_object"))
+    if (k3_json_is(type, "json_object"))
         return 0;
-    if (!is(type, "json_schema"))
+    if (!k3_json_is(type, "json_schema"))
         return k3_api_errorf(e, 400, INVALID, "response_format.type",
                              "response_format.type must be \"text\", \"json_object\" or "
                              "\"json_schema\"");
@@ -132,7 +121,7 @@ static int answer_grammar(json_t *root, json_t *tools, struct k3_api_chat *c,
     json_t *schema;
     bool json;
     bool parallel = true;
-    json_t *pv = given(root, "parallel_tool_calls");
+    json_t *pv = k3_json_given(root, "parallel_tool_calls");
     if (pv && !json_is_boolean(pv))
         return k3_api_errorf(e, 400, INVALID, "parallel_tool_calls",
                              "parallel_tool_calls must be a boolean");
@@ -141,7 +130,7 @@ static int answer_grammar(json_t *root, json_t *tools, struct k3_api_chat *c,
     if (tool_choice(root, tools, &named, e) || response_format(root, &schema, &json, e))
         return -1;
     struct k3_grammar_fault f = {{0}, {0}};
-    if (named || is(given(root, "tool_choice"), "required")) {
+    if (named || k3_json_is(k3_json_given(root, "tool_choice"), "required")) {
         if (k3_grammar_tools(tools, named, parallel, c->thinking, &c->grammar, &f))
             return grammar_fault(e, &f);
     } else if (json && k3_grammar_json(schema, c->thinking, &c->grammar, &f)) {
@@ -155,7 +144,7 @@ static int render(const struct k3_tokenizer *tok, json_t *root, struct k3_api_ch
 {
     if (legacy_functions(root, e))
         return -1;
-    json_t *messages = json_object_get(root, "messages"), *tools = given(root, "tools");
+    json_t *messages = json_object_get(root, "messages"), *tools = k3_json_given(root, "tools");
     if (!json_is_array(messages) || !json_array_size(messages))
         return k3_api_errorf(e, 400, INVALID, "messages",
                              messages ? "messages must be a non-empty array" : "messages is required");
@@ -168,7 +157,7 @@ static int render(const struct k3_tokenizer *tok, json_t *root, struct k3_api_ch
         return k3_api_errorf(e, fault.param[0] ? 400 : 500, fault.param[0] ? INVALID : "server_error",
                              fault.param[0] ? fault.param : NULL, "%s", fault.message);
     c->thinking = o.thinking;
-    c->keep_calls = !is(given(root, "tool_choice"), "none");
+    c->keep_calls = !k3_json_is(k3_json_given(root, "tool_choice"), "none");
     if (answer_grammar(root, tools, c, e))
         return -1;
     struct k3_err err;

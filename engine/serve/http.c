@@ -471,11 +471,7 @@ static void whole_free(struct whole *w)
 {
     free(w->text);
     free(w->reasoning);
-    for (int i = 0; i < w->n_calls; i++) {
-        free(w->calls[i].name);
-        free(w->calls[i].arguments);
-    }
-    free(w->calls);
+    k3_tool_calls_free(w->calls, w->n_calls);
 }
 
 static enum MHD_Result respond_whole(struct exchange *x, struct MHD_Connection *c,

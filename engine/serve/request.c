@@ -73,11 +73,7 @@ void k3_request_release(struct k3_request *r)
     free(r->prompt);
     free(r->text);
     free(r->reasoning);
-    for (int i = 0; i < r->n_calls; i++) {
-        free(r->calls[i].name);
-        free(r->calls[i].arguments);
-    }
-    free(r->calls);
+    k3_tool_calls_free(r->calls, r->n_calls);
     k3_xtml_out_free(r->xtml);
     k3_matcher_free(r->matcher);
     k3_grammar_free(r->grammar);
@@ -136,15 +132,20 @@ static void take_calls(struct k3_request *r, struct k3_req_update *u)
     r->calls_read = r->n_calls;
 }
 
+void k3_tool_calls_free(struct k3_tool_call *calls, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(calls[i].name);
+        free(calls[i].arguments);
+    }
+    free(calls);
+}
+
 void k3_req_update_free(struct k3_req_update *u)
 {
     free(u->text);
     free(u->reasoning);
-    for (int i = 0; i < u->n_calls; i++) {
-        free(u->calls[i].name);
-        free(u->calls[i].arguments);
-    }
-    free(u->calls);
+    k3_tool_calls_free(u->calls, u->n_calls);
     u->text = u->reasoning = NULL;
     u->calls = NULL;
     u->len = u->reasoning_len = 0;

@@ -46,6 +46,9 @@ struct k3_tool_call {
     char *arguments;          /* a JSON object, as text */
 };
 
+/* Frees calls[0..n) and their strings. */
+void k3_tool_calls_free(struct k3_tool_call *calls, int n);
+
 /* What a handler reads: new text since its last read, and the end once it came.  A
  * chat's answer comes split into K3's channels: reasoning, content (text) and calls. */
 struct k3_req_update {

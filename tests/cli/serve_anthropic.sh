@@ -9,19 +9,9 @@ skip() { echo "skip: $*" >&2; exit 77; }
 command -v node >/dev/null || skip "node is not installed"
 command -v npm >/dev/null || skip "npm is not installed"
 
-work="$K3_TEST_TMP/serve-anthropic"
-mkdir -p "$work"
-want="$K3_ROOT/tests/serve/package.json"
-if ! cmp -s "$want" "$work/package.json" ||
-   [[ ! -f "$work/node_modules/@anthropic-ai/sdk/package.json" || ! -f "$work/node_modules/ajv/package.json" ]]; then
-  cp "$want" "$work/package.json"
-  if ! (cd "$work" && timeout 180 npm install --no-audit --no-fund --no-package-lock \
-          --loglevel=error --fetch-retries=1 --fetch-retry-mintimeout=2000 \
-          --fetch-retry-maxtimeout=5000) >"$work/npm.log" 2>&1; then
-    grep -m3 'npm error' "$work/npm.log" >&2
-    skip "npm install @anthropic-ai/sdk failed (is the npm registry reachable?)"
-  fi
-fi
+source "$(dirname "$0")/serve_npm.sh"
+npm_clients serve-anthropic || skip "npm install @anthropic-ai/sdk failed (is the npm registry reachable?)"
+work=$NPM_WORK
 
 source "$(dirname "$0")/serve_lib.sh"
 m=$(tiny_model)
