@@ -1,8 +1,9 @@
 #!/bin/bash
 # `serve` over mpirun's ranks: requests decoding together (prompts joining as others
-# decode; a 38-id prompt spans two prefill steps) give the text, token counts and logits
-# hashes one process gives, on 2 ranks from a checkpoint folder and 3 from a pack per rank
-# (pack --ranks 3); SIGTERM to the leader stops every rank, exit 0.
+# decode; a 38-id prompt spans two prefill steps; a chat constrained to a tool call) give
+# the text, calls, token counts and logits hashes one process gives on one thread, on two
+# threads, on 2 ranks from a checkpoint folder and on 3 from a pack per rank (pack --ranks
+# 3); SIGTERM to the leader stops every rank, exit 0.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
 source "$(dirname "$0")/ranks_lib.sh"
@@ -16,6 +17,7 @@ bodies=(
   '{"prompt": "The history of the printing press", "temperature": 0.7, "top_k": 40, "seed": 12}'
   '{"messages": [{"role": "user", "content": "Hello there"}], "temperature": 0.8, "seed": 14}'
   "{\"prompt\": [$(seq -s, 100 51 2000)], \"temperature\": 0}"
+  '{"messages": [{"role": "user", "content": "Call"}], "tool_choice": "required", "parallel_tool_calls": false, "max_tokens": 200, "chat_template_kwargs": {"thinking": false}, "temperature": 0.9, "seed": 19, "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 99}}, "required": ["n"]}}}]}'
 )
 common='{"max_tokens": 8, "logits_hash": true}'
 
@@ -23,8 +25,9 @@ common='{"max_tokens": 8, "logits_hash": true}'
 answers() {
   local i clients=()
   for i in "${!bodies[@]}"; do
-    curl -s --max-time 300 "$URL$(endpoint "${bodies[$i]}")" -d "$(jq -c ". + $common" <<<"${bodies[$i]}")" |
-      jq -c '[(.choices[0].text // .choices[0].message.content), .usage.completion_tokens, .logits_hash]' >"$1.$i" &
+    curl -s --max-time 300 "$URL$(endpoint "${bodies[$i]}")" -d "$(jq -c "$common + ." <<<"${bodies[$i]}")" |
+      jq -c '[(.choices[0].text // .choices[0].message.content), .usage.completion_tokens, .logits_hash,
+              (.choices[0].message.tool_calls // [] | map(.function))]' >"$1.$i" &
     clients+=($!)
   done
   wait "${clients[@]}"
@@ -34,7 +37,12 @@ answers() {
 start_server one -m "$m" --parallel 4 -t 1
 answers "$d/one"
 stop_server
-grep -q null "$d/one" && fail "one process: a request failed: $(cat "$d/one")"
+jq -se 'all(.[2] | test("^[0-9a-f]{16}$"))' "$d/one" >/dev/null ||
+  fail "one process: a request failed: $(cat "$d/one")"
+start_server two-threads -m "$m" --parallel 4 -t 2
+answers "$d/two-threads"
+stop_server
+cmp -s "$d/one" "$d/two-threads" || fail "two threads: $(diff "$d/one" "$d/two-threads")"
 
 check() { # NAME NP ARGS...
   local name=$1 np=$2; shift 2
