@@ -69,15 +69,16 @@ done
 
 mkdir -p "$res"
 out=$res/agents-$stamp.md
-printf '%s\n' "${rows[@]}" | sort -n | awk -v reps="$reps" -v ckpt="$(basename "$ckpt")" '
-  { t2[NR] = $1; alone[NR] = $2; p[NR] = $3; c[NR] = $4; n[NR] = $5; ratio[NR] = $1 / $2 }
-  END {
-    m = int((NR + 1) / 2)
-    asort(ratio); asort(alone)
-    printf "# An agent round trip: turn 2 against its new tokens alone (%s, %d repetitions)\n\n", ckpt, reps
-    printf "| turn 2, median s | new tokens alone, median s | median ratio | prompt / resumed / new tokens (median turn) |\n"
-    printf "| --- | --- | --- | --- |\n"
-    printf "| %.3f | %.3f | %.2fx | %d / %d / %d |\n", t2[m], alone[m], ratio[m], p[m], c[m], n[m]
-  }' >"$out"
+# median COLUMN: the median of that column of the rows
+median() { printf '%s\n' "${rows[@]}" | awk -v c="$1" '{ print $c }' | sort -g |
+           awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+for i in "${!rows[@]}"; do rows[i]+=" $(awk '{ printf "%.4f", $1 / $2 }' <<<"${rows[i]}")"; done
+{
+  echo "# An agent round trip: turn 2 against its new tokens alone ($(basename "$ckpt"), $reps repetitions)"
+  echo
+  echo "| turn 2, median s | new tokens alone, median s | median ratio | prompt / resumed / new tokens (medians) |"
+  echo "| --- | --- | --- | --- |"
+  echo "| $(median 1) | $(median 2) | $(median 6)x | $(median 3) / $(median 4) / $(median 5) |"
+} >"$out"
 cat "$out"
 say "written: $out"

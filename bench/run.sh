@@ -74,6 +74,7 @@ stage prefill "fio curl jq python3" "prompts in passes: off one drive in a memor
 stage replay "make cc" "real routing (a trace): cache policies against Belady, prediction from ids, unions; the engine replaying it" "$root/bench/replay.sh"
 stage slice "python3 bc fio" "k3-slice (K3's widths): full K3 projected from its layers; its s/token against the planner" "$root/bench/slice-plan.sh"
 stage grammar "make cc" "constrained decoding: the grammar mask's ms/token at K3's 163,840-id vocabulary" "$root/bench/grammar.sh"
+stage agents "curl jq" "an agent's second turn (a tool result sent back) against its new tokens alone" "$root/bench/agents.sh"
 
 # The environment a stage script gets: the knobs as this run resolved them.
 stage_env() {
