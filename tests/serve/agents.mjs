@@ -126,7 +126,7 @@ async function structuredOutput() {
     additionalProperties: false,
   };
   const valid = ajv.compile(schema);
-  for (const seed of [1, 2, 3]) {
+  for (const seed of [1, 2]) {
     const r = await client.chat.completions.create({
       model, seed, temperature: 1, max_tokens: 200, ...noThinking,
       messages: [{ role: "user", content: "A person, as JSON." }],
@@ -139,7 +139,7 @@ async function structuredOutput() {
     ok(`response_format json_schema, seed ${seed}: ${c.message.content}`);
   }
   const obj = await client.chat.completions.create({
-    model, seed: 4, max_tokens: 200, ...noThinking, response_format: { type: "json_object" },
+    model, seed: 4, max_tokens: 60, ...noThinking, response_format: { type: "json_object" },
     messages: [{ role: "user", content: "JSON please." }],
   });
   if (obj.choices[0].finish_reason === "stop") {
