@@ -73,13 +73,14 @@ static int serve(const struct serve_opts *o, struct k3_err *err)
     struct k3_http *http = NULL;
     int rc = ctx > max_pos ? k3_errf(err, "--ctx-size %d exceeds the model's "
                                           "max_position_embeddings %d", ctx, max_pos) : 0;
-    /* The budget counts --parallel sequences' state, the scheduler's logits and samplers,
-     * and the prompt store. */
+    /* The budget counts --parallel sequences' state, the scheduler's logits, samplers and
+     * rows adjusted by a request's logit_bias and penalties, and the prompt store. */
     uint64_t cache_ram = o->cache_ram == CACHE_RAM_PER_SLOT
                              ? (uint64_t)o->parallel * k3_prompt_store_entry_bytes(&rt.m.cfg, ctx)
                              : o->cache_ram;
     struct k3_caller_bytes caller = k3_runtime_caller_bytes(rt.m.cfg.vocab, o->parallel, false);
-    caller.fixed += cache_ram;
+    uint64_t adjusted_rows = (uint64_t)o->parallel * sizeof(float) * rt.m.cfg.vocab;
+    caller.fixed += cache_ram + adjusted_rows;
     if (!rc)
         rc = k3_runtime_start(&rt, ctx, o->parallel, o->model.rt.batch, caller, err) ||
              k3_runtime_tokenizer(&rt, &tok, err);

@@ -1,7 +1,9 @@
 #include "engine/forward/sampler.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 int k3_sampler_init(struct k3_sampler *s, int vocab, float temp, int top_k, float top_p,
                     uint64_t seed, struct k3_err *err)
@@ -86,4 +88,22 @@ int k3_sample(struct k3_sampler *s, const float *logits)
             return s->order[i];
     }
     return s->order[n - 1];
+}
+
+const float *k3_logits_adjust(const struct k3_logit_adjust *a, const float *logits, int vocab,
+                              float *out)
+{
+    bool penalties = a->presence != 0 || a->frequency != 0;
+    if (!penalties && !a->n_bias)
+        return logits;
+    memset(out, 0, sizeof(float) * (size_t)vocab); /* first each token's count */
+    for (int i = 0; penalties && i < a->n_seen; i++)
+        out[a->seen[i]] += 1;
+    for (int i = 0; i < vocab; i++)
+        out[i] = logits[i] - out[i] * a->frequency - (out[i] > 0 ? a->presence : 0);
+    for (int i = 0; i < a->n_bias; i++) {
+        const struct k3_logit_bias *b = &a->bias[i];
+        out[b->id] = b->bias <= -100 ? -INFINITY : out[b->id] + b->bias;
+    }
+    return out;
 }

@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 
+#include "engine/serve/fields.h"
 #include "engine/text/chat.h"
 
 #define INVALID "invalid_request_error"
@@ -393,6 +394,7 @@ void k3_api_request_free(struct k3_api_request *r)
     free(r->prompt);
     for (int i = 0; i < K3_MAX_STOPS; i++)
         free(r->p.stop[i]);
+    free(r->p.bias);
     memset(r, 0, sizeof *r);
 }
 
@@ -413,7 +415,8 @@ int k3_api_parse(const struct k3_api_model *m, enum k3_api_kind kind, const char
     int rc = json_is_object(root) ? 0 : k3_api_errorf(e, 400, INVALID, NULL,
                                                       "the body must be a JSON object");
     if (!rc)
-        rc = parse_params(m, root, out, e);
+        rc = k3_api_fields_check(kind, root, e) || parse_params(m, root, out, e) ||
+             k3_api_parse_adjust(m, root, &out->p, e);
     if (!rc)
         rc = kind == K3_API_CHAT ? encode_messages(m, root, out, e) : encode_prompt(m, root, out, e);
     const char *what = kind == K3_API_CHAT ? "messages" : "prompt";

@@ -17,6 +17,7 @@
 
 #include <xxhash.h>
 
+#include "engine/forward/sampler.h"
 #include "engine/text/tokenizer.h"
 
 #define K3_MAX_STOPS 4
@@ -33,6 +34,9 @@ struct k3_gen_params {
                                * close of a chat's response ends it */
     bool cache_prompt;        /* llama-server's: resume from a stored prompt state, and store
                                * this one's (serve/prompt_store.h) */
+    struct k3_logit_bias *bias; /* [n_bias] OpenAI's logit_bias (k3_request_new copies it) */
+    int n_bias;
+    float presence_penalty, frequency_penalty; /* OpenAI's, over the tokens sampled */
 };
 
 enum k3_finish { K3_FINISH_NONE, K3_FINISH_STOP, K3_FINISH_LENGTH, K3_FINISH_ERROR };
@@ -74,7 +78,7 @@ struct k3_request {
 };
 
 /* A request of n prompt ids (copied), with one reference (the caller's); params' stop
- * strings are taken over. */
+ * strings are taken over, its logit biases copied. */
 struct k3_request *k3_request_new(const int32_t *prompt, int n, const struct k3_gen_params *p);
 void k3_request_retain(struct k3_request *r);
 void k3_request_release(struct k3_request *r);
