@@ -22,6 +22,7 @@ struct serve_opts {
     struct model_args model; /* the model and its read path */
     const char *alias, *host, *api_key;
     int port, parallel, ctx, n_predict, timeout, queue, prefill_chunk;
+    int read_timeout, max_connections, max_per_address;
     uint64_t max_body;
     uint64_t cache_ram;      /* CACHE_RAM_PER_SLOT: a state of ctx positions per --parallel */
     bool quiet, verbose;
@@ -72,13 +73,14 @@ static int serve(const struct serve_opts *o, struct k3_err *err)
     struct k3_http *http = NULL;
     int rc = ctx > max_pos ? k3_errf(err, "--ctx-size %d exceeds the model's "
                                           "max_position_embeddings %d", ctx, max_pos) : 0;
-    /* The budget counts --parallel sequences' state, the scheduler's logits and samplers,
-     * and the prompt store. */
+    /* The budget counts --parallel sequences' state, the scheduler's logits, samplers and
+     * rows adjusted by a request's logit_bias and penalties, and the prompt store. */
     uint64_t cache_ram = o->cache_ram == CACHE_RAM_PER_SLOT
                              ? (uint64_t)o->parallel * k3_prompt_store_entry_bytes(&rt.m.cfg, ctx)
                              : o->cache_ram;
     struct k3_caller_bytes caller = k3_runtime_caller_bytes(rt.m.cfg.vocab, o->parallel, false);
-    caller.fixed += cache_ram;
+    uint64_t adjusted_rows = (uint64_t)o->parallel * sizeof(float) * rt.m.cfg.vocab;
+    caller.fixed += cache_ram + adjusted_rows;
     if (!rc)
         rc = k3_runtime_start(&rt, ctx, o->parallel, o->model.rt.batch, caller, err) ||
              k3_runtime_tokenizer(&rt, &tok, err);
@@ -96,7 +98,8 @@ static int serve(const struct serve_opts *o, struct k3_err *err)
     char name_buf[4096];
     struct k3_http_opts ho = {
         .host = o->host, .port = o->port, .api_key = o->api_key, .timeout = o->timeout,
-        .max_body = o->max_body, .max_connections = o->parallel + o->queue + 64,
+        .read_timeout = o->read_timeout, .max_body = o->max_body,
+        .max_connections = o->max_connections, .max_per_address = o->max_per_address,
         .model = {.id = model_name(o, name_buf, sizeof name_buf), .tok = tok,
                   .vocab = rt.m.cfg.vocab, .ctx = ctx, .default_max_tokens = o->n_predict},
         .n_layers = rt.m.cfg.n_layers,
@@ -134,7 +137,10 @@ static int check_options(struct serve_opts *o, struct k3_err *err)
 
 int cmd_serve(int argc, char **argv)
 {
+    /* The connection defaults are a public server's (nginx: 60 s for a request's headers,
+     * a bounded table that closes idle keep-alive connections first). */
     struct serve_opts o = {.host = "127.0.0.1", .port = 8080, .parallel = 4, .timeout = 600,
+                           .read_timeout = 30, .max_connections = 256, .max_per_address = 64,
                            .queue = 64, .prefill_chunk = 16, .max_body = 1 << 20,
                            .cache_ram = CACHE_RAM_PER_SLOT};
     model_args_init(&o.model);
@@ -156,7 +162,19 @@ int cmd_serve(int argc, char **argv)
         {.name = "api-key", .type = K3_OPT_STRING, .dst = &o.api_key, .arg = "KEY",
          .help = "require Authorization: Bearer KEY"},
         {.name = "timeout", .type = K3_OPT_INT, .dst = &o.timeout, .arg = "SECONDS",
-         .help = "close a connection idle this long; 0 = never", .min = 0, .max = 1 << 30},
+         .help = "close a connection idle this long (between requests, or a client not "
+                 "reading its answer); 0 = never", .min = 0, .max = 1 << 30},
+        {.name = "read-timeout", .type = K3_OPT_INT, .dst = &o.read_timeout, .arg = "SECONDS",
+         .help = "a request's headers and body must arrive within this long of its "
+                 "connection (or, kept alive, of its request line), else it is closed; "
+                 "0 = no limit", .min = 0, .max = 1 << 30},
+        {.name = "max-connections", .type = K3_OPT_INT, .dst = &o.max_connections, .arg = "N",
+         .help = "connections held at once; past it idle kept-alive ones are closed first, "
+                 "then new clients answered 503 with Retry-After (N/4+16 more are held for "
+                 "that, past them new ones are closed)", .min = 1, .max = 1 << 16},
+        {.name = "max-per-address", .type = K3_OPT_INT, .dst = &o.max_per_address, .arg = "N",
+         .help = "connections from one client address; past it new ones are closed at once; "
+                 "0 = no limit", .min = 0, .max = 1 << 16},
         {.name = "queue", .type = K3_OPT_INT, .dst = &o.queue, .arg = "N",
          .help = "requests waiting for a sequence; beyond, 503", .min = 1, .max = 1 << 20},
         {.name = "prefill-chunk", .type = K3_OPT_INT, .dst = &o.prefill_chunk, .arg = "N",

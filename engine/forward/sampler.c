@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 int k3_sampler_init(struct k3_sampler *s, int vocab, float temp, int top_k, float top_p,
                     uint64_t seed, struct k3_err *err)
@@ -120,4 +121,22 @@ int k3_sample_masked(struct k3_sampler *s, const float *logits, const uint32_t *
                 s->order[n++] = i;
         }
     return draw(s, logits, n, logits[best]);
+}
+
+const float *k3_logits_adjust(const struct k3_logit_adjust *a, const float *logits, int vocab,
+                              float *out)
+{
+    bool penalties = a->presence != 0 || a->frequency != 0;
+    if (!penalties && !a->n_bias)
+        return logits;
+    memset(out, 0, sizeof(float) * (size_t)vocab); /* first each token's count */
+    for (int i = 0; penalties && i < a->n_seen; i++)
+        out[a->seen[i]] += 1;
+    for (int i = 0; i < vocab; i++)
+        out[i] = logits[i] - out[i] * a->frequency - (out[i] > 0 ? a->presence : 0);
+    for (int i = 0; i < a->n_bias; i++) {
+        const struct k3_logit_bias *b = &a->bias[i];
+        out[b->id] = b->bias <= -100 ? -INFINITY : out[b->id] + b->bias;
+    }
+    return out;
 }

@@ -38,6 +38,25 @@ int k3_sample(struct k3_sampler *s, const float *logits);
 int k3_argmax_masked(const float *logits, const uint32_t *allowed, int n);
 int k3_sample_masked(struct k3_sampler *s, const float *logits, const uint32_t *allowed);
 
+/* A request's changes to a logit row before it is sampled (OpenAI's logit_bias,
+ * presence_penalty and frequency_penalty): out[i] = logits[i] + bias[i] - count[i] *
+ * frequency - (count[i] > 0) * presence, count[i] being how often i was sampled so far; a
+ * bias of -100 (or below) bans the token (-inf). */
+struct k3_logit_bias {
+    int32_t id;
+    float bias;
+};
+struct k3_logit_adjust {
+    const struct k3_logit_bias *bias; /* [n_bias] */
+    int n_bias;
+    float presence, frequency;
+    const int32_t *seen;              /* [n_seen] the tokens sampled so far */
+    int n_seen;
+};
+/* The row to sample from: logits itself when a asks nothing, else out [vocab] filled. */
+const float *k3_logits_adjust(const struct k3_logit_adjust *a, const float *logits, int vocab,
+                              float *out);
+
 /* Bytes a sampler of vocab ids keeps (its order and probability buffers). */
 static inline uint64_t k3_sampler_bytes(int vocab)
 {

@@ -13,6 +13,7 @@
 
 #include "engine/grammar/grammar.h"
 #include "engine/serve/api_chat.h"
+#include "engine/serve/fields.h"
 
 #define INVALID "invalid_request_error"
 
@@ -330,6 +331,7 @@ void k3_api_request_free(struct k3_api_request *r)
     k3_grammar_free(r->grammar);
     for (int i = 0; i < K3_MAX_STOPS; i++)
         free(r->p.stop[i]);
+    free(r->p.bias);
     memset(r, 0, sizeof *r);
 }
 
@@ -385,7 +387,8 @@ int k3_api_parse(const struct k3_api_model *m, enum k3_api_kind kind, const char
     json_t *root = load_object(body, len, e);
     if (!root)
         return -1;
-    int rc = parse_params(m, root, out, e);
+    int rc = k3_api_fields_check(kind, root, e) || parse_params(m, root, out, e) ||
+             k3_api_parse_adjust(m, root, &out->p, e);
     if (!rc)
         rc = kind == K3_API_CHAT ? encode_messages(m, root, out, e) : encode_prompt(m, root, out, e);
     const char *what = kind == K3_API_CHAT ? "messages" : "prompt";

@@ -18,15 +18,20 @@
 
 #include "engine/base/line.h"
 #include "engine/serve/anthropic.h"
+#include "engine/serve/conns.h"
 #include "engine/serve/metrics.h"
 
 #define WAIT_MS 50            /* between looks at a waiting client's socket */
 #define DISCARD_FACTOR 16     /* a body this many times the limit is cut off, not read */
+/* Connections held past --max-connections, to answer 503 on (past these libmicrohttpd
+ * closes new ones at once): a quarter more, and a few for a small table. */
+#define RESERVE(max) ((max) / 4 + 16)
 
 struct k3_http {
     struct MHD_Daemon *d;
     struct k3_http_opts o;
     struct k3_sched *sched;
+    struct k3_conns *conns;
     time_t started;
     uint32_t salt;            /* in response ids, so two runs do not repeat them */
 
@@ -167,6 +172,30 @@ refuse(struct exchange *x, struct MHD_Connection *c, int status, const char *typ
     vsnprintf(e.message, sizeof e.message, fmt, ap);
     va_end(ap);
     return send_error(x, c, &e);
+}
+
+/* A client that came over a full connection table: 503, and its connection closed so
+ * that the table shrinks. */
+static enum MHD_Result refuse_full(struct exchange *x, struct MHD_Connection *c)
+{
+    struct k3_api_error e;
+    k3_api_errorf(&e, 503, "unavailable_error", NULL, "the server holds its maximum of %d "
+                  "connections; retry later", x->h->o.max_connections);
+    log_line(x->h, "%s 503 %s", x->line, e.message);
+    char *body = k3_api_error_json(&e);
+    struct MHD_Response *resp = body ? MHD_create_response_from_buffer(strlen(body), body,
+                                                                      MHD_RESPMEM_MUST_FREE)
+                                     : NULL;
+    if (!resp) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_SERVICE_UNAVAILABLE, resp);
+    MHD_destroy_response(resp);
+    return rc;
 }
 
 /* ---- waiting on a request -------------------------------------------------------- */
@@ -692,9 +721,19 @@ static enum MHD_Result on_upload(struct exchange *x, const char *data, size_t *s
     return MHD_YES;
 }
 
+static struct k3_conn *conn_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
 static enum MHD_Result on_body(struct exchange *x, struct MHD_Connection *c)
 {
     struct k3_http *h = x->h;
+    struct k3_conn *conn = conn_of(c);
+    if (conn)
+        k3_conn_answering(h->conns, conn);
     if (x->too_big)
         return refuse(x, c, 413, "invalid_request_error", NULL,
                       "the body is over this server's limit of %zu bytes", h->o.max_body);
@@ -713,6 +752,8 @@ static enum MHD_Result on_body(struct exchange *x, struct MHD_Connection *c)
         struct k3_sched_stats st = k3_sched_stats(h->sched, layer_experts);
         char *text = k3_metrics_text(&st, layer_experts, h->o.n_layers);
         free(layer_experts);
+        struct k3_conn_stats cs = k3_conns_stats(h->conns);
+        text = k3_metrics_append_conns(text, &cs);
         return send_body(c, MHD_HTTP_OK, text,
                          "text/plain; version=0.0.4; charset=utf-8", NULL, NULL);
     }
@@ -747,6 +788,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         pthread_mutex_lock(&h->lock);
         h->open++;
         pthread_mutex_unlock(&h->lock);
+        struct k3_conn *conn = conn_of(c);
+        if (conn && !k3_conn_admitted(h->conns, conn))
+            return refuse_full(x, c);
         return on_headers(x, c, url, method);
     }
     if (*upload_size)
@@ -759,6 +803,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 {
     struct k3_http *h = cls;
     struct exchange *x = *con_cls;
+    struct k3_conn *conn = conn_of(c);
+    if (conn)
+        k3_conn_idle(h->conns, conn);
     if (!x)
         return;
     free(x->body);
@@ -770,12 +817,38 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     pthread_mutex_unlock(&h->lock);
 }
 
+/* The connection table follows libmicrohttpd's connections from start to close. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    struct k3_http *h = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+        *socket_context = k3_conns_open(h->conns, client_fd(c));
+    else if (*socket_context)
+        k3_conns_close(h->conns, *socket_context);
+}
+
+/* A request line arrived (its headers have not): libmicrohttpd's first word of it. */
+static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    struct k3_http *h = cls;
+    struct k3_conn *conn = conn_of(c);
+    (void)uri;
+    if (conn)
+        k3_conn_request_line(h->conns, conn);
+    return NULL;
+}
+
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     struct k3_http *h = cls;
     char msg[sizeof h->mhd_error];
     vsnprintf(msg, sizeof msg, fmt, ap);
     msg[strcspn(msg, "\n")] = 0;
+    /* libmicrohttpd's only word of a connection it closed at accept (over the address's
+     * limit or its own) */
+    if (h->conns && strstr(msg, "reached connection limit"))
+        k3_conns_refused_at_accept(h->conns);
     pthread_mutex_lock(&h->lock);
     memcpy(h->mhd_error, msg, sizeof msg);
     pthread_mutex_unlock(&h->lock);
@@ -814,6 +887,12 @@ int k3_http_start(struct k3_http **out, const struct k3_http_opts *o, struct k3_
     h->salt = (uint32_t)(ts.tv_nsec ^ ts.tv_sec ^ getpid());
     pthread_mutex_init(&h->lock, NULL);
     pthread_cond_init(&h->idle, NULL);
+    if (k3_conns_create(&h->conns, o->max_connections, o->read_timeout, o->timeout, err)) {
+        pthread_mutex_destroy(&h->lock);
+        pthread_cond_destroy(&h->idle);
+        free(h);
+        return -1;
+    }
     /* The connection threads inherit this mask: the signals that stop the server go to
      * the caller's threads, and a dead client's socket never raises SIGPIPE. */
     sigset_t block, old;
@@ -828,13 +907,18 @@ int k3_http_start(struct k3_http **out, const struct k3_http_opts *o, struct k3_
     h->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, h,
                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->timeout,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
+                            MHD_OPTION_CONNECTION_LIMIT,
+                            (unsigned)(o->max_connections + RESERVE(o->max_connections)),
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)o->max_per_address,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+                            MHD_OPTION_URI_LOG_CALLBACK, on_request_line, h,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                             MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h, MHD_OPTION_END);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!h->d) {
         k3_errf(err, "cannot listen on %s port %d: %s", o->host, o->port,
                 h->mhd_error[0] ? h->mhd_error : "libmicrohttpd would not start");
+        k3_conns_destroy(h->conns);
         pthread_mutex_destroy(&h->lock);
         pthread_cond_destroy(&h->idle);
         free(h);
@@ -871,6 +955,7 @@ void k3_http_stop(struct k3_http *h, int grace_ms)
     MHD_stop_daemon(h->d);
     if (listen != MHD_INVALID_SOCKET)
         close(listen);
+    k3_conns_destroy(h->conns);
     pthread_mutex_destroy(&h->lock);
     pthread_cond_destroy(&h->idle);
     free(h);

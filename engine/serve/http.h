@@ -1,6 +1,7 @@
 /* The HTTP side of `serve`: libmicrohttpd, a thread per connection.
  *
- * Owns: the daemon (listening, the connection limit and timeout, stopping: no new
+ * Owns: the daemon (listening, the connection limits and timeouts, a full table answered
+ * 503 (serve/conns.h keeps the table), stopping: no new
  * connections, then the open responses finish, then the threads end), routing (the
  * OpenAI paths, /health, /metrics; 404 and 405 otherwise), request bodies up to a stated
  * size (413 beyond), the API key (401), error responses as OpenAI JSON, handing requests
@@ -24,9 +25,13 @@ struct k3_http_opts {
     const char *host;          /* a name or address to listen on */
     int port;                  /* 0: any free port (k3_http_port tells which) */
     const char *api_key;       /* NULL: no key needed */
-    int timeout;               /* seconds a connection may sit idle */
+    int timeout;               /* seconds a connection may sit idle (between requests, or a
+                                * client not reading its answer); 0: no limit */
+    int read_timeout;          /* seconds a request's headers and body have to arrive; 0: no
+                                * limit */
     size_t max_body;           /* bytes a request body may have */
-    int max_connections;
+    int max_connections;       /* served at once; past it idle ones close, then 503 */
+    int max_per_address;       /* connections from one address; past it closed; 0: no limit */
     struct k3_api_model model; /* what requests are checked against */
     int n_layers;              /* the model's, for /metrics */
     /* One line per request (not /health or /metrics), from the thread that served it;

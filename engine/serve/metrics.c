@@ -106,3 +106,46 @@ char *k3_metrics_text(const struct k3_sched_stats *st, const uint64_t *layer_exp
     }
     return text;
 }
+
+static void labelled(FILE *f, const char *name, const char *help, const char *label,
+                     const char *const values[2], const uint64_t counts[2])
+{
+    fprintf(f, "# HELP k3_%s %s\n# TYPE k3_%s counter\n", name, help, name);
+    for (int i = 0; i < 2; i++)
+        fprintf(f, "k3_%s{%s=\"%s\"} %llu\n", name, label, values[i],
+                (unsigned long long)counts[i]);
+}
+
+char *k3_metrics_append_conns(char *text, const struct k3_conn_stats *cs)
+{
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = text ? open_memstream(&out, &len) : NULL;
+    if (!f) {
+        free(text);
+        return NULL;
+    }
+    fputs(text, f);
+    free(text);
+    metric(f, "connections_open", "gauge", "HTTP connections held.", cs->open);
+    metric(f, "connections_total", "counter", "HTTP connections accepted.",
+           (double)cs->accepted);
+    labelled(f, "connections_refused_total",
+             "Connections refused: answered 503 over a full table (full), or closed at accept "
+             "over the address's limit or the table's reserve (limit).",
+             "reason", (const char *const[]){"full", "limit"},
+             (const uint64_t[]){cs->refused_full, cs->refused_limit});
+    labelled(f, "connections_timed_out_total",
+             "Connections closed for time: a request's headers and body not in by "
+             "--read-timeout (read), or idle between requests for --timeout (idle).",
+             "phase", (const char *const[]){"read", "idle"},
+             (const uint64_t[]){cs->timed_out_read, cs->timed_out_idle});
+    metric(f, "connections_closed_idle_total", "counter",
+           "Idle kept-alive connections closed to make room for a new client.",
+           (double)cs->closed_for_room);
+    if (fclose(f)) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}

@@ -23,7 +23,9 @@ struct k3_request *k3_request_new(const int32_t *prompt, int n, const struct k3_
         return NULL;
     r->prompt = malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
     r->hash = XXH3_createState();
-    if (!r->prompt || !r->hash) {
+    struct k3_logit_bias *bias = p->n_bias ? malloc(sizeof *bias * (size_t)p->n_bias) : NULL;
+    if (!r->prompt || !r->hash || (p->n_bias && !bias)) {
+        free(bias);
         free(r->prompt);
         XXH3_freeState(r->hash);
         free(r);
@@ -32,6 +34,9 @@ struct k3_request *k3_request_new(const int32_t *prompt, int n, const struct k3_
     memcpy(r->prompt, prompt, sizeof(int32_t) * (size_t)n);
     r->n_prompt = n;
     r->p = *p;
+    if (bias)
+        memcpy(bias, p->bias, sizeof *bias * (size_t)p->n_bias);
+    r->p.bias = bias;
     r->submitted = now();
     r->refs = 1;
     XXH3_64bits_reset(r->hash);
@@ -71,6 +76,7 @@ void k3_request_release(struct k3_request *r)
     for (int i = 0; i < K3_MAX_STOPS; i++)
         free(r->p.stop[i]);
     free(r->prompt);
+    free(r->p.bias);
     free(r->text);
     free(r->reasoning);
     k3_tool_calls_free(r->calls, r->n_calls);

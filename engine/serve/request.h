@@ -18,6 +18,7 @@
 #include <xxhash.h>
 
 #include "engine/base/err.h"
+#include "engine/forward/sampler.h"
 #include "engine/text/tokenizer.h"
 
 #define K3_MAX_STOPS 4
@@ -36,6 +37,9 @@ struct k3_gen_params {
     bool ignore_eos;          /* llama-server's extension: end of message does not end it */
     bool cache_prompt;        /* llama-server's: resume from a stored prompt state, and store
                                * this one's (serve/prompt_store.h) */
+    struct k3_logit_bias *bias; /* [n_bias] OpenAI's logit_bias (k3_request_new copies it) */
+    int n_bias;
+    float presence_penalty, frequency_penalty; /* OpenAI's, over the tokens sampled */
 };
 
 enum k3_finish { K3_FINISH_NONE, K3_FINISH_STOP, K3_FINISH_LENGTH, K3_FINISH_ERROR };
@@ -103,7 +107,7 @@ struct k3_request {
 };
 
 /* A request of n prompt ids (copied), with one reference (the caller's); params' stop
- * strings are taken over. */
+ * strings are taken over, its logit biases copied. */
 struct k3_request *k3_request_new(const int32_t *prompt, int n, const struct k3_gen_params *p);
 /* The answer is a chat's, after a generation prompt that opened a think channel
  * (thinking) or a response one: split it into reasoning, content and tool calls

@@ -17,6 +17,7 @@ struct slot {
     struct k3_request *req;
     struct k3_seq seq;
     struct k3_sampler sampler;
+    float *adjusted;     /* [vocab] the logit row after the request's bias and penalties */
     int32_t *ids;        /* [ctx] the prompt, then each sampled token; seq.pos of them fed */
     int prompt_done;     /* prompt rows run so far */
     int32_t next;        /* DECODE: the sampled token to feed */
@@ -133,6 +134,8 @@ int k3_sched_create(struct k3_sched **out, struct k3_runtime *rt, const struct k
         rc = k3_seq_init(&s->slots[i].seq, c, o->ctx, err) ||
              k3_sampler_init(&s->slots[i].sampler, c->vocab, 0, 0, 1, 0, err) ||
              (!(s->slots[i].ids = malloc(sizeof(int32_t) * (size_t)o->ctx)) &&
+              k3_errf(err, "out of memory")) ||
+             (!(s->slots[i].adjusted = malloc(sizeof(float) * (size_t)c->vocab)) &&
               k3_errf(err, "out of memory"));
     if (!rc)
         rc = k3_prompt_store_create(&s->store, c, o->cache_ram, err);
@@ -160,6 +163,7 @@ void k3_sched_destroy(struct k3_sched *s)
         k3_seq_free(&s->slots[i].seq);
         k3_sampler_free(&s->slots[i].sampler);
         free(s->slots[i].ids);
+        free(s->slots[i].adjusted);
     }
     k3_prompt_store_destroy(s->store);
     k3_vocab_trie_free(s->trie);
@@ -365,7 +369,12 @@ static void take_token(struct k3_sched *s, struct slot *sl, const float *logits)
 {
     const struct k3_tokenizer *tok = s->rt->tok;
     int vocab = s->rt->m.cfg.vocab;
-    int32_t id = choose(s, sl, logits);
+    const struct k3_gen_params *p = &sl->req->p;
+    struct k3_logit_adjust adjust = {
+        .bias = p->bias, .n_bias = p->n_bias, .presence = p->presence_penalty,
+        .frequency = p->frequency_penalty, .seen = sl->ids + sl->req->n_prompt,
+        .n_seen = sl->seq.pos - sl->req->n_prompt};
+    int32_t id = choose(s, sl, k3_logits_adjust(&adjust, logits, vocab, sl->adjusted));
     if (id < 0) {
         end_slot(s, sl, K3_FINISH_ERROR, "the response's grammar allows no token here");
         return;
