@@ -13,6 +13,7 @@
 #include "engine/base/files.h"
 #include "engine/runtime/runtime.h"
 #include "engine/serve/prompt_store.h"
+#include "engine/serve/sched.h"
 #include "engine/stream/budget.h"
 #include "engine/cli/cli.h"
 #include "engine/cli/model_args.h"
@@ -538,7 +539,7 @@ struct box_plan {
     const char *config;
     int drives, ctx, seqs, rows, threads, nodes;
     bool predict_ids; /* --predict-from ids: its counts in the floor */
-    uint64_t store;
+    uint64_t store;     /* serve's beside its sequences: the prompt store, adjusted rows */
     struct curve curve; /* --hit-curve */
 };
 
@@ -717,12 +718,14 @@ int cmd_plan(int argc, char **argv)
         k3_config_free(&c);
         return 1;
     }
-    /* --parallel plans serve: its sequences and its prompt store (serve's default
-     * --cache-ram unless given); without it, run's one sequence. */
+    /* --parallel plans serve: its sequences, its prompt store (serve's default
+     * --cache-ram unless given) and its adjusted logit rows; without it, run's one
+     * sequence. */
     if (cache_ram == UINT64_MAX)
         cache_ram = seqs ? (uint64_t)seqs * k3_prompt_store_entry_bytes(&c, ctx) : 0;
+    uint64_t serve_bytes = cache_ram + (seqs ? k3_sched_adjust_bytes(c.vocab, seqs) : 0);
     struct box_plan bp = {.c = &c, .config = config, .drives = drives, .ctx = ctx,
-                          .seqs = seqs ? seqs : 1, .store = cache_ram, .rows = rows,
+                          .seqs = seqs ? seqs : 1, .store = serve_bytes, .rows = rows,
                           .threads = threads ? threads : box.cores, .nodes = nodes,
                           .predict_ids = predict_from == K3_PREDICT_IDS, .curve = {curve, curve_n}};
     struct plan_of pl;

@@ -79,8 +79,7 @@ static int serve(const struct serve_opts *o, struct k3_err *err)
                              ? (uint64_t)o->parallel * k3_prompt_store_entry_bytes(&rt.m.cfg, ctx)
                              : o->cache_ram;
     struct k3_caller_bytes caller = k3_runtime_caller_bytes(rt.m.cfg.vocab, o->parallel, false);
-    uint64_t adjusted_rows = (uint64_t)o->parallel * sizeof(float) * rt.m.cfg.vocab;
-    caller.fixed += cache_ram + adjusted_rows;
+    caller.fixed += cache_ram + k3_sched_adjust_bytes(rt.m.cfg.vocab, o->parallel);
     if (!rc)
         rc = k3_runtime_start(&rt, ctx, o->parallel, o->model.rt.batch, caller, err) ||
              k3_runtime_tokenizer(&rt, &tok, err);

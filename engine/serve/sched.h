@@ -63,6 +63,13 @@ struct k3_sched_stats {
 
 struct k3_sched;
 
+/* Bytes the slots keep beside their samplers: a logit row each, adjusted by a request's
+ * logit_bias and penalties (counted in the RAM budget by serve and plan alike). */
+static inline uint64_t k3_sched_adjust_bytes(int vocab, int parallel)
+{
+    return (uint64_t)parallel * sizeof(float) * (uint64_t)vocab;
+}
+
 int k3_sched_create(struct k3_sched **out, struct k3_runtime *rt, const struct k3_sched_opts *o,
                     struct k3_err *err);
 void k3_sched_destroy(struct k3_sched *s);
