@@ -29,8 +29,12 @@ BODIES = [
      "temperature": 0, "logit_bias": {"11": -100}, "presence_penalty": 0.5},
 ]
 COMMON = {"max_tokens": 8, "logits_hash": True}
-TOOL = {"messages": [{"role": "user", "content": "Weather?"}], "max_tokens": 8,
-        "tools": [{"type": "function", "function": {"name": "weather", "parameters": {}}}]}
+TOOL = {"messages": [{"role": "user", "content": "Weather?"}], "max_tokens": 200,
+        "tool_choice": "required", "parallel_tool_calls": False,
+        "chat_template_kwargs": {"thinking": False},
+        "tools": [{"type": "function", "function": {"name": "weather", "parameters": {
+            "type": "object", "properties": {"days": {"type": "integer", "minimum": 1, "maximum": 7}},
+            "required": ["days"]}}}]}
 MALFORMED = [b'{"prompt": ', b"[1, 2]", b'{"prompt": "x", "temperature": "hot"}', b"\xff\xfe{}",
              b'{"messages": [{"role": "robot", "content": "x"}]}', b'{"prompt": [1, 99999999]}',
              b"[" * 100000, b'{"prompt": "x", "n": 5}']
@@ -256,14 +260,26 @@ def idle_burst(cl, tally, hold):
             tally.add("idle", "refused at once" if closed < 2 else "closed at the read deadline")
 
 
+def tool_outcome(status, data):
+    """"a valid call" when the answer is one call to weather with 1 <= days <= 7."""
+    if status != 200:
+        return "503" if status == 503 else f"status {status}"
+    choice = json.loads(data)["choices"][0]
+    calls = choice["message"].get("tool_calls") or []
+    if choice["finish_reason"] != "tool_calls" or len(calls) != 1:
+        return f"no call ({choice['finish_reason']})"
+    args = json.loads(calls[0]["function"]["arguments"])
+    ok = calls[0]["function"]["name"] == "weather" and 1 <= args.get("days", 0) <= 7
+    return "a valid call" if ok else "an invalid call"
+
+
 def tool_and_chat(cl, tally, ref):
-    """A kept-alive connection: a tool request (refused here, or answered where tool calling
-    exists), then chat requests on the same connection."""
+    """A kept-alive connection: a request that must call a tool (the grammar keeps its call
+    valid), then chat requests on the same connection."""
     c = cl.conn()
     try:
         status, data = cl.post(TOOL, c)
-        tally.add("tool", "400 tools" if status == 400 and json.loads(data)["error"]["param"] == "tools"
-                  else str(status))
+        tally.add("tool", tool_outcome(status, data))
         for _ in range(3):
             i = 2
             status, data = cl.post(full_body(i, False), c)
