@@ -70,6 +70,8 @@ static int open_stream(struct k3_runtime *rt, int ctx, int seqs, int rows,
         .prefetch_k = o->predict != K3_PREDICT_OFF ? o->prefetch_k : 0,
         .predict_ids = !o->sync && o->predict == K3_PREDICT_IDS, /* as k3_runtime_start's hooks */
         .prefetch_depth = o->prefetch_depth,
+        .read_size = (uint32_t)o->read_size,
+        .queue_depth = (unsigned)o->queue_depth,
         .trace = rt->trace,
         .place = &rt->place,
         .faults = o->faults,

@@ -322,10 +322,18 @@ static int start_queued(struct k3_stream *s, struct k3_err *err)
     return 0;
 }
 
-static int experts_begin(struct k3_expert_store *st, int layer, const int *experts, int n,
-                         struct k3_err *err)
+/* The reads begin(), next(), done() and prefetch() start go to the drives together, in
+ * one system call (k3io_plug): a layer's records as soon as routing names them. */
+static int submitted(struct k3_stream *s, int rc, struct k3_err *err)
 {
-    struct k3_stream *s = of_store(st);
+    int e = k3io_unplug(s->r);
+    if (!rc && e)
+        return k3_errf(err, "submitting reads: %s", strerror(-e));
+    return rc;
+}
+
+static int begin(struct k3_stream *s, int layer, const int *experts, int n, struct k3_err *err)
+{
     if (n > s->m->cfg.n_experts)
         return k3_errf(err, "expert batch of %d exceeds a layer's %d experts", n,
                        s->m->cfg.n_experts);
@@ -359,6 +367,20 @@ static int experts_begin(struct k3_expert_store *st, int layer, const int *exper
     return start_queued(s, err);
 }
 
+static int start_queued_together(struct k3_stream *s, struct k3_err *err)
+{
+    k3io_plug(s->r);
+    return submitted(s, start_queued(s, err), err);
+}
+
+static int experts_begin(struct k3_expert_store *st, int layer, const int *experts, int n,
+                         struct k3_err *err)
+{
+    struct k3_stream *s = of_store(st);
+    k3io_plug(s->r);
+    return submitted(s, begin(s, layer, experts, n, err), err);
+}
+
 /* Whether the batch still has entries to read: prefetches wait for them. */
 static bool batch_queued(const struct k3_stream *s)
 {
@@ -368,10 +390,9 @@ static bool batch_queued(const struct k3_stream *s)
     return false;
 }
 
-static int experts_prefetch(struct k3_expert_store *st, int layer, const int *experts, int n,
-                            struct k3_err *err)
+static int prefetch(struct k3_stream *s, int layer, const int *experts, int n,
+                    struct k3_err *err)
 {
-    struct k3_stream *s = of_store(st);
     if (batch_queued(s))
         return 0; /* the slots are this layer's first */
     clear_team_load(s);
@@ -389,6 +410,14 @@ static int experts_prefetch(struct k3_expert_store *st, int layer, const int *ex
         s->layer_stats[layer].predicted++;
     }
     return 0;
+}
+
+static int experts_prefetch(struct k3_expert_store *st, int layer, const int *experts, int n,
+                            struct k3_err *err)
+{
+    struct k3_stream *s = of_store(st);
+    k3io_plug(s->r);
+    return submitted(s, prefetch(s, layer, experts, n, err), err);
 }
 
 /* Checks every record of the batch that has landed, together (in batches of what one
@@ -457,7 +486,7 @@ static int experts_next(struct k3_expert_store *st, bool wait, struct k3_landed 
     if (s->delivered >= s->batch_n)
         return k3_errf(err, "expert store: next() past the end of the batch");
     for (bool reaped = false;; reaped = true) {
-        if (start_queued(s, err) || verify_landed(s, err))
+        if (start_queued_together(s, err) || verify_landed(s, err))
             return -1;
         if (deliver(s, stall0, out))
             return 0;
@@ -485,7 +514,7 @@ static int experts_done(struct k3_expert_store *st, int i, struct k3_err *err)
         buffer_release(b);
     else
         buffer_check(b);
-    return start_queued(s, err);
+    return start_queued_together(s, err);
 }
 
 static void experts_close(struct k3_expert_store *st) { (void)st; /* owned by the stream */ }

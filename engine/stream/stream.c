@@ -298,8 +298,8 @@ static int open_reader(struct k3_stream *s, char *note, size_t note_len, struct 
         .n_files = s->p->n_drives,
         .area = s->area,
         .area_bytes = s->area_bytes,
-        .queue_depth = 64,
-        .max_io_bytes = 1u << 20,
+        .queue_depth = s->o.queue_depth,
+        .max_io_bytes = s->o.read_size,
         .background_depth = (unsigned)(s->o.prefetch_depth * s->p->n_drives),
         /* several nodes: an I/O thread and ring per node, reading its drives */
         .io_threads = s->n_teams > 1 ? s->n_teams : 0,
@@ -431,6 +431,7 @@ struct k3_stream_stats k3_stream_stats(const struct k3_stream *s)
 {
     struct k3_stream_stats st = s->stats;
     struct k3io_stats io = k3io_stats(s->r);
+    st.syscalls = io.syscalls;
     st.area_taken_bytes = io.area_taken_bytes;
     st.area_take_seconds = io.area_take_seconds;
     st.area_ahead_bytes = io.area_ahead_bytes;
