@@ -180,6 +180,7 @@ int model_args_check(struct model_args *a, struct k3_err *err)
     o->topology = cli_env()->topology;
     o->faults = cli_env()->faults;
     o->fault_seed = cli_env()->fault_seed;
+    o->check_cache = cli_env()->check_cache;
     o->predict = a->predict_on ? a->predict_from : K3_PREDICT_OFF;
     return join_ranks(a, err) || check_read_size(o, err) ? -1 : 0;
 }

@@ -72,6 +72,9 @@ struct k3_stream_opts {
     bool predict_ids;          /* the caller holds --predict-from ids's counts: counted in the
                                 * budget (k3_id_predictor_bytes at the pass's rows) */
     int prefetch_depth;        /* prefetch chunks in flight per drive (0: the reader's default) */
+    bool check_cache;          /* tests: every slot the cache picks is checked against a
+                                * scan of every slot (slow), and its counts and indexes
+                                * against the slots, at each pick */
     uint32_t read_size;        /* the largest read a piece is cut into (0: the reader's
                                 * default), a multiple of 4 KiB */
     unsigned queue_depth;      /* reads in flight at most (0: the reader's default) */
