@@ -42,14 +42,15 @@ if [[ ! -f $work/d0/k3-uring.manifest ]]; then
   "$k3" pack --checkpoint "$work/model" --drives "$work/d0" -q || die "pack"
 fi
 
-# run ENGINE LABEL ARGS...: one decode, prediction off (its guesses land as time allows,
-# so the records read would depend on timing); "LABEL S_PER_TOKEN MB_PER_TOKEN READY_PCT
+# run ENGINE LABEL ARGS...: one decode, prediction off and the cache filled as reads
+# reach it (guesses land, and memory is faulted in ahead, as time allows: the records
+# read would depend on timing); "LABEL S_PER_TOKEN MB_PER_TOKEN READY_PCT
 # RECORDS_READ" on stdout.
 run() {
   local engine=$1 label=$2 err stats
   shift 2
   err=$("$engine" run --drives "$work/d0" -t 2 -p "Hello" -n "$tokens" --ignore-eos --predict off \
-        --stats "$@" 2>&1 >/dev/null) || true
+        --cache-fill reads --stats "$@" 2>&1 >/dev/null) || true
   stats=$(decode_stats <<<"$err")
   [[ -n $stats ]] || die "$label: no statistics line"
   read -r spt _ mb ready <<<"$stats"

@@ -83,10 +83,10 @@ static void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARG
                  "24 steps) or lru"},
         {.name = "cache-fill", .type = K3_OPT_ENUM, .dst = &a->rt.cache_fill,
          .choices = fill_choices,
-         .help = "where the expert cache grows: ahead, a prompt pass caches only in memory a "
-                 "low-priority thread faulted in ahead of it (its reads never wait on fresh "
-                 "memory; hits vary with that thread's pace), decode as reads; reads, into "
-                 "fresh memory as reads reach it (hits depend on the asks alone)",
+         .help = "where the expert cache grows: ahead, only into memory a low-priority "
+                 "thread faulted in ahead of the reads (they never wait on fresh memory; hits "
+                 "vary with that thread's pace); reads, into fresh memory as reads reach it "
+                 "(hits depend on the asks alone)",
          .def = "ahead; replay: reads"},
         {.name = "sync", .type = K3_OPT_FLAG, .dst = &a->rt.sync,
          .help = "read one record at a time, no overlap (baseline)"},

@@ -12,11 +12,11 @@
  * team's slots are taken in turn, so a layer's experts spread over the teams.  The shares make the cache the per-layer caches that bench/routesim,
  * --hit-curve and plan judge: one pool shared freely lets the layers whose choices
  * churn most crowd out the rest, and hits less (bench/results/engine-choices.md).
- * With --cache-fill ahead a prompt pass, whose records stream through once, caches them
- * only in memory the reader's low-priority thread has faulted in (k3io_area_present),
- * never faulting fresh memory on its reads' way unless nothing else lets the pass go on:
- * on a VM that costs seconds a GB, more than the pass's compute.  Decode grows the cache
- * as its reads reach fresh memory, where the cache pays for it token after token. */
+ * With --cache-fill ahead a read lands only in memory the reader's low-priority thread
+ * has faulted in (k3io_area_present), a prompt pass's and decode's alike, never faulting
+ * fresh memory on its way unless nothing else lets the batch go on: on a VM that costs
+ * seconds a GB, several times a token's reads.  The cache grows behind the reads at that
+ * thread's pace; until it has memory a miss recycles a slot, as --no-cache does. */
 #include <assert.h>
 #include <string.h>
 

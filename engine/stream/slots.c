@@ -1,7 +1,6 @@
 /* Which record slot a read goes to (cache.c's slot_for), and the counts and indexes that
  * make the choice cost no scan of every slot.  A free slot first, the first in slot order
- * (not the cache's fresh memory in a prompt pass under --cache-fill ahead, unless nothing
- * else will do).  Else the held record that gives way first, by these fields in order,
+ * (under --cache-fill ahead not the cache's fresh memory, unless nothing else will do).  Else the held record that gives way first, by these fields in order,
  * the lesser first: prefetched and not yet asked for; used by the current batch; its
  * layer's standing (the reading layer's own once that layer holds its share of the slots,
  * then another layer's holding more than its share, then the rest); the policy's worth
@@ -281,13 +280,12 @@ static void check_index(const struct k3_stream *s)
 }
 
 /* Whether slot i, free, is the cache's fresh memory, that a read would fault in on its
- * way: --cache-fill ahead leaves it to decode while another slot will do for a prompt
- * pass.  The first inflight_records slots are the reads' own buffers, the only ones
- * without a cache, and always used. */
+ * way: under --cache-fill ahead a read takes it only when no other slot will do.  The
+ * first inflight_records slots are the reads' own buffers, the only ones without a
+ * cache, and always used. */
 static bool fresh(const struct k3_stream *s, int i)
 {
-    return s->o.cache_fill == K3_CACHE_FILL_AHEAD && s->store.pass &&
-           i >= s->in.inflight_records &&
+    return s->o.cache_fill == K3_CACHE_FILL_AHEAD && i >= s->in.inflight_records &&
            !k3io_area_present(s->r, s->records[i].base, s->record_stride);
 }
 

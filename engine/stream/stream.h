@@ -45,11 +45,10 @@ struct k3_ram_machine;
 
 /* Where the expert cache grows (--cache-fill). */
 enum k3_cache_fill {
-    K3_CACHE_FILL_AHEAD, /* a prompt pass's records only into memory faulted in ahead of
-                          * the reads, by a thread at the lowest priority
-                          * (k3io_area_present): its reads never wait on fresh memory;
-                          * decode steps as READS.  The hits then depend on that thread's
-                          * pace. */
+    K3_CACHE_FILL_AHEAD, /* records only into memory faulted in ahead of the reads, by a
+                          * thread at the lowest priority (k3io_area_present), in prompt
+                          * passes and decode: reads never wait on fresh memory.  The hits
+                          * then depend on that thread's pace. */
     K3_CACHE_FILL_READS, /* into fresh memory as reads reach it: the hits depend on the
                           * asks alone (replay judges policies so) */
 };

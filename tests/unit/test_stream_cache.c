@@ -110,7 +110,8 @@ static void open_fixture(struct fixture *f, const char *const *drives, bool cach
     struct k3_err e;
     REQUIRE(k3_model_open_packed(&f->m, drives, 2, (struct k3_share){0}, &e) == 0, "%s", e.msg);
     struct k3_stream_opts so = {.ram = K3_RAM_TRUNK, .ctx = 8, .threads = omp_get_max_threads(),
-                                .cache = cache, .prefetch_k = 8};
+                                .cache = cache, .prefetch_k = 8,
+                                .cache_fill = K3_CACHE_FILL_READS};
     /* The trunk resident and room for every record: nothing is evicted here. */
     REQUIRE(k3_stream_open(&f->s, &f->m, &so, NULL, 0, &e) == 0, "%s", e.msg);
     const struct k3_budget_input *in;
@@ -220,7 +221,8 @@ static void layer_shares(const char *const *drives)
     struct k3_err e;
     REQUIRE(k3_model_open_packed(&f.m, drives, 2, (struct k3_share){0}, &e) == 0, "%s", e.msg);
     struct k3_stream_opts so = {.ram = K3_RAM_TRUNK, .ctx = 8, .threads = omp_get_max_threads(),
-                                .cache = true, .cache_policy = K3_POLICY_LRU};
+                                .cache = true, .cache_policy = K3_POLICY_LRU,
+                                .cache_fill = K3_CACHE_FILL_READS};
     REQUIRE(k3_stream_open(&f.s, &f.m, &so, NULL, 0, &e) == 0, "%s", e.msg);
     const struct k3_budget_input *in;
     int moe = k3_moe_layer_count(&f.m.cfg), inflight = f.m.cfg.top_k;
@@ -259,7 +261,7 @@ static void churn_checked(const char *const *drives, enum k3_cache_policy_kind p
     REQUIRE(k3_model_open_packed(&f.m, drives, 2, (struct k3_share){0}, &e) == 0, "%s", e.msg);
     struct k3_stream_opts so = {.ram = K3_RAM_TRUNK, .ctx = 8, .threads = omp_get_max_threads(),
                                 .cache = true, .cache_policy = policy, .prefetch_k = 8,
-                                .check_cache = true};
+                                .cache_fill = K3_CACHE_FILL_READS, .check_cache = true};
     REQUIRE(k3_stream_open(&f.s, &f.m, &so, NULL, 0, &e) == 0, "%s", e.msg);
     const struct k3_budget_input *in;
     int moe = k3_moe_layer_count(&f.m.cfg), n_exp = f.m.cfg.n_experts;
