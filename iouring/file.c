@@ -2,10 +2,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 int k3io_open(struct k3io_file *f, const char *path, int flags, bool prefer_direct)
@@ -108,4 +110,33 @@ void k3io_release(void *p, size_t len)
     const size_t huge = 2u << 20;
     if (p)
         munmap(p, ((len ? len : 1) + huge - 1) / huge * huge);
+}
+
+/* A number in a sysfs file, or 0. */
+static uint64_t sysfs_number(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    unsigned long long v = 0;
+    if (f && fscanf(f, "%llu", &v) != 1)
+        v = 0;
+    if (f)
+        fclose(f);
+    return v;
+}
+
+uint64_t k3io_device_max_read(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st))
+        return 0;
+    static const char *const where[] = {"queue", "../queue"}; /* a disk, a partition */
+    for (size_t i = 0; i < sizeof where / sizeof where[0]; i++) {
+        char sys[128];
+        snprintf(sys, sizeof sys, "/sys/dev/block/%u:%u/%s/max_sectors_kb", major(st.st_dev),
+                 minor(st.st_dev), where[i]);
+        uint64_t kb = sysfs_number(sys);
+        if (kb)
+            return kb << 10;
+    }
+    return 0;
 }

@@ -34,6 +34,12 @@ ssize_t k3io_pread_full(const struct k3io_file *f, void *buf, size_t len, uint64
 /* Writes len bytes at off; 0 or -errno. */
 int k3io_pwrite_full(const struct k3io_file *f, const void *buf, size_t len, uint64_t off);
 
+/* The most the block device under path (a file or folder on it) takes in one request,
+ * in bytes (its queue/max_sectors_kb; a partition's is its disk's): a read above it is
+ * split by the kernel, so a larger chunk buys nothing.  0 when there is no such device
+ * (tmpfs, overlay) or sysfs does not say. */
+uint64_t k3io_device_max_read(const char *path);
+
 /* Page-aligned memory (K3IO_ALIGN), zeroed; NULL on failure.  Free with free().  Areas
  * of 2 MiB or more are 2 MiB-aligned and asked to be transparent huge pages: fewer,
  * physically larger pieces per read (bench/results/engine-choices.md). */

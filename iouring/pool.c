@@ -18,6 +18,7 @@ struct pool {
     struct k3io_fifo staged;    /* the reader's thread only: queued, not yet flushed */
     unsigned n_staged;
     const int *fds;             /* [n_files], read-only while workers run */
+    struct k3io_reader *r;      /* workers touch only its syscall counter (atomic) */
     int n_threads;
     pthread_t threads[];
 };
@@ -35,6 +36,7 @@ static void *worker(void *arg)
         if (!c)
             break;
         pthread_mutex_unlock(&p->lock);
+        k3io__syscall(p->r);
         ssize_t n = pread(p->fds[c->file], c->buf, c->len, (off_t)c->offset);
         c->res = n < 0 ? -errno : (int32_t)n;
         c->landed = k3io__now();
@@ -72,6 +74,7 @@ static int pool_init(struct k3io_reader *r, const char **failed_call, char *note
         return -ENOMEM;
     }
     p->fds = r->fds;
+    p->r = r;
     p->n_threads = r->pread_threads;
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->work_ready, NULL);

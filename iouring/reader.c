@@ -14,16 +14,11 @@
 #include "iouring/file.h"
 #include "iouring/reader_internal.h"
 
-#define DEFAULT_QUEUE_DEPTH 64
-#define DEFAULT_MAX_IO (1u << 20)
 #define DEFAULT_PREAD_THREADS 8
 /* Each background chunk in flight is one a foreground read may find ahead of it; 2
  * leaves a fast drive more than one read to stream at little cost over 1
  * (bench/prefetch-depth.sh; bench/results/engine-choices.md). */
 #define DEFAULT_BACKGROUND_PER_FILE 2
-/* io_uring_setup refuses more entries (EINVAL at 65536, checked); the pool is held to the
- * same bound so that a depth that works on one backend works on the other. */
-#define MAX_QUEUE_DEPTH 32768
 #define REQUESTS_PER_BLOCK 64
 
 struct k3io_block {
@@ -293,9 +288,9 @@ static int check_config(const struct k3io_config *cfg)
         return -EINVAL;
     if (cfg->area_bytes && !cfg->area)
         return -EINVAL;
-    if (cfg->queue_depth > MAX_QUEUE_DEPTH)
+    if (cfg->queue_depth > K3IO_MAX_QUEUE_DEPTH)
         return -EINVAL;
-    if (cfg->max_io_bytes % K3IO_ALIGN || cfg->max_io_bytes > K3IO_AREA_PIECE)
+    if (cfg->max_io_bytes % K3IO_ALIGN || cfg->max_io_bytes > K3IO_MAX_IO)
         return -EINVAL;
     if (cfg->pread_threads < 0)
         return -EINVAL;
@@ -318,8 +313,8 @@ static int copy_config(struct k3io_reader *r, const struct k3io_config *cfg)
     r->area = cfg->area_bytes ? cfg->area : NULL;
     r->area_bytes = cfg->area_bytes;
     r->piece_bytes = k3io__area_piece_bytes(r->area_bytes);
-    r->queue_depth = cfg->queue_depth ? cfg->queue_depth : DEFAULT_QUEUE_DEPTH;
-    r->max_io_bytes = cfg->max_io_bytes ? cfg->max_io_bytes : DEFAULT_MAX_IO;
+    r->queue_depth = cfg->queue_depth ? cfg->queue_depth : K3IO_DEFAULT_QUEUE_DEPTH;
+    r->max_io_bytes = cfg->max_io_bytes ? cfg->max_io_bytes : K3IO_DEFAULT_MAX_IO;
     r->pread_threads = cfg->pread_threads ? cfg->pread_threads : DEFAULT_PREAD_THREADS;
     r->background_depth = cfg->background_depth ? cfg->background_depth
                                                 : DEFAULT_BACKGROUND_PER_FILE * (unsigned)cfg->n_files;
@@ -476,7 +471,18 @@ static int submit(struct k3io_reader *r, const struct k3io_req *reqs, int n, boo
     r->outstanding += n;
     r->stats.requests += (uint64_t)n;
     carve(r);
-    return r->ops->flush(r);
+    return r->plugged ? 0 : r->ops->flush(r);
+}
+
+void k3io_plug(struct k3io_reader *r)
+{
+    r->plugged++;
+}
+
+int k3io_unplug(struct k3io_reader *r)
+{
+    assert(r->plugged > 0);
+    return --r->plugged ? 0 : r->ops->flush(r);
 }
 
 int k3io_submit(struct k3io_reader *r, const struct k3io_req *reqs, int n)
@@ -573,6 +579,7 @@ const char *k3io_backend_name(const struct k3io_reader *r)
 struct k3io_stats k3io_stats(const struct k3io_reader *r)
 {
     struct k3io_stats st = r->stats;
+    st.syscalls = atomic_load(&r->syscalls);
     st.area_taken_bytes = atomic_load(&r->area_taken_bytes);
     st.area_take_seconds = atomic_load(&r->area_take_ns) / 1e9;
     k3io__ahead_stats(r, &st);

@@ -25,6 +25,16 @@
 
 #include "iouring/model.h"
 
+/* io_uring_setup refuses more entries (EINVAL at 65536); the pool is held to the same
+ * bound so that a depth that works on one backend works on the other. */
+#define K3IO_MAX_QUEUE_DEPTH 32768u
+/* The defaults of queue_depth and max_io_bytes (bench/results/read-size-*.txt: the
+ * engine's reads against fio's at sizes and depths, on the same file). */
+#define K3IO_DEFAULT_QUEUE_DEPTH 64u
+#define K3IO_DEFAULT_MAX_IO (1u << 20)
+/* A registered buffer holds 1 GiB at most, and a chunk lies in one. */
+#define K3IO_MAX_IO (1u << 30)
+
 enum k3io_backend {
     K3IO_AUTO,  /* io_uring, else pread threads */
     K3IO_URING, /* io_uring or fail */
@@ -40,9 +50,11 @@ struct k3io_config {
                               *   larger area, 1 GiB at most), each when a read first reaches
                               *   it, so untouched memory stays untouched (uring_buffers.c);
                               *   NULL/0: destinations anywhere, nothing registered */
-    unsigned queue_depth;    /* chunks in flight at most (default 64, at most 32768) */
-    uint32_t max_io_bytes;   /* chunk size cap, a multiple of 4096 (default 1 MiB, at most
-                              * 1 GiB); chunks also never cross a piece boundary of area */
+    unsigned queue_depth;    /* chunks in flight at most (0: K3IO_DEFAULT_QUEUE_DEPTH; at
+                              * most K3IO_MAX_QUEUE_DEPTH) */
+    uint32_t max_io_bytes;   /* chunk size cap, a multiple of 4096 (0: K3IO_DEFAULT_MAX_IO;
+                              * at most K3IO_MAX_IO); chunks also never cross a piece
+                              * boundary of area */
     int pread_threads;       /* workers of the pread backend (default 8) */
     unsigned background_depth; /* background chunks in flight at most (default 2 per file,
                               * at most queue_depth): what a foreground request can find
@@ -88,6 +100,9 @@ struct k3io_stats {
     uint64_t bytes;          /* read into buffers by every read, resubmissions included */
     uint64_t resubmit_short, resubmit_eagain, resubmit_eintr;
     double wait_seconds;     /* time blocked in k3io_wait */
+    uint64_t syscalls;       /* system calls that started or reaped reads: io_uring_enter
+                              * (every ring's), the eventfd writes that hand I/O threads
+                              * their work, or one pread per chunk */
     /* With a drive model (zero without): each chunk is a read the model times. */
     uint64_t model_reads;    /* chunks timed */
     double model_read_seconds;   /* summed over chunks: started to the model's release */
@@ -127,6 +142,14 @@ void k3io_reader_destroy(struct k3io_reader *r);
  * cannot start reads (e.g. -EEXIST: io_uring used from a thread other than the
  * creator's), the requests staying queued. */
 int k3io_submit(struct k3io_reader *r, const struct k3io_req *reqs, int n);
+
+/* Between k3io_plug and k3io_unplug, k3io_submit and k3io_submit_background only queue
+ * (nothing starts, no error but -EINVAL and -ENOMEM); k3io_unplug starts everything
+ * queued in as few system calls as the queue allows, and returns what k3io_submit would
+ * have.  So requests made one at a time (a layer's records, as routing names them) go
+ * to the drives in one submission.  Plugs nest; a wait starts what is queued anyway. */
+void k3io_plug(struct k3io_reader *r);
+int k3io_unplug(struct k3io_reader *r);
 
 /* As k3io_submit, for reads that may turn out unneeded (a prefetch): they start only when
  * no foreground request waits, at most background_depth chunks of them at a time, and

@@ -24,6 +24,7 @@
 /* A registered buffer may not exceed 1 GiB (io_uring_register(2)); chunks never cross
  * a boundary of these pieces of the area, so each lies in one registered buffer. */
 #define K3IO_AREA_PIECE (1ull << 30)
+_Static_assert(K3IO_MAX_IO <= K3IO_AREA_PIECE, "a chunk fits in one registered buffer");
 /* The area is cut into pieces of K3IO_PIECE_MIN, doubled until at most K3IO_PIECES_MAX
  * cover it (the kernel takes 16384 registered buffers; 4096 pieces of 32 MiB cover
  * 128 GiB): each is registered, so pinned and faulted in, when a read first reaches it
@@ -111,6 +112,8 @@ struct k3io_reader {
     _Atomic uint64_t area_take_ns;
     unsigned queue_depth;
     uint32_t max_io_bytes;
+    unsigned plugged;             /* k3io_plug's depth: submit queues, flush waits */
+    _Atomic uint64_t syscalls;    /* k3io_stats' syscalls, counted by every thread */
     int pread_threads;
     int io_threads;               /* > 1: k3io_uring_threads_ops */
     int *file_thread;             /* [n_files] */
@@ -246,6 +249,11 @@ int k3io__ahead_start(struct k3io_reader *r);
 void k3io__ahead_reached(const struct k3io_reader *r, size_t piece);
 void k3io__ahead_stats(const struct k3io_reader *r, struct k3io_stats *st);
 void k3io__ahead_stop(struct k3io_reader *r);
+/* A system call of the read path was made (any thread). */
+static inline void k3io__syscall(struct k3io_reader *r)
+{
+    atomic_fetch_add_explicit(&r->syscalls, 1, memory_order_relaxed);
+}
 /* io_uring_enter's results that mean "try again" rather than failure. */
 bool k3io__enter_transient(int rc);
 

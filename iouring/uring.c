@@ -160,10 +160,10 @@ bool k3io__enter_transient(int rc)
 static int uring_flush(struct k3io_reader *r)
 {
     struct k3io_ring *u = r->backend;
-    int rc;
-    do
-        rc = io_uring_submit(&u->ring);
-    while (rc == -EINTR);
+    int rc = 0;
+    /* liburing enters the kernel only when something is staged */
+    while (io_uring_sq_ready(&u->ring) && (k3io__syscall(r), rc = io_uring_submit(&u->ring)) == -EINTR)
+        ;
     return rc < 0 && !k3io__enter_transient(rc) ? rc : 0;
 }
 
@@ -208,6 +208,7 @@ static int uring_reap(struct k3io_reader *r, double until)
 {
     struct k3io_ring *u = r->backend;
     for (;;) {
+        k3io__syscall(r);
         int rc = submit_and_wait_until(&u->ring, until);
         if (rc < 0 && !k3io__enter_transient(rc))
             return rc;
@@ -219,6 +220,7 @@ static int uring_reap(struct k3io_reader *r, double until)
          * nothing of ours in the kernel (liburing#281), give it a moment. */
         if (r->inflight > io_uring_sq_ready(&u->ring)) {
             struct io_uring_cqe *cqe;
+            k3io__syscall(r);
             io_uring_wait_cqe(&u->ring, &cqe);
         } else {
             nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);

@@ -116,6 +116,7 @@ static void *worker_main(void *arg)
             post_eventfd_read(w, &u.ring);
             posted = true;
         }
+        k3io__syscall(r);
         rc = io_uring_submit_and_wait(&u.ring, 1);
         if (rc < 0 && !k3io__enter_transient(rc)) {
             worker_failed(t, rc);
@@ -253,6 +254,7 @@ static int threads_flush(struct k3io_reader *r)
     for (int i = 0; i < t->n; i++)
         if (t->w[i].staged.head) {
             k3io__fifo_splice(&t->w[i].work, &t->w[i].staged);
+            k3io__syscall(r);
             wake(&t->w[i]);
         }
     int rc = t->error;

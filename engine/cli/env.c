@@ -57,6 +57,9 @@ static const struct k3_opt vars[] = {
     {.name = "K3_RANK_FAULT", .type = K3_OPT_CUSTOM, .dst = &env.rank_fault,
      .parse = parse_rank_fault, .arg = "RANK:stall|exit@STEP", .def = "none",
      .help = "mpirun tests: that rank stops answering, or exits, at step STEP (from 1)"},
+    {.name = "K3_CHECK_CACHE", .type = K3_OPT_ENUM, .dst = &env.check_cache,
+     .choices = k3_opt_on_off,
+     .help = "tests: every slot the expert cache picks checked against a scan of all (slow)"},
 };
 
 int cli_env_read(struct k3_err *err)

@@ -1,5 +1,5 @@
 /* The environment variables k3-uring reads (K3_FAULTS, K3_FAULTS_SEED, K3_KERNELS,
- * K3_MXFP4_ACT, K3_TOPOLOGY, K3_RANK_FAULT): one table, read once by main before any
+ * K3_MXFP4_ACT, K3_TOPOLOGY, K3_RANK_FAULT, K3_CHECK_CACHE): one table, read once by main before any
  * command with the option parser's checks, listed under "environment" in --help.
  *
  * Owns: the table, the parsed values, and applying the process-wide ones (the kernel
@@ -25,6 +25,7 @@ struct cli_env {
     int mxfp4_q8;                          /* K3_MXFP4_ACT: f32 0, q8 1 */
     struct k3_topology_source topology;    /* K3_TOPOLOGY; zero: this machine */
     struct k3_cluster_fault rank_fault;    /* K3_RANK_FAULT; step 0: none */
+    int check_cache;                       /* K3_CHECK_CACHE: off 0, on 1 */
 };
 
 /* Reads every variable, then applies the kernel variant and the activation type.  0, or

@@ -4,12 +4,13 @@
 #include "engine/cli/drive_model.h"
 #include "engine/cli/env.h"
 #include "engine/cluster/cluster.h"
+#include "iouring/file.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MODEL_ARGS_COUNT 18
+#define MODEL_ARGS_COUNT 20
 
 const struct k3_opt_choice k3_predict_from_choices[] = {
     {"moe-input", K3_PREDICT_MOE_INPUT}, {"moe-input-next", K3_PREDICT_MOE_INPUT_NEXT},
@@ -35,7 +36,8 @@ void model_args_init(struct model_args *a)
         .rank_timeout = 60,
         .leader = true,
         .rt = {.ram = K3_RAM_AUTO, .io = K3IO_AUTO, .prefetch_k = K3_PREFETCH_K_DEFAULT,
-               .prefetch_depth = 2, .batch = K3_BATCH_DEFAULT, .note = read_path_note},
+               .prefetch_depth = 2, .read_size = K3IO_DEFAULT_MAX_IO,
+               .queue_depth = K3IO_DEFAULT_QUEUE_DEPTH, .batch = K3_BATCH_DEFAULT, .note = read_path_note},
         .predict_on = 1,
         .predict_from = K3_PREDICT_MOE_INPUT_NEXT,
     };
@@ -81,10 +83,10 @@ static void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARG
                  "24 steps) or lru"},
         {.name = "cache-fill", .type = K3_OPT_ENUM, .dst = &a->rt.cache_fill,
          .choices = fill_choices,
-         .help = "where the expert cache grows: ahead, a prompt pass caches only in memory a "
-                 "low-priority thread faulted in ahead of it (its reads never wait on fresh "
-                 "memory; hits vary with that thread's pace), decode as reads; reads, into "
-                 "fresh memory as reads reach it (hits depend on the asks alone)",
+         .help = "where the expert cache grows: ahead, only into memory a low-priority "
+                 "thread faulted in ahead of the reads (they never wait on fresh memory; hits "
+                 "vary with that thread's pace); reads, into fresh memory as reads reach it "
+                 "(hits depend on the asks alone)",
          .def = "ahead; replay: reads"},
         {.name = "sync", .type = K3_OPT_FLAG, .dst = &a->rt.sync,
          .help = "read one record at a time, no overlap (baseline)"},
@@ -96,6 +98,12 @@ static void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARG
         {.name = "prefetch-depth", .type = K3_OPT_INT, .dst = &a->rt.prefetch_depth, .arg = "N",
          .help = "prefetch reads in flight per drive, started only while no demand read waits",
          .min = 1, .max = 1024},
+        {.name = "read-size", .type = K3_OPT_SIZE, .dst = &a->rt.read_size, .min = 4096,
+         .help = "the largest read a record is cut into: a multiple of 4K, at most what the "
+                 "drives' devices take in one request (queue/max_sectors_kb)"},
+        {.name = "queue-depth", .type = K3_OPT_INT, .dst = &a->rt.queue_depth, .arg = "N",
+         .help = "reads in flight at most (the ring's entries)", .min = 1,
+         .max = K3IO_MAX_QUEUE_DEPTH},
         {.name = "predict-from", .type = K3_OPT_ENUM, .dst = &a->predict_from,
          .choices = k3_predict_from_choices,
          .help = "the hidden state the next layer's router is applied to, or ids: no router, the experts this layer chose, by co-occurrence counts learned online"},
@@ -127,6 +135,32 @@ int model_args_parse(struct model_args *a, const struct k3_opt *own, int n_own, 
 
 static int join_ranks(struct model_args *a, struct k3_err *err);
 
+/* --read-size: a multiple of 4 KiB, and no more than one read may carry: a registered
+ * buffer's 1 GiB, and what the device under each drive (or the checkpoint folder) takes
+ * in one request. */
+static int check_read_size(const struct k3_runtime_opts *o, struct k3_err *err)
+{
+    if (o->read_size % K3IO_ALIGN)
+        return k3_errf(err, "--read-size: %llu bytes is not a multiple of 4 KiB (4096)",
+                       (unsigned long long)o->read_size);
+    if (o->read_size > K3IO_MAX_IO)
+        return k3_errf(err, "--read-size: %llu bytes is above 1 GiB, the most one read "
+                            "carries (a registered buffer)", (unsigned long long)o->read_size);
+    const char *list = o->drives ? o->drives : o->model_dir;
+    for (const char *at = list; *at;) {
+        size_t len = strcspn(at, ",");
+        char path[4096];
+        snprintf(path, sizeof path, "%.*s", (int)len, at);
+        uint64_t most = k3io_device_max_read(path);
+        if (most && o->read_size > most)
+            return k3_errf(err, "--read-size: %llu bytes is above %llu, the most the device "
+                                "under %s takes in one read (its queue/max_sectors_kb)",
+                           (unsigned long long)o->read_size, (unsigned long long)most, path);
+        at += len + (at[len] == ',');
+    }
+    return 0;
+}
+
 int model_args_check(struct model_args *a, struct k3_err *err)
 {
     struct k3_runtime_opts *o = &a->rt;
@@ -146,8 +180,9 @@ int model_args_check(struct model_args *a, struct k3_err *err)
     o->topology = cli_env()->topology;
     o->faults = cli_env()->faults;
     o->fault_seed = cli_env()->fault_seed;
+    o->check_cache = cli_env()->check_cache;
     o->predict = a->predict_on ? a->predict_from : K3_PREDICT_OFF;
-    return join_ranks(a, err);
+    return join_ranks(a, err) || check_read_size(o, err) ? -1 : 0;
 }
 
 /* Under mpirun: this rank's share, and its own paths where they hold "%r". */

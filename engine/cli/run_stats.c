@@ -20,7 +20,7 @@ void run_print_step(const struct runner *r, const char *what, int index,
     fprintf(stderr,
             "k3-uring: %s %d: %.4f s, %.1f MB in %llu reads (%.1f MB trunk, %.2f GB/s), "
             "stall %.4f s, %llu records read, %llu cache hits, %llu records asked (%.1f MB), verify "
-            "%.4f s, area taken %.1f MB in %.4f s\n",
+            "%.4f s, area taken %.1f MB in %.4f s, %llu system calls\n",
             what, index, dt, bytes / 1e6, (unsigned long long)(y->reads - x->reads),
             (y->trunk_bytes - x->trunk_bytes) / 1e6,
             dt > 0 ? bytes / dt / 1e9 : 0, y->stall_seconds - x->stall_seconds,
@@ -30,7 +30,8 @@ void run_print_step(const struct runner *r, const char *what, int index,
             (double)(y->records_asked - x->records_asked) * (double)r->rt.m.record.bytes / 1e6,
             y->verify_seconds - x->verify_seconds,
             (y->area_taken_bytes - x->area_taken_bytes) / 1e6,
-            y->area_take_seconds - x->area_take_seconds);
+            y->area_take_seconds - x->area_take_seconds,
+            (unsigned long long)(y->syscalls - x->syscalls));
 }
 
 /* Layer l's counters since the prompt ended. */
@@ -97,11 +98,13 @@ static void print_speed(const struct runner *r, int generated, const struct k3_r
     fprintf(stderr,
             "k3-uring: prompt %d tokens%s in %.3f s; generated %d tokens, %.4f s/token; "
             "%.1f MB read per token (%.2f GB/s), stall %.4f s/token, %.1f%% of records "
-            "ready when asked (prefetched or cached); peak RSS %ld MB\n",
+            "ready when asked (prefetched or cached); %.1f system calls a token; peak RSS %ld MB\n",
             r->n_prompt, cached, prompt_end->t - start->t, generated, generated > 1 ? t_gen / steps : 0.0,
             generated > 1 ? bytes / 1e6 / steps : 0.0, t_gen > 0 ? bytes / t_gen / 1e9 : 0.0,
             generated > 1 ? (end->io.stall_seconds - prompt_end->io.stall_seconds) / steps : 0.0,
-            asked ? 100.0 * (double)hits / (double)asked : 0.0, ru.ru_maxrss / 1024);
+            asked ? 100.0 * (double)hits / (double)asked : 0.0,
+            generated > 1 ? (double)(end->io.syscalls - prompt_end->io.syscalls) / steps : 0.0,
+            ru.ru_maxrss / 1024);
 }
 
 /* Under mpirun: this rank's reads are its share; what crossed between ranks. */

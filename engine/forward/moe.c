@@ -285,7 +285,6 @@ int k3_moe_rows(struct k3_forward *f, int l, int T, struct k3_err *err)
     assign_ranks(s, f->hooks.peers.share, l);
     const int *chosen = s->owned;
     int n_chosen = owned_experts(&s->groups, f->hooks.peers.share.rank, s->owned);
-    store->pass = !s->decode;
     if (store->ops->begin(store, l, chosen, n_chosen, err) ||
         k3_stage_predict(f, l, K3_AT_FFN_INPUT, T, err))
         return -1;

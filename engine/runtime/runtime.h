@@ -43,6 +43,9 @@ struct k3_runtime_opts {
     enum k3_cache_fill cache_fill;          /* --cache-fill */
     struct k3io_drive_model drive_model; /* rate 0: none */
     int prefetch_k, prefetch_depth;
+    uint64_t read_size;       /* --read-size: bytes a read carries at most (0: the reader's) */
+    int queue_depth;          /* --queue-depth: reads in flight at most (0: the reader's) */
+    bool check_cache;         /* tests (K3_CHECK_CACHE): the cache's picks checked by a scan */
     enum k3_predict_from predict;
     const char *trace_path;   /* NULL: no trace */
     struct k3_topology_source topology; /* zero: this machine's */

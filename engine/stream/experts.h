@@ -57,8 +57,6 @@ struct k3_expert_store_ops {
 struct k3_expert_store {
     const struct k3_expert_store_ops *ops;
     int capacity; /* reads a batch keeps in flight */
-    bool pass;    /* set by the caller before begin(): the batch is a prompt pass's, whose
-                   * records are read once and computed as they stream (not decode's) */
     struct k3_expert_stats stats;
     char fallback[256]; /* a fallback in effect (e.g. no O_DIRECT), said once; or "" */
 };

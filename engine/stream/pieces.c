@@ -217,8 +217,10 @@ static void landed(struct k3_stream *s, const struct k3io_done *d)
     }
     if (--b->pending > 0)
         buffer_check(b);
-    else if (b->state == BUF_ABANDONED)
+    else if (b->state == BUF_ABANDONED) {
         buffer_release(b);
+        cache_slot_released(s, (int)b->index);
+    }
     else
         buffer_set(b, BUF_LANDED);
 }

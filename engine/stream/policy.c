@@ -31,17 +31,26 @@ static void lfru_asked(struct k3_cache_policy *p, uint32_t key)
     p->at[key] = now;
 }
 
-/* The decayed score's log; a record never asked for scores lowest. */
-static double lfru_keep(const struct k3_cache_policy *p, uint32_t key, uint64_t last_use)
+/* The decayed score's log brought back to the layer's clock 0 (log_score less the decay
+ * since then), fixed between asks; a record never asked scores lowest. */
+static double lfru_order(const struct k3_cache_policy *p, uint32_t key, uint64_t last_use)
 {
     (void)last_use;
-    uint64_t now = p->layer_clock[key / (uint32_t)p->experts];
-    return p->at[key] ? p->log_score[key] + (double)(now - p->at[key]) * p->log_decay : -HUGE_VAL;
+    return p->at[key] ? p->log_score[key] - (double)p->at[key] * p->log_decay : -HUGE_VAL;
+}
+
+/* The decayed score's log now. */
+static double lfru_keep(const struct k3_cache_policy *p, uint32_t key, uint64_t last_use)
+{
+    double now = (double)p->layer_clock[key / (uint32_t)p->experts];
+    return lfru_order(p, key, last_use) + now * p->log_decay;
 }
 
 static const struct k3_cache_policy_ops ops_of[] = {
-    [K3_POLICY_LFRU] = {.name = "lfru", .batch = lfru_batch, .asked = lfru_asked, .keep = lfru_keep},
-    [K3_POLICY_LRU] = {.name = "lru", .batch = no_batch, .asked = no_ask, .keep = lru_keep},
+    [K3_POLICY_LFRU] = {.name = "lfru", .batch = lfru_batch, .asked = lfru_asked, .keep = lfru_keep,
+                        .order = lfru_order},
+    [K3_POLICY_LRU] = {.name = "lru", .batch = no_batch, .asked = no_ask, .keep = lru_keep,
+                       .order = lru_keep},
 };
 
 int k3_cache_policy_init(struct k3_cache_policy *p, enum k3_cache_policy_kind kind, int layers,

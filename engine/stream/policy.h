@@ -29,9 +29,15 @@ struct k3_cache_policy_ops {
     const char *name;
     void (*batch)(struct k3_cache_policy *p, int moe_layer);    /* a layer's batch begins */
     void (*asked)(struct k3_cache_policy *p, uint32_t key);     /* the batch asks for key */
-    /* how much keeping key is worth now: the cache evicts the least, the least recently
-     * used (last_use) among equals */
+    /* how much keeping key is worth now: the cache evicts the least, the lesser order (below)
+     * and then the least recently used (last_use) among equals */
     double (*keep)(const struct k3_cache_policy *p, uint32_t key, uint64_t last_use);
+    /* keep less what all records of key's MoE layer gain or lose alike as batches pass:
+     * it changes only when key is asked (or last_use changes), so a layer's records can be
+     * kept ordered by it between asks, and within a layer keep never orders two records
+     * otherwise (keep is order plus a term of the layer's clock, and adding one number to
+     * two others keeps their order) */
+    double (*order)(const struct k3_cache_policy *p, uint32_t key, uint64_t last_use);
 };
 
 struct k3_cache_policy {

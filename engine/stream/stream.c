@@ -162,9 +162,13 @@ static int alloc_tables(struct k3_stream *s)
     s->slot_hint = malloc((keys + 1) * sizeof *s->slot_hint);
     for (size_t i = 0; s->slot_hint && i < keys; i++)
         s->slot_hint[i] = -1;
+    s->held_aside = malloc(((size_t)s->n_records + 1) * sizeof *s->held_aside);
+    int per_heap = s->n_records / moe_layers / s->n_teams + 1;
+    if (held_init(&s->held, s->n_records, moe_layers, s->n_teams, per_heap, NULL))
+        return -1;
     return s->resident && s->records && s->batch && s->layer_stats &&
                    s->dropped && s->team_load && s->layer_held && s->slot_layer && s->slot_hint &&
-                   s->verify_jobs
+                   s->held_aside && s->verify_jobs
                ? 0
                : -1;
 }
@@ -298,8 +302,8 @@ static int open_reader(struct k3_stream *s, char *note, size_t note_len, struct 
         .n_files = s->p->n_drives,
         .area = s->area,
         .area_bytes = s->area_bytes,
-        .queue_depth = 64,
-        .max_io_bytes = 1u << 20,
+        .queue_depth = s->o.queue_depth,
+        .max_io_bytes = s->o.read_size,
         .background_depth = (unsigned)(s->o.prefetch_depth * s->p->n_drives),
         /* several nodes: an I/O thread and ring per node, reading its drives */
         .io_threads = s->n_teams > 1 ? s->n_teams : 0,
@@ -409,6 +413,8 @@ void k3_stream_close(struct k3_stream *s)
     free(s->layer_held);
     free(s->slot_hint);
     free(s->slot_layer);
+    free(s->held_aside);
+    held_free(&s->held);
     free(s->layer_stats);
     free(s->dropped);
     free(s->verify_jobs);
@@ -431,6 +437,7 @@ struct k3_stream_stats k3_stream_stats(const struct k3_stream *s)
 {
     struct k3_stream_stats st = s->stats;
     struct k3io_stats io = k3io_stats(s->r);
+    st.syscalls = io.syscalls;
     st.area_taken_bytes = io.area_taken_bytes;
     st.area_take_seconds = io.area_take_seconds;
     st.area_ahead_bytes = io.area_ahead_bytes;
@@ -455,6 +462,7 @@ static void reset(struct k3_stream *s)
     buffer_empty(&s->embed);
     for (int i = 0; i < s->n_records; i++)
         buffer_empty(&s->records[i]);
+    cache_reset(s);
     s->batch_n = s->delivered = s->queued = s->reading = 0;
     s->failed = false;
 }

@@ -45,11 +45,10 @@ struct k3_ram_machine;
 
 /* Where the expert cache grows (--cache-fill). */
 enum k3_cache_fill {
-    K3_CACHE_FILL_AHEAD, /* a prompt pass's records only into memory faulted in ahead of
-                          * the reads, by a thread at the lowest priority
-                          * (k3io_area_present): its reads never wait on fresh memory;
-                          * decode steps as READS.  The hits then depend on that thread's
-                          * pace. */
+    K3_CACHE_FILL_AHEAD, /* records only into memory faulted in ahead of the reads, by a
+                          * thread at the lowest priority (k3io_area_present), in prompt
+                          * passes and decode: reads never wait on fresh memory.  The hits
+                          * then depend on that thread's pace. */
     K3_CACHE_FILL_READS, /* into fresh memory as reads reach it: the hits depend on the
                           * asks alone (replay judges policies so) */
 };
@@ -72,6 +71,12 @@ struct k3_stream_opts {
     bool predict_ids;          /* the caller holds --predict-from ids's counts: counted in the
                                 * budget (k3_id_predictor_bytes at the pass's rows) */
     int prefetch_depth;        /* prefetch chunks in flight per drive (0: the reader's default) */
+    bool check_cache;          /* tests: every slot the cache picks is checked against a
+                                * scan of every slot (slow), and its counts and indexes
+                                * against the slots, at each pick */
+    uint32_t read_size;        /* the largest read a piece is cut into (0: the reader's
+                                * default), a multiple of 4 KiB */
+    unsigned queue_depth;      /* reads in flight at most (0: the reader's default) */
     struct k3_trace *trace;    /* NULL: none */
     const struct k3_placement *place; /* NUMA plan for the buffers, or NULL */
     const char *faults;        /* fault injection spec (faults.h), or NULL */
@@ -99,6 +104,7 @@ struct k3_stream_stats {
     double verify_seconds;     /* checking piece checksums */
     uint64_t retries;          /* failed reads tried again (same place or replica) */
     uint64_t replica_reads;    /* pieces read from their replica */
+    uint64_t syscalls;         /* system calls starting and reaping reads (k3io_stats) */
     /* The read area taken as reads first reach it (the reader's k3io_stats): bytes, and
      * seconds the submitting threads spent taking them, which is faulting fresh memory in
      * (slow on VMs whose host backs guest memory lazily) */

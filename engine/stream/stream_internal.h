@@ -7,8 +7,10 @@
  *   verify.c     checksums of landed pieces, in parallel; waiting for a buffer to be ready
  *   trunk.c      the trunk source: double-buffered stream slots, binding segments
  *                (the next one ahead, for prediction), embedding rows on demand
- *   cache.c      the expert store: record slots as an LRU cache, prefetch, promote,
+ *   cache.c      the expert store: record slots as a cache, prefetch, promote,
  *                abandon, team balancing
+ *   slots.c      the slot a read takes (a free one, else the held record that gives way
+ *                first), from counts and indexes (held.c) kept as slots change hands
  *   buffer.c     the buffers' states, their legal transitions and invariants
  *
  * Every read lands in a struct buffer, which goes through the states of enum buf_state;
@@ -21,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "engine/stream/held.h"
 #include "engine/stream/stream.h"
 #include "engine/pack/packed.h"
 
@@ -136,7 +139,10 @@ struct k3_stream {
     uint64_t batch_clock;         /* use_clock when the current batch began */
     struct k3_cache_policy policy; /* which cached record gives way (policy.c) */
     int *layer_held;              /* [policy.layers] record slots holding each MoE layer's
-                                   * records (cache.c counts them when a slot is wanted) */
+                                   * records, landed, landing or cached (not abandoned) */
+    struct held_index held;       /* the free slots, and the held records by worth per MoE
+                                   * layer and team (held.h; cache.c keeps it) */
+    struct held_entry *held_aside; /* [n_records] entries a victim search set aside */
     int32_t *slot_layer;          /* [n_records] the MoE layer of the record a slot took (a
                                    * division per slot per miss, otherwise) */
     int32_t *slot_hint;           /* [policy.layers * policy.experts] by policy key: the slot
@@ -202,8 +208,44 @@ int trunk_segment(void *ctx, int seg, struct k3_err *err);
 int trunk_ahead(void *ctx, int seg, struct k3_err *err);
 int trunk_embed(void *ctx, const int32_t *tokens, int T, float *out, struct k3_err *err);
 
+/* Can slot b be refilled: no one holds it and nothing lands in it. */
+static inline bool reusable(const struct buffer *b)
+{
+    return !b->pins && (b->state == BUF_FREE || b->state == BUF_LANDED || b->state == BUF_READY);
+}
+
+/* The policy's key of a record: its index among the experts of the MoE layers. */
+static inline uint32_t policy_key(const struct k3_stream *s, int64_t object)
+{
+    return (uint32_t)((uint64_t)object - (uint64_t)k3_seg_count(&s->m->cfg));
+}
+
+/* The MoE layer (among the MoE layers) a record belongs to. */
+static inline int moe_layer_of(const struct k3_stream *s, int64_t object)
+{
+    return (int)(policy_key(s, object) / (uint32_t)s->policy.experts);
+}
+
+/* slots.c: the record slot a read goes to, and the counts and indexes behind the choice,
+ * kept as slots change hands through these */
+/* A slot for object o's record (fresh memory only when fresh_ok and nothing else will
+ * do), counted to its team's load; -1 if every slot is pinned or landing. */
+int slot_for(struct k3_stream *s, uint64_t o, bool fresh_ok);
+/* Slot takes object o's record (buffer_claim), whatever it held. */
+void slot_claim(struct k3_stream *s, int slot, uint64_t o);
+/* Slot, no one using it and no read in flight, holds nothing (buffer_release). */
+void slot_release(struct k3_stream *s, int slot);
+/* Slot's prefetch is abandoned with reads still landing: no longer held. */
+void slot_abandon(struct k3_stream *s, int slot);
+/* Slot's last use (or its record's order) changed: indexed anew; -1 only out of memory. */
+int slot_used(struct k3_stream *s, int slot, struct k3_err *err);
+
 /* cache.c */
 extern const struct k3_expert_store_ops stream_store_ops;
+/* Record slot i was released by a read landing (an abandoned prefetch's last): free. */
+void cache_slot_released(struct k3_stream *s, int i);
+/* Every record slot emptied (buffer_empty): the cache's counts and indexes start over. */
+void cache_reset(struct k3_stream *s);
 /* The compute team whose node holds record slot i, and which computes what lands there
  * (numa/plan.h rule 6). */
 static inline int slot_team(const struct k3_stream *s, int i) { return i % s->n_teams; }

@@ -7,7 +7,7 @@ source "$(dirname "$0")/lib.sh"
 m=$(tiny_model)
 d="$K3_TEST_TMP/env"
 mkdir -p "$d"
-vars=(K3_FAULTS K3_FAULTS_SEED K3_KERNELS K3_MXFP4_ACT K3_TOPOLOGY K3_RANK_FAULT)
+vars=(K3_FAULTS K3_FAULTS_SEED K3_KERNELS K3_MXFP4_ACT K3_TOPOLOGY K3_RANK_FAULT K3_CHECK_CACHE)
 
 for help in "$("$K3" --help)" "$("$K3" run --help)" "$("$K3" serve --help)"; do
   grep -q "^environment:" <<<"$help" || fail "a --help has no environment section"

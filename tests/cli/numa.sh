@@ -1,7 +1,8 @@
 #!/bin/bash
 # NUMA placement through the engine: the plan it prints for this machine, and output
 # byte-identical across --numa auto/off, thread counts and synthetic multi-node
-# topologies (K3_TOPOLOGY; binding there is a no-op, the thread and row layout is not).
+# topologies (K3_TOPOLOGY; binding there is a no-op, the thread and row layout is not),
+# the expert cache's per-team picks checked against a scan (K3_CHECK_CACHE).
 source "$(dirname "$0")/lib.sh"
 m=$(tiny_model)
 d="$K3_TEST_TMP/numa"
@@ -43,6 +44,13 @@ for case in "pack:2 [numa] core:2 pu:1" "pack:2 numa:2 core:1 pu:2" "[numa] core
   fi
   echo "synthetic $topo $extra: $teams nodes with a team, identical;${counts:- one team}"
 done
+# The expert cache at the floor on two nodes, evicting on most misses: each team's slots
+# are taken in turn, and every slot picked from the per-team indexes is the one a scan of
+# every slot picks (K3_CHECK_CACHE asserts it).
+K3_CHECK_CACHE=on K3_TOPOLOGY="synthetic:pack:2 numa:2 core:1 pu:2" "$K3" run "${args[@]}" \
+  --ram floor -q --logits-out "$d/got.f32" >/dev/null 2>"$d/err" &&
+  cmp -s "$d/want.f32" "$d/got.f32" && echo "2 nodes at the floor, every cache pick checked: identical" ||
+  fail "2 nodes at the floor with K3_CHECK_CACHE: $(tail -1 "$d/err")"
 expect_error 1 "unset OMP_PROC_BIND" env OMP_PROC_BIND=true "$K3" run "${args[@]}" -q
 expect_error 2 "--numa: \"maybe\" is not auto or off" "$K3" run "${args[@]}" --numa maybe
 finish

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "engine/base/rng.h"
 #include "engine/model/model.h"
 #include "engine/pack/pack.h"
 #include "engine/pack/packed.h"
@@ -109,7 +110,8 @@ static void open_fixture(struct fixture *f, const char *const *drives, bool cach
     struct k3_err e;
     REQUIRE(k3_model_open_packed(&f->m, drives, 2, (struct k3_share){0}, &e) == 0, "%s", e.msg);
     struct k3_stream_opts so = {.ram = K3_RAM_TRUNK, .ctx = 8, .threads = omp_get_max_threads(),
-                                .cache = cache, .prefetch_k = 8};
+                                .cache = cache, .prefetch_k = 8,
+                                .cache_fill = K3_CACHE_FILL_READS};
     /* The trunk resident and room for every record: nothing is evicted here. */
     REQUIRE(k3_stream_open(&f->s, &f->m, &so, NULL, 0, &e) == 0, "%s", e.msg);
     const struct k3_budget_input *in;
@@ -219,7 +221,8 @@ static void layer_shares(const char *const *drives)
     struct k3_err e;
     REQUIRE(k3_model_open_packed(&f.m, drives, 2, (struct k3_share){0}, &e) == 0, "%s", e.msg);
     struct k3_stream_opts so = {.ram = K3_RAM_TRUNK, .ctx = 8, .threads = omp_get_max_threads(),
-                                .cache = true, .cache_policy = K3_POLICY_LRU};
+                                .cache = true, .cache_policy = K3_POLICY_LRU,
+                                .cache_fill = K3_CACHE_FILL_READS};
     REQUIRE(k3_stream_open(&f.s, &f.m, &so, NULL, 0, &e) == 0, "%s", e.msg);
     const struct k3_budget_input *in;
     int moe = k3_moe_layer_count(&f.m.cfg), inflight = f.m.cfg.top_k;
@@ -243,6 +246,73 @@ static void layer_shares(const char *const *drives)
     mark(&f);
     batch(&f, L1, mine, 4, "L1 again");
     expect(&f, "L1 again: its records stayed", 0, 4, 0);
+    close_fixture(&f);
+}
+
+/* Tokens of random routing through every MoE layer of a cache of a few records a layer,
+ * with guesses prefetched for the next layer (some asked, some not, some still landing
+ * when the layer asks), under each policy: with check_cache the stream compares every
+ * slot it picks from its indexes with a scan of every slot (an assert), and its counts
+ * and free slots with the slots; every record handed out holds its expert's bytes. */
+static void churn_checked(const char *const *drives, enum k3_cache_policy_kind policy)
+{
+    struct fixture f;
+    struct k3_err e;
+    REQUIRE(k3_model_open_packed(&f.m, drives, 2, (struct k3_share){0}, &e) == 0, "%s", e.msg);
+    struct k3_stream_opts so = {.ram = K3_RAM_TRUNK, .ctx = 8, .threads = omp_get_max_threads(),
+                                .cache = true, .cache_policy = policy, .prefetch_k = 8,
+                                .cache_fill = K3_CACHE_FILL_READS, .check_cache = true};
+    REQUIRE(k3_stream_open(&f.s, &f.m, &so, NULL, 0, &e) == 0, "%s", e.msg);
+    const struct k3_budget_input *in;
+    int moe = k3_moe_layer_count(&f.m.cfg), n_exp = f.m.cfg.n_experts;
+    so.ram = k3_stream_budget(f.s, &in)->budget + (uint64_t)(6 * moe) * in->record_bytes;
+    k3_stream_close(f.s);
+    REQUIRE(k3_stream_open(&f.s, &f.m, &so, NULL, 0, &e) == 0, "%s", e.msg);
+    f.st = k3_stream_experts(f.s);
+    mark(&f);
+    uint64_t rng = 12345 + (uint64_t)policy, asked = 0;
+    int layers[64], n_layers = 0;
+    for (int l = 0; l < f.m.cfg.n_layers && n_layers < 64; l++)
+        if (k3_layer_is_moe(&f.m.cfg, l))
+            layers[n_layers++] = l;
+    for (int token = 0; token < 16; token++)
+        for (int k = 0; k < n_layers; k++) {
+            int experts[8], n = 0;
+            /* a skewed pick: low experts more often, so some records are worth keeping */
+            while (n < 8) {
+                int x = (int)(k3_splitmix64(&rng) % (uint64_t)n_exp);
+                x = x % 3 == 0 ? x : x / 4;
+                bool dup = false;
+                for (int j = 0; j < n; j++)
+                    dup |= experts[j] == x;
+                if (!dup)
+                    experts[n++] = x;
+            }
+            batch(&f, layers[k], experts, n, "churn");
+            asked += (uint64_t)n;
+            if (k + 1 < n_layers) {
+                int guess[6];
+                for (int j = 0; j < 6; j++)
+                    guess[j] = (int)(k3_splitmix64(&rng) % (uint64_t)n_exp) / 2;
+                REQUIRE(f.st->ops->prefetch(f.st, layers[k + 1], guess, 6, &e) == 0,
+                        "prefetch: %s", e.msg);
+                if (k3_splitmix64(&rng) % 2)
+                    REQUIRE(k3_stream_wait_reads(f.s, &e) == 0, "%s", e.msg);
+            }
+        }
+    REQUIRE(k3_stream_wait_reads(f.s, &e) == 0, "%s", e.msg);
+    struct k3_stream_stats now = k3_stream_stats(f.s);
+    uint64_t read = now.records_read - f.before.records_read;
+    uint64_t hit = now.records_hit - f.before.records_hit;
+    /* a prefetch dropped before it started reads less than its record */
+    CHECK(now.bytes - f.before.bytes <= read * record_read_bytes(&f, layers[0], 0),
+          "%s: %llu bytes read for %llu records", policy == K3_POLICY_LRU ? "lru" : "lfru",
+          (unsigned long long)(now.bytes - f.before.bytes), (unsigned long long)read);
+    CHECK(hit > 0 && read > 0, "churn: %llu hits, %llu reads", (unsigned long long)hit,
+          (unsigned long long)read);
+    printf("churn (%s): %llu records asked, %llu read (prefetches too), %llu cache hits\n",
+           policy == K3_POLICY_LRU ? "lru" : "lfru", (unsigned long long)asked,
+           (unsigned long long)read, (unsigned long long)hit);
     close_fixture(&f);
 }
 
@@ -283,5 +353,7 @@ int main(void)
     whole_union(drives, true);
     held_slots(drives);
     layer_shares(drives);
+    churn_checked(drives, K3_POLICY_LRU);
+    churn_checked(drives, K3_POLICY_LFRU);
     return check_result();
 }
