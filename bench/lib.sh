@@ -12,7 +12,7 @@ bench_default_counts="1 2 4 8"           # emulated boxes; with DRIVES: 1 2 4 ..
 bench_default_mbps=100                   # per emulated drive; 8 x 100 stays linear here (README)
 bench_default_rounds=3
 bench_default_tokens=6
-bench_default_stages="kernels decode serve replay grammar agents"
+bench_default_stages="kernels decode cold-decode serve replay grammar agents"
 bench_emulate_root=$bench_data/emulate   # emulate.sh's backing files, one folder per box
 # du -sb of `k3-uring synth --config k3-bench --seed 1`: what the
 # default checkpoint takes before it exists.

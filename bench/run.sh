@@ -67,6 +67,7 @@ stage() {
 }
 stage kernels "make cc" "MXFP4 and bf16 GB/s per core, and GFLOP/s over 64 rows: the planner's calibration" stage_kernels
 stage decode "fio bc python3 gnuplot" "decode on 1..N drives against fio and the planner" stage_decode
+stage cold-decode "fio python3 gnuplot" "decode off one drive, cold and warm, in a memory cgroup: three budgets and --no-cache against fio, and the read area's fault time" "$root/bench/decode.sh"
 stage serve "python3" "serve: 1..16 streaming clients sharing each layer's expert reads" "$root/bench/serve.sh"
 stage drive-model "python3 bc" "the drive model checked; pipelined against --sync under it (its pack in /dev/shm)" "$root/bench/drive-model.sh"
 stage ranks "mpirun bc" "two mpirun ranks, each on its own emulated box, against one box, I/O-bound" "$root/bench/ranks.sh"
@@ -207,6 +208,11 @@ space_lines() {
         printf 'prefill\t%s\t%s\t%s\n' "$(mount_of "$pw")" "$((bench_k3bench_bytes * 101 / 100))" \
           "the prefill stage's pack of k3-bench in $pw/${p%/d0} (made once, kept)"
     done
+  fi
+  if [[ " $stages " == *" cold-decode "* && " $stages " != *" prefill "* &&
+        ! -f $bench_data/prefill/d0/k3-uring.manifest ]]; then # bench/decode.sh: prefill's 1-drive pack
+    printf 'cold-decode\t%s\t%s\t%s\n' "$(mount_of "$bench_data/prefill")" "$((bench_k3bench_bytes * 101 / 100))" \
+      "the cold-decode stage's pack of k3-bench in $bench_data/prefill/d0 (made once, kept; prefill's too)"
   fi
   if [[ " $stages " == *" slice "* && ! -d $slice_ckpt ]]; then # bench/slice-plan.sh
     printf 'slice\t%s\t%s\t%s\n' "$(mount_of "$slice_ckpt")" "$bench_k3slice_bytes" \

@@ -24,6 +24,7 @@ parallel=${SOAK_PARALLEL:-2}
 py=/usr/bin/python3
 stamp=${BENCH_STAMP:-$(date -u +%Y%m%d-%H%M%S)}
 res=${BENCH_RESULTS:-$root/bench/results}
+mkdir -p "$res"
 check_uint SOAK_SECONDS "$seconds"
 [[ -x $k3 ]] || die "no $k3: run make first"
 [[ -x $py ]] || die "no $py"
