@@ -28,8 +28,8 @@
 /* io_uring_setup refuses more entries (EINVAL at 65536); the pool is held to the same
  * bound so that a depth that works on one backend works on the other. */
 #define K3IO_MAX_QUEUE_DEPTH 32768u
-/* The defaults of queue_depth and max_io_bytes (bench/results/read-size-*.txt: the
- * engine's reads against fio's at sizes and depths, on the same file). */
+/* The defaults of queue_depth and max_io_bytes when a caller gives none (the CLI gives
+ * its own: engine/cli/model_args.h). */
 #define K3IO_DEFAULT_QUEUE_DEPTH 64u
 #define K3IO_DEFAULT_MAX_IO (1u << 20)
 /* A registered buffer holds 1 GiB at most, and a chunk lies in one. */

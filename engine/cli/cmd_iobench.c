@@ -12,6 +12,7 @@
 
 #include "engine/cli/cli.h"
 #include "engine/cli/drive_model.h"
+#include "engine/cli/model_args.h"
 #include "engine/cli/routes_args.h"
 #include "engine/model/model.h"
 #include "engine/base/options.h"
@@ -157,6 +158,8 @@ int cmd_iobench(int argc, char **argv)
     uint64_t seed = 1;
     bool sync = false, no_cache = false;
     const char *drive_model_text = NULL;
+    uint64_t read_size = 0;
+    int queue_depth = K3IO_DEFAULT_QUEUE_DEPTH;
     struct k3_ram_machine machine;
     k3_ram_machine_read(&machine, &k3_ram_paths_system, 1);
     struct routes_args routes = {0};
@@ -175,6 +178,11 @@ int cmd_iobench(int argc, char **argv)
          .help = "one record at a time (the baseline)"},
         {.name = "no-cache", .type = K3_OPT_FLAG, .dst = &no_cache, .help = "no expert cache"},
         CLI_DRIVE_MODEL_OPT(&drive_model_text),
+        {.name = "read-size", .type = K3_OPT_SIZE, .dst = &read_size, .min = 4096, .arg = "SIZE",
+         .help = "the largest read a record is cut into (as run's)",
+         .def = "4M, or less where a drive's device takes less"},
+        {.name = "queue-depth", .type = K3_OPT_INT, .dst = &queue_depth, .arg = "N",
+         .help = "reads in flight at most (as run's)", .min = 1, .max = K3IO_MAX_QUEUE_DEPTH},
         {.name = "seed", .short_name = 's', .type = K3_OPT_U64, .dst = &seed, .arg = "N",
          .help = "seed of the random routing"},
         CLI_ROUTES_OPTS(&routes),
@@ -193,6 +201,8 @@ int cmd_iobench(int argc, char **argv)
         rc = cli_drive_model_parse(drive_model_text, &so.drive_model, &err);
     if (!rc)
         rc = routes_args_check(&routes, &err);
+    if (!rc)
+        rc = model_args_check_read_size(&read_size, drive_list, &err);
     if (rc) {
         fprintf(stderr, "k3-uring iobench: %s\n", err.msg);
         return 2;
@@ -200,6 +210,8 @@ int cmd_iobench(int argc, char **argv)
     so.cache = !no_cache;
     so.cache_fill = K3_CACHE_FILL_READS; /* the read path alone: hits from the asks, as decode's */
     so.sync = sync;
+    so.read_size = (uint32_t)read_size;
+    so.queue_depth = (unsigned)queue_depth;
     struct k3_model m;
     struct k3_stream *s = NULL;
     char note[256] = "";

@@ -36,7 +36,7 @@ void model_args_init(struct model_args *a)
         .rank_timeout = 60,
         .leader = true,
         .rt = {.ram = K3_RAM_AUTO, .io = K3IO_AUTO, .prefetch_k = K3_PREFETCH_K_DEFAULT,
-               .prefetch_depth = 2, .read_size = K3IO_DEFAULT_MAX_IO,
+               .prefetch_depth = 2,
                .queue_depth = K3IO_DEFAULT_QUEUE_DEPTH, .batch = K3_BATCH_DEFAULT, .note = read_path_note},
         .predict_on = 1,
         .predict_from = K3_PREDICT_MOE_INPUT_NEXT,
@@ -98,9 +98,10 @@ static void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARG
         {.name = "prefetch-depth", .type = K3_OPT_INT, .dst = &a->rt.prefetch_depth, .arg = "N",
          .help = "prefetch reads in flight per drive, started only while no demand read waits",
          .min = 1, .max = 1024},
-        {.name = "read-size", .type = K3_OPT_SIZE, .dst = &a->rt.read_size, .min = 4096,
+        {.name = "read-size", .type = K3_OPT_SIZE, .dst = &a->rt.read_size, .min = 4096, .arg = "SIZE",
          .help = "the largest read a record is cut into: a multiple of 4K, at most what the "
-                 "drives' devices take in one request (queue/max_sectors_kb)"},
+                 "drives' devices take in one request (queue/max_sectors_kb)",
+         .def = "4M, or less where a drive's device takes less"},
         {.name = "queue-depth", .type = K3_OPT_INT, .dst = &a->rt.queue_depth, .arg = "N",
          .help = "reads in flight at most (the ring's entries)", .min = 1,
          .max = K3IO_MAX_QUEUE_DEPTH},
@@ -135,27 +136,43 @@ int model_args_parse(struct model_args *a, const struct k3_opt *own, int n_own, 
 
 static int join_ranks(struct model_args *a, struct k3_err *err);
 
-/* --read-size: a multiple of 4 KiB, and no more than one read may carry: a registered
- * buffer's 1 GiB, and what the device under each drive (or the checkpoint folder) takes
- * in one request. */
-static int check_read_size(const struct k3_runtime_opts *o, struct k3_err *err)
+uint64_t model_args_default_read_size(const char *list)
 {
-    if (o->read_size % K3IO_ALIGN)
+    uint64_t size = MODEL_ARGS_READ_SIZE;
+    for (const char *at = list; *at;) {
+        size_t len = strcspn(at, ",");
+        char path[4096];
+        snprintf(path, sizeof path, "%.*s", (int)len, at);
+        uint64_t most = k3io_device_max_read(path) / K3IO_ALIGN * K3IO_ALIGN;
+        if (most && most < size)
+            size = most;
+        at += len + (at[len] == ',');
+    }
+    return size;
+}
+
+int model_args_check_read_size(uint64_t *read_size_p, const char *list, struct k3_err *err)
+{
+    if (!*read_size_p) {
+        *read_size_p = model_args_default_read_size(list);
+        return 0;
+    }
+    uint64_t read_size = *read_size_p;
+    if (read_size % K3IO_ALIGN)
         return k3_errf(err, "--read-size: %llu bytes is not a multiple of 4 KiB (4096)",
-                       (unsigned long long)o->read_size);
-    if (o->read_size > K3IO_MAX_IO)
+                       (unsigned long long)read_size);
+    if (read_size > K3IO_MAX_IO)
         return k3_errf(err, "--read-size: %llu bytes is above 1 GiB, the most one read "
-                            "carries (a registered buffer)", (unsigned long long)o->read_size);
-    const char *list = o->drives ? o->drives : o->model_dir;
+                            "carries (a registered buffer)", (unsigned long long)read_size);
     for (const char *at = list; *at;) {
         size_t len = strcspn(at, ",");
         char path[4096];
         snprintf(path, sizeof path, "%.*s", (int)len, at);
         uint64_t most = k3io_device_max_read(path);
-        if (most && o->read_size > most)
+        if (most && read_size > most)
             return k3_errf(err, "--read-size: %llu bytes is above %llu, the most the device "
                                 "under %s takes in one read (its queue/max_sectors_kb)",
-                           (unsigned long long)o->read_size, (unsigned long long)most, path);
+                           (unsigned long long)read_size, (unsigned long long)most, path);
         at += len + (at[len] == ',');
     }
     return 0;
@@ -182,7 +199,10 @@ int model_args_check(struct model_args *a, struct k3_err *err)
     o->fault_seed = cli_env()->fault_seed;
     o->check_cache = cli_env()->check_cache;
     o->predict = a->predict_on ? a->predict_from : K3_PREDICT_OFF;
-    return join_ranks(a, err) || check_read_size(o, err) ? -1 : 0;
+    return join_ranks(a, err) ||
+                   model_args_check_read_size(&o->read_size, o->drives ? o->drives : o->model_dir, err)
+               ? -1
+               : 0;
 }
 
 /* Under mpirun: this rank's share, and its own paths where they hold "%r". */

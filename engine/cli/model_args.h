@@ -59,4 +59,15 @@ int model_args_exit(struct model_args *a, int status);
 /* The runtime's notes on stderr, and with verbose the read backend, budget, placement. */
 void model_args_print_opened(const struct k3_runtime *rt, bool verbose);
 
+/* --read-size's default: 4 MiB reads were the fastest through the read path against 256K
+ * and 1M at depths 16-256 (bench/results/read-size-*.txt); a device that takes less in
+ * one request (a loop device: 1280K) gets its own limit, rounded down to 4 KiB. */
+#define MODEL_ARGS_READ_SIZE (4u << 20)
+uint64_t model_args_default_read_size(const char *list);
+/* --read-size (*read_size; 0: unset, becomes the default for list): a multiple of 4 KiB,
+ * and no more than one read may carry: a registered buffer's 1 GiB, and what the device
+ * under each folder of list ("D0,D1,..": drives, or a checkpoint folder) takes in one
+ * request.  0, or -1 with err naming the limit. */
+int model_args_check_read_size(uint64_t *read_size, const char *list, struct k3_err *err);
+
 #endif
