@@ -6,15 +6,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/base/clock.h"
 #include "engine/grammar/grammar.h"
 #include "engine/text/xtml_out.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 struct k3_request *k3_request_new(const int32_t *prompt, int n, const struct k3_gen_params *p)
 {
@@ -32,7 +26,7 @@ struct k3_request *k3_request_new(const int32_t *prompt, int n, const struct k3_
     memcpy(r->prompt, prompt, sizeof(int32_t) * (size_t)n);
     r->n_prompt = n;
     r->p = *p;
-    r->submitted = now();
+    r->submitted = k3_now();
     r->refs = 1;
     XXH3_64bits_reset(r->hash);
     pthread_mutex_init(&r->lock, NULL);
@@ -334,7 +328,7 @@ bool k3_request_add_token(struct k3_request *r, int32_t id, const uint8_t *bytes
     pthread_mutex_lock(&r->lock);
     XXH3_64bits_update(r->hash, logits, sizeof(float) * (size_t)vocab);
     if (!r->completion_tokens++)
-        r->first_token_at = now() - r->submitted;
+        r->first_token_at = k3_now() - r->submitted;
     struct channel_sink sink = {r, false};
     if (r->xtml)
         k3_xtml_out_feed(r->xtml, id, on_channel, &sink);
