@@ -1,5 +1,6 @@
 #include "engine/serve/request.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -326,6 +327,7 @@ bool k3_request_add_token(struct k3_request *r, int32_t id, const uint8_t *bytes
                           const float *logits, int vocab)
 {
     pthread_mutex_lock(&r->lock);
+    assert(r->finish == K3_FINISH_NONE); /* no token after the end */
     XXH3_64bits_update(r->hash, logits, sizeof(float) * (size_t)vocab);
     if (!r->completion_tokens++)
         r->first_token_at = k3_now() - r->submitted;
@@ -342,6 +344,9 @@ bool k3_request_add_token(struct k3_request *r, int32_t id, const uint8_t *bytes
 void k3_request_finish(struct k3_request *r, enum k3_finish f, const char *error)
 {
     pthread_mutex_lock(&r->lock);
+    /* A request finishes once, with a reason: only the scheduler ends requests, so a
+     * second end is its bug (a debug invariant, docs/design.md), never a client's doing. */
+    assert(f != K3_FINISH_NONE && r->finish == K3_FINISH_NONE);
     if (r->xtml && f != K3_FINISH_ERROR) {
         struct channel_sink sink = {r, false};
         struct k3_xtml_end end;
