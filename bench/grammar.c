@@ -9,11 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <xxhash.h>
 
+#include "engine/base/clock.h"
 #include "engine/base/rng.h"
 #include "engine/grammar/grammar.h"
 #include "engine/synth/vocab.h"
@@ -22,13 +22,6 @@
 
 #define K3_VOCAB 163840
 #define K3_BASE 163584
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 static void die(const char *what, const char *msg)
 {
@@ -183,7 +176,7 @@ int main(int argc, char **argv)
     }
     char tmp[] = "/tmp/k3-grammar-bench.XXXXXX";
     struct k3_err err;
-    double t0 = now();
+    double t0 = k3_now();
     if (!dir) {
         if (!mkdtemp(tmp))
             die(tmp, "mkdtemp failed");
@@ -199,10 +192,10 @@ int main(int argc, char **argv)
     struct k3_vocab_trie *trie;
     if (k3_tok_load(&tok, dir, 0, NULL, false, &err))
         die("load", err.msg);
-    double t1 = now();
+    double t1 = k3_now();
     if (k3_vocab_trie_build(tok, &trie, &err))
         die("trie", err.msg);
-    double t2 = now();
+    double t2 = k3_now();
     int n = k3_tok_vocab_size(tok), quoted = 0;
     double bytes = 0;
     for (int id = 0; id < n; id++) {
@@ -240,10 +233,10 @@ int main(int argc, char **argv)
             die("matcher", err.msg);
         feed(m, tok, p->prefix);
         k3_matcher_mask(m, trie, bits); /* warm */
-        double s = now();
+        double s = k3_now();
         for (int r = 0; r < reps; r++)
             k3_matcher_mask(m, trie, bits);
-        double ms = (now() - s) * 1e3 / reps;
+        double ms = (k3_now() - s) * 1e3 / reps;
         int allowed = 0;
         for (int w = 0; w < (n + 31) / 32; w++)
             allowed += __builtin_popcount(bits[w]);

@@ -35,11 +35,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 #include <immintrin.h>
 #include <jansson.h>
 
+#include "engine/base/clock.h"
 #include "engine/base/options.h"
 #include "engine/kernels/kernels.h"
 #include "engine/kernels/kernels_isa.h"
@@ -118,13 +118,6 @@ static bool set_chosen(const char *set)
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -194,11 +187,11 @@ static void fill_x(float *x, size_t n, uint64_t seed)
 /* STREAM copy, c = a: bytes counted as STREAM does (read + write, 16 per element). */
 static double stream_copy(double *a, double *c, size_t n)
 {
-    double t = now();
+    double t = k3_now();
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++)
         c[i] = a[i];
-    return 16.0 * n / (now() - t) / 1e9;
+    return 16.0 * n / (k3_now() - t) / 1e9;
 }
 
 /* Sums the 64-bit words of [p, p + bytes) (bytes a multiple of 64) with SSE2, four chains:
@@ -226,7 +219,7 @@ static double read_sweep(const uint8_t *p, size_t bytes)
 {
     size_t lines = bytes / 64;
     uint64_t total = 0;
-    double t = now();
+    double t = k3_now();
 #pragma omp parallel reduction(+ : total)
     {
         int id = omp_get_thread_num(), n = omp_get_num_threads();
@@ -234,7 +227,7 @@ static double read_sweep(const uint8_t *p, size_t bytes)
         __m128i s = sum_bytes(p + a * 64, (b - a) * 64, _mm_setzero_si128());
         total += (uint64_t)_mm_cvtsi128_si64(s) + (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(s, s));
     }
-    double gbps = 64.0 * lines / (now() - t) / 1e9;
+    double gbps = 64.0 * lines / (k3_now() - t) / 1e9;
     read_sink = total;
     return gbps;
 }
@@ -325,12 +318,12 @@ static double ceiling_pass(const struct k3_kernel_ops *k, const struct ceiling *
         }
 #pragma omp barrier
 #pragma omp master
-        t0 = now();
+        t0 = k3_now();
         for (long i = 0; i < calls && mine && xm; i++)
             k->rows_mxfp4(mine, mine + cl->np, CEIL_ROWS, cl->cols, xm, (int)cl->nxb, y, CEIL_ROWS, 1);
         free(mine), free(xm);
     }
-    double t1 = now();
+    double t1 = k3_now();
     if (short_of_memory) {
         fprintf(stderr, "kernels: out of memory for the compute ceiling\n");
         exit(1);
@@ -720,9 +713,9 @@ static int measure_reps(const struct bcase *c, const struct weights *w, int T,
             s->rd[ti][r] = read_sweep(w->base, w->n_copies * w->stride);
             for (int vi = 0; vi < run.n_vars; vi++) {
                 k3_kernels_select(run.vars[vi]->name);
-                double t0 = now();
+                double t0 = k3_now();
                 run_pass(teams[ti], &every);
-                double dt = now() - t0;
+                double dt = k3_now() - t0;
                 s->g[ti][vi][r] = (double)bytes * w->n_copies / dt / 1e9;
                 if (cl)
                     s->cg[ti][vi][r] = ceiling_pass(run.vars[vi], cl, o.threads.v[ti],
@@ -911,8 +904,8 @@ static double fma_peak(int threads)
     omp_set_num_threads(threads);
 #pragma omp parallel reduction(+ : total)
     {
-        double t0 = now(), flops = fma_chains(peak.rounds);
-        total += flops / (now() - t0) / 1e9;
+        double t0 = k3_now(), flops = fma_chains(peak.rounds);
+        total += flops / (k3_now() - t0) / 1e9;
     }
     return total;
 }
@@ -921,7 +914,7 @@ static void fma_peak_prepare(void)
 {
     __builtin_cpu_init();
     peak.zmm = __builtin_cpu_supports("avx512f");
-    double t0 = now(), flops = fma_chains(1 << 20), rate = flops / (now() - t0);
+    double t0 = k3_now(), flops = fma_chains(1 << 20), rate = flops / (k3_now() - t0);
     peak.rounds = (long)(FMA_PEAK_SECONDS * rate / (flops / (1 << 20)));
     if (peak.rounds < 1000)
         peak.rounds = 1000;
@@ -1009,9 +1002,9 @@ static int measure_gflops_case(int gi)
                         continue;
                     k3_kernels_select(run.vars[vi]->name);
                     const struct pass *p = strcmp(run.vars[vi]->name, "scalar") ? &every : &scalar;
-                    double t0 = now();
+                    double t0 = k3_now();
                     run_pass(teams[ti], p);
-                    g[vi][ti][r] = flops * (double)p->n_copies / (now() - t0) / 1e9;
+                    g[vi][ti][r] = flops * (double)p->n_copies / (k3_now() - t0) / 1e9;
                     frac[vi][ti][r] = g[vi][ti][r] / pk[ti][r];
                 }
             }

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 
+#include "engine/base/clock.h"
 #include "engine/base/options.h"
 #include "iouring/file.h"
 #include "iouring/reader.h"
@@ -69,13 +69,6 @@ static int parse(int argc, char **argv)
         return 2;
     }
     return -1;
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static uint64_t rng(uint64_t *s)
@@ -144,11 +137,11 @@ int main(int argc, char **argv)
     struct k3io_done *done = malloc((size_t)depth * sizeof *done);
     if (!started || !lat || !done)
         return 1;
-    double t0 = now(), end = t0 + (double)o.seconds;
+    double t0 = k3_now(), end = t0 + (double)o.seconds;
     for (int slot = 0; slot < depth; slot++) { /* tag = slot: one buffer per slot */
         struct k3io_req q = {.file = 0, .len = block, .offset = rng(&seed) % blocks * block,
                              .buf = area + (size_t)slot * block, .tag = (uint64_t)slot};
-        started[slot] = now();
+        started[slot] = k3_now();
         if ((rc = k3io_submit(r, &q, 1)))
             break;
     }
@@ -161,7 +154,7 @@ int main(int argc, char **argv)
             rc = n;
             break;
         }
-        double t = now();
+        double t = k3_now();
         int n_refill = 0;
         for (int i = 0; i < n; i++) {
             int slot = (int)done[i].tag;
@@ -182,7 +175,7 @@ int main(int argc, char **argv)
         rc = k3io_submit(r, refill, n_refill); /* one batch, as fio commits its refills */
     }
     free(refill);
-    double secs = now() - t0;
+    double secs = k3_now() - t0;
     if (rc || errors) {
         fprintf(stderr, "readbench: %s, %d reads short or failed\n", rc ? strerror(-rc) : "ok",
                 errors);

@@ -7,7 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "engine/base/clock.h"
 
 #define TID_COMPUTE 1
 #define TID_TEAM0 10
@@ -29,12 +30,7 @@ struct k3_trace {
     int write_error;
 };
 
-static double mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
+static double mono_us(void) { return k3_now() * 1e6; }
 
 double k3_trace_now(const struct k3_trace *t) { return t ? mono_us() - t->t0 : 0; }
 

@@ -7,9 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <time.h>
 
+#include "engine/base/clock.h"
 #include "engine/cli/cli.h"
 #include "engine/cli/drive_model.h"
 #include "engine/cli/model_args.h"
@@ -19,23 +18,6 @@
 #include "engine/base/rng.h"
 #include "engine/stream/ram_auto.h"
 #include "engine/stream/stream.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* CPU seconds this process has used, every thread: with no compute here, the read path's
- * own (submissions, completions, checksums, the I/O threads). */
-static double cpu_seconds(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
-}
 
 /* The experts a token's MoE layer m reads: random, or token t's of the trace. */
 static void choose(const struct k3_config *c, const struct k3_routes *trace, int64_t t, int m,
@@ -102,16 +84,16 @@ static int measure(struct k3_stream *s, const struct k3_model *m, int n_drives, 
     struct k3_rng rng;
     k3_rng_seed(&rng, seed);
     struct k3_stream_stats a = k3_stream_stats(s), b;
-    double t0 = now(), total_t = 0, cpu0 = 0;
+    double t0 = k3_now(), total_t = 0, cpu0 = 0;
     uint64_t total_bytes = 0;
     printf("token,seconds,bytes,GBps,reads,hits\n");
     for (int t = 0; t < tokens; t++) {
         if (t == 1)
-            cpu0 = cpu_seconds();
-        double t1 = now();
+            cpu0 = k3_cpu_seconds();
+        double t1 = k3_now();
         if (one_token(s, m, &rng, trace, t, err))
             return -1;
-        double dt = now() - t1;
+        double dt = k3_now() - t1;
         b = k3_stream_stats(s);
         uint64_t bytes = b.bytes - a.bytes;
         printf("%d,%.4f,%llu,%.3f,%llu,%llu\n", t, dt, (unsigned long long)bytes, bytes / dt / 1e9,
@@ -123,11 +105,11 @@ static int measure(struct k3_stream *s, const struct k3_model *m, int n_drives, 
         }
         a = b;
     }
-    double cpu = tokens > 1 ? cpu_seconds() - cpu0 : 0;
+    double cpu = tokens > 1 ? k3_cpu_seconds() - cpu0 : 0;
     fprintf(stderr,
             "k3-uring iobench: %s, %d drives, %d tokens in %.2f s; steady state %.1f MB/token, "
             "%.3f s/token, %.3f GB/s; verify %.3f s in all; CPU %.3f s per GB read\n",
-            k3_stream_backend(s), n_drives, tokens, now() - t0,
+            k3_stream_backend(s), n_drives, tokens, k3_now() - t0,
             tokens > 1 ? total_bytes / 1e6 / (tokens - 1) : 0.0,
             tokens > 1 ? total_t / (tokens - 1) : 0.0, total_t > 0 ? total_bytes / total_t / 1e9 : 0.0,
             k3_stream_stats(s).verify_seconds, total_bytes ? cpu / (total_bytes / 1e9) : 0.0);

@@ -3,9 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "engine/base/clock.h"
 #include "engine/cli/cli.h"
 #include "engine/base/options.h"
 #include "engine/model/share.h"
@@ -24,13 +24,6 @@ struct report {
     double start, last;
 };
 
-static double seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void pack_note(void *ctx, bool warning, const char *line)
 {
     const struct report *r = ctx;
@@ -41,7 +34,7 @@ static void pack_note(void *ctx, bool warning, const char *line)
 static void pack_progress(void *ctx, uint64_t done, uint64_t total)
 {
     struct report *r = ctx;
-    double t = seconds(), el = t - r->start;
+    double t = k3_now(), el = t - r->start;
     if (r->quiet || !r->tty || (done < total && t - r->last < 0.25))
         return;
     r->last = t;
@@ -147,7 +140,7 @@ int cmd_pack(int argc, char **argv)
         k3_opts_help(stdout, usage, opts, K3_OPTS_COUNT(opts));
         return 0;
     }
-    struct report report = {.quiet = quiet, .tty = isatty(2) != 0, .start = seconds()};
+    struct report report = {.quiet = quiet, .tty = isatty(2) != 0, .start = k3_now()};
     struct k3_pack_opts po = {.checkpoint = checkpoint, .replicas = replicas, .note = pack_note,
                               .progress = pack_progress, .ctx = &report,
                               .whole_records = chunk == CHUNK_RECORD};

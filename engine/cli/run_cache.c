@@ -4,8 +4,8 @@
  * own position (KDA cannot be rewound), so a prompt that is not an extension runs whole
  * and the file is saved anew.  The format and its checks: engine/forward/seq_file.h. */
 #include <string.h>
-#include <time.h>
 
+#include "engine/base/clock.h"
 #include "engine/cli/run.h"
 
 int run_cache_begin(struct runner *r, struct k3_err *err)
@@ -42,18 +42,16 @@ int run_cache_save(struct runner *r, bool interrupted, struct k3_err *err)
     /* Nothing new to keep (the whole prompt came from the file), or a prompt cut short. */
     if (r->n_cached == r->n_prompt || interrupted || r->seq.pos != r->n_prompt)
         return k3_seq_writer_end(&r->cache, true, err);
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
+    double t0 = k3_now();
     const struct k3_config *c = &r->rt.m.cfg;
     if (k3_seq_writer_save(&r->cache, c, &r->cache_model, &r->seq, r->prompt, r->logits, err) ||
         k3_seq_writer_end(&r->cache, false, err))
         return -1;
-    clock_gettime(CLOCK_MONOTONIC, &b);
     if (o->verbose)
         fprintf(stderr, "k3-uring: --prompt-cache %s: saved the state after %d tokens (%.1f MB, "
                         "%.3f s)\n", o->prompt_cache, r->n_prompt,
                 k3_seq_file_bytes(c, r->n_prompt) / 1e6,
-                (double)(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9);
+                k3_now() - t0);
     return 0;
 }
 

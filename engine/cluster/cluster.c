@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/base/clock.h"
 #include "engine/cluster/cluster_internal.h"
 
 /* Open MPI's launcher sets these; PMIx's for other launchers.  Read here, not in the CLI's
@@ -146,13 +147,6 @@ _Noreturn void cluster_abort(struct k3_cluster *c, const char *line)
     abort(); /* MPI_Abort does not return */
 }
 
-double cluster_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* The ranks whose requests are still pending, once each: "1, 3", and marked in named. */
 static void pending_ranks(int n, MPI_Request *reqs, const int *peer_of, bool *named, char *out,
                           size_t cap)
@@ -191,7 +185,7 @@ static bool speaks(const struct k3_cluster *c, const bool *pending)
 void cluster_wait(struct k3_cluster *c, int n, MPI_Request *reqs, const int *peer_of,
                   double timeout, const char *what, MPI_Status *statuses)
 {
-    double start = cluster_now(), slack = timeout * 0.05 > 0.25 ? timeout * 0.05 : 0.25;
+    double start = k3_now(), slack = timeout * 0.05 > 0.25 ? timeout * 0.05 : 0.25;
     double deadline = timeout + slack * c->rank;
     for (long polls = 0;; polls++) {
         int done = 0;
@@ -200,7 +194,7 @@ void cluster_wait(struct k3_cluster *c, int n, MPI_Request *reqs, const int *pee
             break;
         if (polls < 2000)
             continue;
-        double waited = cluster_now() - start;
+        double waited = k3_now() - start;
         if (timeout > 0) {
             char who[256], line[512];
             bool pending[K3_MAX_RANKS] = {false};

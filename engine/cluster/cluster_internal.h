@@ -71,7 +71,6 @@ void cluster_wait(struct k3_cluster *c, int n, MPI_Request *reqs, const int *pee
                   double timeout, const char *what, MPI_Status *statuses);
 /* The leader's peer hook: the step's rows to every follower (mirror.c). */
 int cluster_tell_step(void *ctx, const struct k3_step *st, struct k3_err *err);
-double cluster_now(void); /* seconds, monotonic */
 /* ended.c: SIGTERM from mpirun (another rank died) said as who this rank waits for and
  * what (cluster_waiting; who NULL: nothing to say), once installed by cluster_watch_term. */
 void cluster_watch_term(void);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/base/clock.h"
 #include "engine/cluster/cluster_internal.h"
 
 static struct xchg_header *message_in(struct k3_cluster *c, int rank)
@@ -31,9 +32,9 @@ static void swap(struct k3_cluster *c, size_t bytes, int layer)
     }
     char what[96];
     snprintf(what, sizeof what, "layer %d's expert outputs in step %u", layer, c->step);
-    double t0 = cluster_now();
+    double t0 = k3_now();
     cluster_wait(c, n, c->reqs, peer_of, c->o.timeout, what, NULL);
-    c->stats.wait_seconds += cluster_now() - t0;
+    c->stats.wait_seconds += k3_now() - t0;
     c->stats.exchanges++;
 }
 

@@ -9,10 +9,10 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "engine/base/clock.h"
 #include "engine/base/files.h"
 #include "engine/base/line.h"
 #include "engine/kernels/q8_0.h"
@@ -49,13 +49,6 @@ struct packer {
     uint64_t total_bytes, done_bytes;
     double start;
 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void note_plain(void *pk, const char *line)
 {
@@ -371,7 +364,7 @@ static int write_objects(struct packer *pk, struct k3_err *err)
         if (fdatasync(pk->files[d].fd))
             rc = k3_errf(err, "drive %s: sync: %s", pk->o->drives[d], strerror(errno));
     if (!rc) {
-        double el = now() - pk->start;
+        double el = k3_now() - pk->start;
         note(pk, false, "data: %.2f GB in %.1f s (%.0f MB/s)", pk->done_bytes / 1e9, el,
              el > 0 ? pk->done_bytes / 1e6 / el : 0);
     }
@@ -647,7 +640,7 @@ static void packer_free(struct packer *pk)
 
 int k3_pack(const struct k3_pack_opts *o, struct k3_err *err)
 {
-    struct packer pk = {.o = o, .n_drives = o->n_drives, .start = now(),
+    struct packer pk = {.o = o, .n_drives = o->n_drives, .start = k3_now(),
                         .share = {(uint32_t)o->share.rank, (uint32_t)o->share.ranks}};
     int rc = open_checkpoint(&pk, err) || check_share(&pk, err) || plan(&pk, err) ||
                      check_drives(&pk, err)
@@ -670,7 +663,7 @@ int k3_pack(const struct k3_pack_opts *o, struct k3_err *err)
         rc = open_drives(&pk, err) || write_objects(&pk, err) || write_manifests(&pk, err) ? -1 : 0;
     }
     if (!rc)
-        note(&pk, false, "done: %.2f GB in %.1f s", pk.total_bytes / 1e9, now() - pk.start);
+        note(&pk, false, "done: %.2f GB in %.1f s", pk.total_bytes / 1e9, k3_now() - pk.start);
     packer_free(&pk);
     return rc;
 }

@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "engine/base/clock.h"
 #include "engine/cluster/cluster.h"
 #include "engine/pack/packed.h"
 #include "engine/text/tokenizer.h"
@@ -186,9 +186,7 @@ int k3_runtime_tokenizer(struct k3_runtime *rt, const struct k3_tokenizer **tok,
 
 struct k3_runtime_snapshot k3_runtime_snap(const struct k3_runtime *rt)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    struct k3_runtime_snapshot s = {.t = (double)ts.tv_sec + ts.tv_nsec * 1e-9};
+    struct k3_runtime_snapshot s = {.t = k3_now()};
     if (rt->stream)
         s.io = k3_stream_stats(rt->stream);
     s.ranks = k3_cluster_stats(rt->o.cluster);

@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "engine/base/clock.h"
+
 /* libmicrohttpd's inactivity timeout closes a connection this close to its mark, seen
  * from here (its clock starts at the last byte, ours a moment later). */
 #define TIMEOUT_SLACK 0.5
@@ -33,13 +35,6 @@ struct k3_conns {
     struct k3_conn_stats st;  /* st.open: entries not shut */
 };
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Under the lock: the client's socket shut both ways, so libmicrohttpd's thread for it
  * reads the end and closes it. */
 static void shut(struct k3_conns *t, struct k3_conn *c, enum shut why)
@@ -54,7 +49,7 @@ static void *reap(void *arg)
     struct k3_conns *t = arg;
     pthread_mutex_lock(&t->lock);
     while (!t->stop) {
-        double at = now(), next = at + t->read_timeout;
+        double at = k3_now(), next = at + t->read_timeout;
         for (struct k3_conn *c = t->head; c; c = c->next) {
             if (c->shut || c->phase != RECEIVING)
                 continue;
@@ -142,7 +137,7 @@ struct k3_conn *k3_conns_open(struct k3_conns *t, int fd)
         return NULL;
     c->fd = fd;
     c->phase = RECEIVING;
-    c->since = now();
+    c->since = k3_now();
     pthread_mutex_lock(&t->lock);
     c->next = t->head;
     if (t->head)
@@ -159,7 +154,7 @@ struct k3_conn *k3_conns_open(struct k3_conns *t, int fd)
 
 void k3_conns_close(struct k3_conns *t, struct k3_conn *c)
 {
-    double age = now() - c->since;
+    double age = k3_now() - c->since;
     pthread_mutex_lock(&t->lock);
     if (c->prev)
         c->prev->next = c->next;
@@ -183,7 +178,7 @@ void k3_conns_close(struct k3_conns *t, struct k3_conn *c)
 static void set_phase(struct k3_conns *t, struct k3_conn *c, enum phase to)
 {
     pthread_mutex_lock(&t->lock);
-    c->since = now();
+    c->since = k3_now();
     c->phase = to;
     pthread_mutex_unlock(&t->lock);
 }
@@ -193,7 +188,7 @@ void k3_conn_request_line(struct k3_conns *t, struct k3_conn *c)
     pthread_mutex_lock(&t->lock);
     if (c->phase == IDLE) { /* kept alive: a new request's deadline */
         c->phase = RECEIVING;
-        c->since = now();
+        c->since = k3_now();
     }
     pthread_mutex_unlock(&t->lock);
 }

@@ -16,6 +16,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 
+#include "engine/base/clock.h"
 #include "engine/base/line.h"
 #include "engine/serve/anthropic.h"
 #include "engine/serve/conns.h"
@@ -89,13 +90,6 @@ struct stream {
     char error[256];
     struct k3_anthropic_stream *anthropic; /* Anthropic's events, or NULL: OpenAI's chunks */
 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* The line as the caller's log gets it: a client's text never moves the terminal. */
 static void log_clean(void *arg, const char *line)
@@ -397,7 +391,7 @@ static void free_stream(void *cls)
     k3_req_update_free(&u);
     if (st->client_left || !st->ended)
         snprintf(st->error, sizeof st->error, "the client went away");
-    log_done(st->h, st->line, true, &u, now() - st->started, st->error);
+    log_done(st->h, st->line, true, &u, k3_now() - st->started, st->error);
     k3_request_release(st->r);
     free(st->anthropic);
     free(st->out);
@@ -550,7 +544,7 @@ static enum MHD_Result respond_whole(struct exchange *x, struct MHD_Connection *
                               .with_hash = req->logits_hash, .logits_hash = u.logits_hash};
     char *json = x->anthropic ? k3_anthropic_message_json(&a) : k3_api_response_json(&a);
     whole_free(&w);
-    log_done(x->h, x->line, false, &u, now() - x->started, "");
+    log_done(x->h, x->line, false, &u, k3_now() - x->started, "");
     return send_body(c, MHD_HTTP_OK, json, "application/json", NULL, NULL);
 }
 
@@ -779,7 +773,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!(x = calloc(1, sizeof *x)))
             return MHD_NO;
         x->h = h;
-        x->started = now();
+        x->started = k3_now();
         snprintf(x->line, sizeof x->line, "%.16s %.120s", method, url);
         for (char *at = x->line; *at; at++) /* the client's bytes, safe to print and quote */
             if (*at < 0x20 || *at > 0x7e)

@@ -43,7 +43,8 @@ int k3_prompt_store_resume(struct k3_prompt_store *ps, const int32_t *ids, int n
 
 /* Keeps q's state (at q->pos == n) under ids[0..n), evicting the least recently used
  * entries to make room; an entry larger than the whole store is not kept.  -1 only when
- * out of memory (nothing is lost: the store just does not hold it). */
+ * out of memory: the state is not kept, and the entries evicted to make room for it are
+ * gone (evicting first keeps the store's memory under its bound). */
 int k3_prompt_store_put(struct k3_prompt_store *ps, const int32_t *ids, int n,
                         const struct k3_seq *q);
 

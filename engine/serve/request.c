@@ -1,20 +1,15 @@
 #include "engine/serve/request.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "engine/base/clock.h"
 #include "engine/grammar/grammar.h"
 #include "engine/text/xtml_out.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 struct k3_request *k3_request_new(const int32_t *prompt, int n, const struct k3_gen_params *p)
 {
@@ -37,7 +32,7 @@ struct k3_request *k3_request_new(const int32_t *prompt, int n, const struct k3_
     if (bias)
         memcpy(bias, p->bias, sizeof *bias * (size_t)p->n_bias);
     r->p.bias = bias;
-    r->submitted = now();
+    r->submitted = k3_now();
     r->refs = 1;
     XXH3_64bits_reset(r->hash);
     pthread_mutex_init(&r->lock, NULL);
@@ -339,9 +334,10 @@ bool k3_request_add_token(struct k3_request *r, int32_t id, const uint8_t *bytes
                           const float *logits, int vocab)
 {
     pthread_mutex_lock(&r->lock);
+    assert(r->finish == K3_FINISH_NONE); /* no token after the end */
     XXH3_64bits_update(r->hash, logits, sizeof(float) * (size_t)vocab);
     if (!r->completion_tokens++)
-        r->first_token_at = now() - r->submitted;
+        r->first_token_at = k3_now() - r->submitted;
     struct channel_sink sink = {r, false};
     if (r->xtml)
         k3_xtml_out_feed(r->xtml, id, on_channel, &sink);
@@ -355,6 +351,9 @@ bool k3_request_add_token(struct k3_request *r, int32_t id, const uint8_t *bytes
 void k3_request_finish(struct k3_request *r, enum k3_finish f, const char *error)
 {
     pthread_mutex_lock(&r->lock);
+    /* A request finishes once, with a reason: only the scheduler ends requests, so a
+     * second end is its bug (a debug invariant, docs/design.md), never a client's doing. */
+    assert(f != K3_FINISH_NONE && r->finish == K3_FINISH_NONE);
     if (r->xtml && f != K3_FINISH_ERROR) {
         struct channel_sink sink = {r, false};
         struct k3_xtml_end end;

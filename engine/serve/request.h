@@ -5,6 +5,8 @@
  * its end (finish reason, counts, error), cancellation, and the hand-off between the
  * scheduler's thread (which appends) and the handler's (which waits and reads).  A
  * request lives until both sides have released it.
+ * Invariants: a request finishes once, with a reason (STOP, LENGTH or ERROR), and takes
+ * no token after it; both are asserted.
  * Does not own: decoding steps (sched.h), HTTP (serve/http.c).
  */
 #ifndef K3_SERVE_REQUEST_H
@@ -134,6 +136,7 @@ void k3_req_update_free(struct k3_req_update *u);
  * before it). */
 bool k3_request_add_token(struct k3_request *r, int32_t id, const uint8_t *bytes, size_t len,
                           const float *logits, int vocab);
+/* The end, once: f is not K3_FINISH_NONE, and the request had not finished. */
 void k3_request_finish(struct k3_request *r, enum k3_finish f, const char *error);
 /* n prompt tokens were resumed from a stored state, not computed. */
 void k3_request_set_cached(struct k3_request *r, int n);

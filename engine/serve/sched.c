@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/base/clock.h"
 #include "engine/forward/sampler.h"
 #include "engine/grammar/grammar.h"
 
@@ -50,13 +51,6 @@ struct k3_sched {
     struct k3_sched_stats stats;
     uint64_t *layer_experts; /* [n_layers] the forward pass's decode_experts, as of stats */
 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 const double K3_LATENCY_BOUNDS[K3_LATENCY_BUCKETS] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
                                                       2.5, 5, 10, 25, 50, 100, 300};
@@ -392,7 +386,7 @@ static void take_token(struct k3_sched *s, struct slot *sl, const float *logits)
     if (sl->seq.pos < s->o.ctx)
         sl->ids[sl->seq.pos] = id;
     slot_set(sl, SLOT_DECODE);
-    double t = now();
+    double t = k3_now();
     pthread_mutex_lock(&s->lock);
     s->stats.tokens_generated++;
     if (made == 1)
@@ -414,7 +408,7 @@ static int step(struct k3_sched *s, struct k3_err *err)
         return 0;
     const struct k3_forward_stats *fs = &s->rt->fwd.stats;
     uint64_t decode_steps = fs->decode_steps;
-    double t0 = now();
+    double t0 = k3_now();
     struct k3_step st = {.n = n, .tokens = s->tokens, .seq = s->seq, .want_logits = s->want,
                          .logits = s->logits};
     if (k3_forward_step(&s->rt->fwd, &st, err))
@@ -427,7 +421,7 @@ static int step(struct k3_sched *s, struct k3_err *err)
     for (int l = 0; l < s->rt->m.cfg.n_layers; l++)
         experts += fs->decode_experts[l];
     struct k3_runtime_snapshot snap = k3_runtime_snap(s->rt);
-    double seconds = now() - t0;
+    double seconds = k3_now() - t0;
     pthread_mutex_lock(&s->lock);
     s->stats.steps++;
     s->stats.busy_seconds += seconds;

@@ -1,7 +1,8 @@
 /* The prompt store: the longest stored prefix shorter than the prompt is resumed, with
  * its state's bytes (the KDA state and the MLA cache rows before its position); the byte
  * bound holds, the least recently used entry goes first; an entry larger than the store,
- * or the same ids again, adds nothing. */
+ * or the same ids again, adds nothing; puts and resumes in any order keep the store's
+ * invariants. */
 #include <string.h>
 
 #include "engine/serve/prompt_store.h"
@@ -33,6 +34,44 @@ static float mark_of(const struct k3_seq *q)
         m = v;
     }
     return m;
+}
+
+/* Seeded puts and resumes of prefixes of three conversations, the same ids often again,
+ * through a store of three entries: the store checks its invariants after every change
+ * (an assert ends the test), and the counts agree with what was done. */
+static void test_churn(struct k3_seq *q, struct k3_seq *into)
+{
+    struct k3_err e;
+    struct k3_prompt_store *ps;
+    uint64_t entry = k3_prompt_store_entry_bytes(&cfg, 30);
+    REQUIRE(k3_prompt_store_create(&ps, &cfg, 3 * entry, &e) == 0, "%s", e.msg);
+    int32_t conv[3][30];
+    for (int c = 0; c < 3; c++)
+        for (int i = 0; i < 30; i++)
+            conv[c][i] = i < 5 ? 7 : 1000 * (c + 1) + i; /* a shared start, then apart */
+    uint64_t x = 12345, hits = 0;
+    for (int step = 0; step < 400; step++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        int c = (int)(x >> 33) % 3, n = 1 + (int)(x >> 40) % 29;
+        if (step & 1) {
+            fill(q, n, (float)(c * 100 + n));
+            REQUIRE(k3_prompt_store_put(ps, conv[c], n, q) == 0, "put %d of %d ids", c, n);
+        } else {
+            int got = k3_prompt_store_resume(ps, conv[c], n + 1, into);
+            hits += got > 0;
+            /* the state stored under those ids: this conversation's, or within the shared
+             * start any conversation's */
+            int mark = (int)mark_of(into);
+            CHECK(!got || (into->pos == got && mark % 100 == got && (mark / 100 == c || got <= 5)),
+                  "conversation %d resumed at %d with mark %d", c, got, mark);
+        }
+    }
+    struct k3_prompt_store_stats st = k3_prompt_store_stats(ps);
+    CHECK(st.entries >= 1 && st.entries <= 3 && st.bytes <= st.max_bytes && st.hits == hits,
+          "%d entries, %llu of %llu bytes, %llu hits of %llu", st.entries,
+          (unsigned long long)st.bytes, (unsigned long long)st.max_bytes,
+          (unsigned long long)st.hits, (unsigned long long)hits);
+    k3_prompt_store_destroy(ps);
 }
 
 int main(void)
@@ -95,6 +134,7 @@ int main(void)
     k3_prompt_store_put(ps, third, 20, &q);
     CHECK(k3_prompt_store_stats(ps).entries == 0, "a state larger than the store was kept");
     k3_prompt_store_destroy(ps);
+    test_churn(&q, &into);
     k3_seq_free(&q);
     k3_seq_free(&into);
     k3_config_free(&cfg);

@@ -8,21 +8,14 @@
  * counters add up; destroy with reads held returns.  A storage far slower than the model
  * (one pread thread, a model of 1 PB/s) is reported late. */
 #include <math.h>
-#include <time.h>
 
+#include "engine/base/clock.h"
 #include "tests/unit/test_reader.h"
 
 #define SEED 29
 #define MiB (1u << 20)
 #define FILE_BYTES (8u * MiB)
 #define AREA_BYTES (16u * MiB)
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* ---- the arithmetic ---- */
 
@@ -152,20 +145,20 @@ static void test_held(enum k3io_backend b, const int *fds, char *area)
         q[i] = (struct k3io_req){.file = (uint32_t)(i % 2), .len = MiB, .offset = (uint64_t)(i / 2) * MiB,
                                  .buf = area + (size_t)i * MiB, .tag = (uint64_t)i};
     memset(area, 0, N * MiB);
-    double t0 = now();
+    double t0 = k3_now();
     REQUIRE(k3io_submit(r, q, N) == 0, "%s: submit", name);
     struct k3io_done d[N], by_tag[N];
     int n = 0;
     while (k3io_pending(r) > 0) {
         int got = k3io_wait(r, d + n, N - n, 1);
         REQUIRE(got > 0, "%s: k3io_wait %d", name, got);
-        double back = now();
+        double back = k3_now();
         for (int i = n; i < n + got; i++)
             CHECK(back >= d[i].release, "%s: request %llu returned %.6f s before its release",
                   name, (unsigned long long)d[i].tag, d[i].release - back);
         n += got;
     }
-    double elapsed = now() - t0;
+    double elapsed = k3_now() - t0;
     REQUIRE(n == N, "%s: %d completions", name, n);
     for (int i = 0; i < N; i++) {
         REQUIRE(d[i].tag < N, "%s: tag %llu", name, (unsigned long long)d[i].tag);

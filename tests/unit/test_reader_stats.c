@@ -3,21 +3,14 @@
  * never cut), bytes read, short-read resubmissions at a buffered end of file (one: the
  * remainder, which reads nothing) and none at a direct one (the unaligned count is the
  * end), time blocked in k3io_wait. */
-#include <time.h>
 
+#include "engine/base/clock.h"
 #include "tests/unit/test_reader.h"
 
 #define SEED 17
 #define FILE_BYTES ((1u << 20) + 100)
 #define AREA_BYTES (8u << 20)
 #define MiB (1u << 20)
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void run(enum k3io_backend b, const struct k3io_file *f, char *area, unsigned depth)
 {
@@ -40,11 +33,11 @@ static void run(enum k3io_backend b, const struct k3io_file *f, char *area, unsi
         {.file = 0, .len = 4096, .offset = 8192, .buf = area + MiB, .tag = 2},
         {.file = 0, .len = 5 * MiB / 2, .offset = 0, .buf = area + 2 * MiB, .tag = 3},
     };
-    double t0 = now();
+    double t0 = k3_now();
     REQUIRE(k3io_submit(r, q, 3) == 0, "submit");
     struct k3io_done d[3];
     int n = wait_all(r, d, 3);
-    double elapsed = now() - t0;
+    double elapsed = k3_now() - t0;
     CHECK(result_of(d, n, 1) == (int32_t)MiB && result_of(d, n, 2) == 4096 &&
               result_of(d, n, 3) == (int32_t)FILE_BYTES,
           "%s %s: results %d %d %d", name, mode, result_of(d, n, 1), result_of(d, n, 2),

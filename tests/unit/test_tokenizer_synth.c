@@ -4,10 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <xxhash.h>
 
+#include "engine/base/clock.h"
 #include "engine/synth/bpe_train.h"
 #include "engine/synth/vocab.h"
 #include "engine/text/tokenizer.h"
@@ -18,13 +18,6 @@
 
 static const char *root; /* this run's folder */
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
-
 static char *slurp(const char *dir, const char *name, size_t *len)
 {
     char path[700];
@@ -34,15 +27,6 @@ static char *slurp(const char *dir, const char *name, size_t *len)
     return buf;
 }
 
-/* This process's CPU seconds: the synthesis runs on one thread, so its bound holds
- * however busy the machine's other processes keep the cores (wall time would not). */
-static double cpu_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
-
 static const char *synth(const char *name, int vocab, int n_base, double *seconds)
 {
     static char dir[4][600];
@@ -50,10 +34,12 @@ static const char *synth(const char *name, int vocab, int n_base, double *second
     char *d = dir[k++ & 3];
     snprintf(d, 600, "%s/%s", root, name);
     struct k3_err err = {{0}};
-    double t0 = cpu_now();
+    /* CPU seconds: the synthesis runs on one thread, so its bound holds however busy the
+     * machine's other processes keep the cores (wall time would not) */
+    double t0 = k3_cpu_seconds();
     REQUIRE(!k3_tok_synthesize(d, vocab, n_base, &err), "synthesize %s: %s", name, err.msg);
     if (seconds)
-        *seconds = cpu_now() - t0;
+        *seconds = k3_cpu_seconds() - t0;
     return d;
 }
 
@@ -131,9 +117,9 @@ static void test_corpus_round_trip(const struct k3_tokenizer *tok, const char *w
     int32_t *ids;
     size_t n, back_len;
     struct k3_err err = {{0}};
-    double t0 = now();
+    double t0 = k3_now();
     REQUIRE(!k3_tok_encode(tok, text, len, false, &ids, &n, &err), "%s", err.msg);
-    double dt = now() - t0;
+    double dt = k3_now() - t0;
     char *back;
     REQUIRE(!k3_tok_decode(tok, ids, n, &back, &back_len, &err), "%s", err.msg);
     CHECK(back_len == len && !memcmp(back, text, len), "%s: the corpus does not round-trip", what);
