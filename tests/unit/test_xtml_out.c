@@ -76,7 +76,8 @@ static struct parsed parse(bool thinking, const char *markup)
     REQUIRE(!out.r.oom, "collect ran out of memory");
     for (int i = 0; i < out.r.n_calls; i++) {
         json_error_t je;
-        json_t *v = json_loads(out.r.calls[i].arguments, JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL, &je);
+        json_t *v = json_loads(out.r.calls[i].arguments,
+                               JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL, &je);
         CHECK(json_is_object(v), "arguments are a JSON object: %s", out.r.calls[i].arguments);
         json_decref(v);
     }
@@ -108,13 +109,19 @@ static void test_channels(void)
     k3_xtml_result_free(&b.r);
 
     struct parsed c = parse(false, "Hi there{C}response{S}{C}message{S}{E}");
-    CHECK(str_is(c.r.content, "Hi there") && !c.r.reasoning, "thinking off: content %s, reasoning %s",
-          OR_NULL(c.r.content), OR_NULL(c.r.reasoning));
+    CHECK(str_is(c.r.content, "Hi there") && !c.r.reasoning,
+          "thinking off: content %s, reasoning %s", OR_NULL(c.r.content), OR_NULL(c.r.reasoning));
     k3_xtml_result_free(&c.r);
 
+    struct parsed t = parse(false, "a{O}think{S}b{C}think{S}c{C}response{S}{C}message{S}");
+    CHECK(str_is(t.r.content, "abc") && !t.r.reasoning,
+          "thinking off: a think element is content too: %s, reasoning %s",
+          OR_NULL(t.r.content), OR_NULL(t.r.reasoning));
+    k3_xtml_result_free(&t.r);
+
     struct parsed d = parse(false, "x <|close|>response<|sep|> y{C}response{S}{C}message{S}");
-    CHECK(str_is(d.r.content, "x <|close|>response<|sep|> y"), "markup typed as text stays content: %s",
-          OR_NULL(d.r.content));
+    CHECK(str_is(d.r.content, "x <|close|>response<|sep|> y"),
+          "markup typed as text stays content: %s", OR_NULL(d.r.content));
     k3_xtml_result_free(&d.r);
 
     struct parsed e = parse(true, "r{C}think{S}{O}response{S}{C}response{S}{C}message{S}");
@@ -276,15 +283,21 @@ static void test_dropped_calls(void)
 
     /* Each malformed call is dropped and counted; the well-formed one after still comes
      * out, numbered 0. */
-    struct parsed c = parse(
-        false, "{O}tools{S}"
-               "{O}call index=\"1\"{S}{C}call{S}"                                      /* no tool */
-               "{O}call tool=\"g\"{S}{O}argument type=\"string\"{S}v{C}argument{S}{C}call{S}" /* no key */
-               "{O}call tool=\"g\"{S}{O}argument key=\"k\"{S}v{C}call{S}"              /* arg open */
-               "{O}call tool=\"g\"{S}"                       /* superseded by the next opener */
-               "{O}call tool=\"g\"{S}{O}json type=\"object\"{S}[1]{C}json{S}{C}call{S}" /* not an object */
-               "{O}call tool=\"good\"{S}{O}argument key=\"k\"{S}v{C}argument{S}{C}call{S}"
-               "{C}tools{S}{C}message{S}{E}");
+    struct parsed c = parse(false, "{O}tools{S}"
+                                   /* no tool */
+                                   "{O}call index=\"1\"{S}{C}call{S}"
+                                   /* no key */
+                                   "{O}call tool=\"g\"{S}{O}argument type=\"string\"{S}v"
+                                   "{C}argument{S}{C}call{S}"
+                                   /* an argument left open */
+                                   "{O}call tool=\"g\"{S}{O}argument key=\"k\"{S}v{C}call{S}"
+                                   /* superseded by the next opener */
+                                   "{O}call tool=\"g\"{S}"
+                                   /* a json body that is not an object */
+                                   "{O}call tool=\"g\"{S}{O}json type=\"object\"{S}[1]{C}json{S}"
+                                   "{C}call{S}"
+                                   "{O}call tool=\"good\"{S}{O}argument key=\"k\"{S}v"
+                                   "{C}argument{S}{C}call{S}{C}tools{S}{C}message{S}{E}");
     CHECK(c.end.calls_malformed == 5, "%d malformed calls, want 5", c.end.calls_malformed);
     CHECK(c.r.n_calls == 1 && str_is(c.r.calls[0].name, "good") && c.end.calls == 1,
           "the well-formed call survives");
@@ -295,7 +308,8 @@ static void test_dropped_calls(void)
 static void test_json_element(void)
 {
     struct parsed a = parse(false, "{O}tools{S}{O}call tool=\"f\"{S}{O}json type=\"object\"{S}"
-                                   "{\"a\": 1, \"b\": [true, \"x y\"]}{C}json{S}{C}call{S}{C}tools{S}");
+                                   "{\"a\": 1, \"b\": [true, \"x y\"]}{C}json{S}{C}call{S}"
+                                   "{C}tools{S}");
     CHECK(a.r.n_calls == 1 && str_is(a.r.calls[0].arguments, "{\"a\":1,\"b\":[true,\"x y\"]}"),
           "a json body that is an object is the arguments: %s",
           a.r.n_calls ? a.r.calls[0].arguments : "(no call)");
