@@ -195,9 +195,9 @@ static enum tag_kind tag_kind(const char *s, size_t n)
 }
 
 /* The value of attribute key in the tag header, unescaped (&quot; then &amp;, which one
- * left-to-right pass does alike), into out; false when absent.  Pairs are found as
- * vLLM's findall of (\w+)="([^"]*)" finds them; the last of a repeated key wins, as in
- * the dict vLLM builds from them. */
+ * left-to-right pass does alike), into out; false when absent (or out of memory).
+ * Pairs are found as vLLM's findall of (\w+)="([^"]*)" finds them; the last of a
+ * repeated key wins, as in the dict vLLM builds from them. */
 static bool attr(struct k3_xtml_out *p, const char *key, struct buf *out)
 {
     const char *s = p->tag.p;
@@ -234,7 +234,7 @@ static bool attr(struct k3_xtml_out *p, const char *key, struct buf *out)
             add(p, out, val + j, 1);
         }
     }
-    return true;
+    return !p->oom;
 }
 
 /* ---- calls ---- */
