@@ -27,13 +27,16 @@ enum where {
     W_DONE,     /* after <|close|>message<|sep|> or <|end_of_msg|>: ignored */
 };
 
-enum tag_kind { TAG_OTHER, TAG_MESSAGE, TAG_THINK, TAG_RESPONSE, TAG_TOOLS, TAG_CALL, TAG_ARGUMENT, TAG_JSON };
+enum tag_kind {
+    TAG_OTHER, TAG_MESSAGE, TAG_THINK, TAG_RESPONSE, TAG_TOOLS, TAG_CALL, TAG_ARGUMENT, TAG_JSON
+};
 
 enum header { H_NONE, H_OPEN, H_CLOSE }; /* no tag header, or the one that began it */
 
 struct k3_xtml_out {
     const struct k3_tokenizer *tok;
     int32_t open, close, sep, eom; /* the special ids */
+    bool thinking;                 /* reasoning is on: think elements are reasoning */
     enum where where;
     enum header header;            /* reading a tag header up to <|sep|> */
     struct k3_utf8_stream utf8;    /* the current destination's text, held-back bytes */
@@ -192,9 +195,9 @@ static enum tag_kind tag_kind(const char *s, size_t n)
 }
 
 /* The value of attribute key in the tag header, unescaped (&quot; then &amp;, which one
- * left-to-right pass does alike), into out; false when absent.  Pairs are found as
- * vLLM's findall of (\w+)="([^"]*)" finds them; the last of a repeated key wins, as in
- * the dict vLLM builds from them. */
+ * left-to-right pass does alike), into out; false when absent (or out of memory).
+ * Pairs are found as vLLM's findall of (\w+)="([^"]*)" finds them; the last of a
+ * repeated key wins, as in the dict vLLM builds from them. */
 static bool attr(struct k3_xtml_out *p, const char *key, struct buf *out)
 {
     const char *s = p->tag.p;
@@ -231,7 +234,7 @@ static bool attr(struct k3_xtml_out *p, const char *key, struct buf *out)
             add(p, out, val + j, 1);
         }
     }
-    return true;
+    return !p->oom;
 }
 
 /* ---- calls ---- */
@@ -376,8 +379,8 @@ static void end_message(struct k3_xtml_out *p, bool closed)
 static void tag(struct k3_xtml_out *p, bool opening, k3_xtml_emit_fn *emit, void *ctx)
 {
     switch (tag_kind(p->tag.p, p->tag.len)) {
-    case TAG_THINK:
-        opening ? open_channel(p, W_THINK) : close_channel(p, W_THINK);
+    case TAG_THINK: /* with thinking off, all text is content (as in vLLM) */
+        opening ? open_channel(p, p->thinking ? W_THINK : W_RESPONSE) : close_channel(p, W_THINK);
         break;
     case TAG_RESPONSE:
         opening ? open_channel(p, W_RESPONSE) : close_channel(p, W_RESPONSE);
@@ -419,8 +422,9 @@ static void deliver(struct k3_xtml_out *p, const char *s, size_t n, k3_xtml_emit
     case W_THINK:
     case W_TOP:
     case W_RESPONSE: {
-        struct k3_xtml_event ev = {.kind = p->where == W_THINK ? K3_XTML_REASONING : K3_XTML_CONTENT,
-                                   .text = s, .len = n, .call_index = -1};
+        struct k3_xtml_event ev = {.text = s, .len = n, .call_index = -1,
+                                   .kind = p->where == W_THINK ? K3_XTML_REASONING
+                                                               : K3_XTML_CONTENT};
         emit(&ev, ctx);
         break;
     }
@@ -484,7 +488,8 @@ int k3_xtml_out_new(const struct k3_tokenizer *tok, bool thinking, struct k3_xtm
     if (!p)
         return k3_errf(err, "XTML output parser: out of memory");
     *p = (struct k3_xtml_out){.tok = tok, .open = ids[0], .close = ids[1], .sep = ids[2],
-                              .eom = ids[3], .where = thinking ? W_THINK : W_RESPONSE};
+                              .eom = ids[3], .thinking = thinking,
+                              .where = thinking ? W_THINK : W_RESPONSE};
     *out = p;
     return 0;
 }

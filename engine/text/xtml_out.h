@@ -26,6 +26,8 @@
  *    before <|close|>message<|sep|>) is content, as in [WARP]; vLLM takes the text
  *    before the tools block as content too.  Text inside tools or a call but outside an
  *    argument is dropped.  After <|close|>message<|sep|> or <|end_of_msg|> all is ignored.
+ *  - Thinking off (the prompt opened the response): nothing is reasoning; a think
+ *    element's text is content, as vLLM streams every delta as content then.
  *  - Opening a channel (think, response, tools) or a call closes whatever channel was
  *    open; a call still open is dropped (a call whose close does not come before the
  *    next opener is dropped, as [SHARD] does).  A call outside a tools block is accepted.

@@ -21,7 +21,8 @@ static const char *const words[] = {
     "think", "response", "tools", "call", "argument", "json", "message", " tool=\"",
     " key=\"", " type=\"", " index=\"", "string", "number", "boolean", "null", "object",
     "array", "true", "false", "&quot;", "&amp;", "{\"", "\":", "\"}", "[1,", "0.1", "-2e5",
-    "\xc3\xa9", "\xe4\xb8\xad", "\xf0\x9f\x98\x80", "<|sep|>", "<|close|>", "12345678901234567890123",
+    "\xc3\xa9", "\xe4\xb8\xad", "\xf0\x9f\x98\x80", "<|sep|>", "<|close|>",
+    "12345678901234567890123",
 };
 #define N_WORDS ((int)(sizeof words / sizeof words[0]))
 static const char *const specials[4] = {"<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"};
@@ -42,8 +43,8 @@ static const struct k3_tokenizer *vocab(void)
     }
     int c = sprintf(config, "{\"added_tokens_decoder\": {");
     for (int i = 0; i < 4; i++)
-        c += sprintf(config + c, "%s\"%d\": {\"content\": \"%s\"}", i ? ", " : "", 256 + N_WORDS + i,
-                     specials[i]);
+        c += sprintf(config + c, "%s\"%d\": {\"content\": \"%s\"}", i ? ", " : "",
+                     256 + N_WORDS + i, specials[i]);
     c += sprintf(config + c, "}}");
     struct k3_err err;
     if (k3_tok_load_mem(&tok, "fuzz_xtml_out", (const uint8_t *)ranks, n, config, (size_t)c, 0,

@@ -76,7 +76,8 @@ static struct parsed parse(bool thinking, const char *markup)
     REQUIRE(!out.r.oom, "collect ran out of memory");
     for (int i = 0; i < out.r.n_calls; i++) {
         json_error_t je;
-        json_t *v = json_loads(out.r.calls[i].arguments, JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL, &je);
+        json_t *v = json_loads(out.r.calls[i].arguments,
+                               JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL, &je);
         CHECK(json_is_object(v), "arguments are a JSON object: %s", out.r.calls[i].arguments);
         json_decref(v);
     }
@@ -108,13 +109,19 @@ static void test_channels(void)
     k3_xtml_result_free(&b.r);
 
     struct parsed c = parse(false, "Hi there{C}response{S}{C}message{S}{E}");
-    CHECK(str_is(c.r.content, "Hi there") && !c.r.reasoning, "thinking off: content %s, reasoning %s",
-          OR_NULL(c.r.content), OR_NULL(c.r.reasoning));
+    CHECK(str_is(c.r.content, "Hi there") && !c.r.reasoning,
+          "thinking off: content %s, reasoning %s", OR_NULL(c.r.content), OR_NULL(c.r.reasoning));
     k3_xtml_result_free(&c.r);
 
+    struct parsed t = parse(false, "a{O}think{S}b{C}think{S}c{C}response{S}{C}message{S}");
+    CHECK(str_is(t.r.content, "abc") && !t.r.reasoning,
+          "thinking off: a think element is content too: %s, reasoning %s",
+          OR_NULL(t.r.content), OR_NULL(t.r.reasoning));
+    k3_xtml_result_free(&t.r);
+
     struct parsed d = parse(false, "x <|close|>response<|sep|> y{C}response{S}{C}message{S}");
-    CHECK(str_is(d.r.content, "x <|close|>response<|sep|> y"), "markup typed as text stays content: %s",
-          OR_NULL(d.r.content));
+    CHECK(str_is(d.r.content, "x <|close|>response<|sep|> y"),
+          "markup typed as text stays content: %s", OR_NULL(d.r.content));
     k3_xtml_result_free(&d.r);
 
     struct parsed e = parse(true, "r{C}think{S}{O}response{S}{C}response{S}{C}message{S}");
@@ -241,6 +248,60 @@ static void test_call_index_streams(void)
           "first call emitted at its close (id %zu)", first_at);
 }
 
+/* Assistant turns as the reference encoder renders them (shared/chat/golden.json, cases
+ * assistant_with_reasoning, tool_call_all_types, tool_calls_parallel,
+ * tool_call_broken_json), read back as the model would write them after the
+ * generation prompt's <|open|>think<|sep|>. */
+static void test_encoder_goldens(void)
+{
+    struct parsed a = parse(true, "Two plus two is four.{C}think{S}{O}response{S}4{C}response{S}"
+                                  "{C}message{S}{E}");
+    CHECK(str_is(a.r.reasoning, "Two plus two is four.") && str_is(a.r.content, "4"),
+          "assistant_with_reasoning: %s / %s", OR_NULL(a.r.reasoning), OR_NULL(a.r.content));
+    k3_xtml_result_free(&a.r);
+
+    struct parsed b = parse(
+        true, "{C}think{S}{O}response{S}{C}response{S}{O}tools{S}"
+              "{O}call tool=\"everything\" index=\"1\"{S}"
+              "{O}argument key=\"s\" type=\"string\"{S}text{C}argument{S}"
+              "{O}argument key=\"n\" type=\"number\"{S}42{C}argument{S}"
+              "{O}argument key=\"f\" type=\"number\"{S}1.5{C}argument{S}"
+              "{O}argument key=\"b\" type=\"boolean\"{S}true{C}argument{S}"
+              "{O}argument key=\"b2\" type=\"boolean\"{S}false{C}argument{S}"
+              "{O}argument key=\"nul\" type=\"null\"{S}null{C}argument{S}"
+              "{O}argument key=\"obj\" type=\"object\"{S}{\"k\": \"v\"}{C}argument{S}"
+              "{O}argument key=\"arr\" type=\"array\"{S}[1, \"two\", null]{C}argument{S}"
+              "{C}call{S}{C}tools{S}{C}message{S}{E}");
+    CHECK(b.r.n_calls == 1 && str_is(b.r.calls[0].name, "everything") &&
+              str_is(b.r.calls[0].arguments,
+                     "{\"s\":\"text\",\"n\":42,\"f\":1.5,\"b\":true,\"b2\":false,"
+                     "\"nul\":null,\"obj\":{\"k\":\"v\"},\"arr\":[1,\"two\",null]}"),
+          "tool_call_all_types: the client's arguments, compacted: %s",
+          b.r.n_calls ? b.r.calls[0].arguments : "(no call)");
+    CHECK(!b.r.content && !b.r.reasoning && b.end.message_closed,
+          "empty think and response channels give none");
+    k3_xtml_result_free(&b.r);
+
+    struct parsed c = parse(
+        true, "{C}think{S}{O}response{S}{C}response{S}{O}tools{S}"
+              "{O}call tool=\"get_weather\" index=\"1\"{S}{O}argument key=\"city\" "
+              "type=\"string\"{S}Paris{C}argument{S}{C}call{S}"
+              "{O}call tool=\"get_weather\" index=\"2\"{S}{O}argument key=\"city\" "
+              "type=\"string\"{S}Rome{C}argument{S}{C}call{S}{C}tools{S}{C}message{S}{E}");
+    CHECK(c.r.n_calls == 2 && str_is(c.r.calls[0].arguments, "{\"city\":\"Paris\"}") &&
+              str_is(c.r.calls[1].arguments, "{\"city\":\"Rome\"}"),
+          "tool_calls_parallel: Paris then Rome");
+    k3_xtml_result_free(&c.r);
+
+    /* The encoder's form for arguments that were not JSON: no object to give, dropped. */
+    struct parsed d = parse(
+        true, "{C}think{S}{O}response{S}{C}response{S}{O}tools{S}"
+              "{O}call tool=\"f\" index=\"1\"{S}{O}json type=\"object\"{S}{\"city\": Paris"
+              "{C}json{S}{C}call{S}{C}tools{S}{C}message{S}{E}");
+    CHECK(d.r.n_calls == 0 && d.end.calls_malformed == 1, "tool_call_broken_json: dropped");
+    k3_xtml_result_free(&d.r);
+}
+
 static void test_markup_inside_values(void)
 {
     struct parsed a = parse(false, "{O}tools{S}{O}call tool=\"echo\"{S}"
@@ -276,15 +337,21 @@ static void test_dropped_calls(void)
 
     /* Each malformed call is dropped and counted; the well-formed one after still comes
      * out, numbered 0. */
-    struct parsed c = parse(
-        false, "{O}tools{S}"
-               "{O}call index=\"1\"{S}{C}call{S}"                                      /* no tool */
-               "{O}call tool=\"g\"{S}{O}argument type=\"string\"{S}v{C}argument{S}{C}call{S}" /* no key */
-               "{O}call tool=\"g\"{S}{O}argument key=\"k\"{S}v{C}call{S}"              /* arg open */
-               "{O}call tool=\"g\"{S}"                       /* superseded by the next opener */
-               "{O}call tool=\"g\"{S}{O}json type=\"object\"{S}[1]{C}json{S}{C}call{S}" /* not an object */
-               "{O}call tool=\"good\"{S}{O}argument key=\"k\"{S}v{C}argument{S}{C}call{S}"
-               "{C}tools{S}{C}message{S}{E}");
+    struct parsed c = parse(false, "{O}tools{S}"
+                                   /* no tool */
+                                   "{O}call index=\"1\"{S}{C}call{S}"
+                                   /* no key */
+                                   "{O}call tool=\"g\"{S}{O}argument type=\"string\"{S}v"
+                                   "{C}argument{S}{C}call{S}"
+                                   /* an argument left open */
+                                   "{O}call tool=\"g\"{S}{O}argument key=\"k\"{S}v{C}call{S}"
+                                   /* superseded by the next opener */
+                                   "{O}call tool=\"g\"{S}"
+                                   /* a json body that is not an object */
+                                   "{O}call tool=\"g\"{S}{O}json type=\"object\"{S}[1]{C}json{S}"
+                                   "{C}call{S}"
+                                   "{O}call tool=\"good\"{S}{O}argument key=\"k\"{S}v"
+                                   "{C}argument{S}{C}call{S}{C}tools{S}{C}message{S}{E}");
     CHECK(c.end.calls_malformed == 5, "%d malformed calls, want 5", c.end.calls_malformed);
     CHECK(c.r.n_calls == 1 && str_is(c.r.calls[0].name, "good") && c.end.calls == 1,
           "the well-formed call survives");
@@ -295,7 +362,8 @@ static void test_dropped_calls(void)
 static void test_json_element(void)
 {
     struct parsed a = parse(false, "{O}tools{S}{O}call tool=\"f\"{S}{O}json type=\"object\"{S}"
-                                   "{\"a\": 1, \"b\": [true, \"x y\"]}{C}json{S}{C}call{S}{C}tools{S}");
+                                   "{\"a\": 1, \"b\": [true, \"x y\"]}{C}json{S}{C}call{S}"
+                                   "{C}tools{S}");
     CHECK(a.r.n_calls == 1 && str_is(a.r.calls[0].arguments, "{\"a\":1,\"b\":[true,\"x y\"]}"),
           "a json body that is an object is the arguments: %s",
           a.r.n_calls ? a.r.calls[0].arguments : "(no call)");
@@ -426,6 +494,7 @@ int main(void)
     test_argument_types();
     test_calls_in_order();
     test_call_index_streams();
+    test_encoder_goldens();
     test_markup_inside_values();
     test_dropped_calls();
     test_json_element();
