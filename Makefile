@@ -32,8 +32,8 @@ endif
 # needs), synthetic checkpoints (libk3synth.a: synth and its BPE trainer and corpus, kept
 # out of the inference path) and the command line (engine/cli).  Tests, fuzzers and the
 # bench tools link the libraries, never main.c.
-ENGINE_DIRS := base model forward kernels pack stream text grammar runtime serve cluster routes
-LIB_SRC   := $(sort $(wildcard $(ENGINE_DIRS:%=engine/%/*.c) iouring/*.c numa/*.c))
+ENGINE_DIRS := base model forward kernels pack stream text grammar runtime serve cluster routes plan
+LIB_SRC   := $(sort $(wildcard $(ENGINE_DIRS:%=engine/%/*.c) engine/plan/*.S iouring/*.c numa/*.c))
 SYNTH_SRC := $(sort $(wildcard engine/synth/*.c engine/synth/*.S))
 CLI_SRC   := $(sort $(wildcard engine/cli/*.c))
 TEST_SRC  := $(sort $(wildcard tests/unit/test_*.c))
@@ -83,6 +83,7 @@ endef
 $(eval $(call flavour,rel,$(OPT)))
 $(eval $(call flavour,asan,-O1 $(SANITIZE)))
 build/rel/engine/synth/corpus.o build/asan/engine/synth/corpus.o: $(wildcard engine/synth/corpus/*.txt)
+build/rel/engine/plan/calibration.o build/asan/engine/plan/calibration.o build/fuzz/engine/plan/calibration.o: engine/plan/calibration.json
 
 # libFuzzer harnesses (clang), one per untrusted input format: build/fuzz/bin/fuzz_*.
 FUZZ_CC := clang

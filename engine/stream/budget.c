@@ -18,6 +18,44 @@ static const char *context_text(const struct k3_budget_input *in, char *buf, siz
     return buf;
 }
 
+struct k3_budget_input k3_budget_input_of(const struct k3_config *c, const struct k3_budget_pack *p,
+                                          const struct k3_budget_run *r)
+{
+    return (struct k3_budget_input){
+        .cfg = c,
+        .ctx = r->ctx,
+        .seqs = r->seqs,
+        .threads = r->threads,
+        .teams = r->teams,
+        .n_segments = p->n_segments,
+        .segment_bytes = p->segment_bytes,
+        .vector_bytes = p->vector_bytes,
+        .record_bytes = p->record_bytes,
+        .embed_buffer_bytes = k3_budget_embed_buffer_bytes(2 * (uint64_t)c->hidden,
+                                                           p->embed_piece_bytes),
+        .manifest_bytes = p->manifest_bytes,
+        .caller_bytes = r->caller_bytes,
+        .caller_row_bytes = r->caller_row_bytes,
+        .rows = r->rows,
+        .inflight_records = p->record_bytes ? c->top_k + r->prefetch_k : 0,
+        .predict_ids = r->predict_ids,
+    };
+}
+
+uint64_t k3_budget_vector_bytes(const struct k3_tensor_spec *specs, int n)
+{
+    uint64_t vectors = 0;
+    for (int i = 0; i < n; i++) {
+        if (specs[i].kind == K3_T_MATRIX)
+            continue;
+        uint64_t numel = 1;
+        for (int d = 0; d < specs[i].ndim; d++)
+            numel *= (uint64_t)specs[i].shape[d];
+        vectors += 4 * numel;
+    }
+    return vectors;
+}
+
 static int rows_wanted(const struct k3_budget_input *in)
 {
     return in->rows > 0 ? in->rows : K3_CHUNK;

@@ -28,6 +28,7 @@
 #include <stdio.h>
 
 #include "engine/model/config.h"
+#include "engine/model/tensors.h"
 #include "engine/base/err.h"
 
 /* Code, libraries, thread stacks and allocator slack, measured on the tiny model
@@ -80,6 +81,34 @@ struct k3_budget {
     char origin[512];
     bool origin_unknown;          /* auto fell back: the machine's memory could not be read */
 };
+
+/* What the budget sees of a pack, opened (stream.c) or as `pack` would write it for a
+ * config (engine/plan/pack_sizes.c). */
+struct k3_budget_pack {
+    int n_segments;               /* trunk segments */
+    const uint64_t *segment_bytes;/* [n_segments], as read (rounded to pieces) */
+    uint64_t vector_bytes;        /* every segment's small tensors, as f32
+                                   * (k3_budget_vector_bytes) */
+    uint64_t record_bytes;        /* one expert record slot's bytes; 0: the pack holds none */
+    uint64_t embed_piece_bytes;   /* the embedding segment's piece size */
+    uint64_t manifest_bytes;
+};
+
+/* What the budget sees of a run: the options and the caller's buffers. */
+struct k3_budget_run {
+    int ctx, seqs, threads, teams, rows; /* as in struct k3_budget_input */
+    int prefetch_k;               /* records prefetched beside a layer's top_k in flight */
+    uint64_t caller_bytes, caller_row_bytes;
+    bool predict_ids;
+};
+
+/* The budget's input for config c, pack p and run r: the one builder of `run`, `serve`
+ * and `plan`, so that plan's floor is the runtime's to the byte. */
+struct k3_budget_input k3_budget_input_of(const struct k3_config *c, const struct k3_budget_pack *p,
+                                          const struct k3_budget_run *r);
+
+/* The small tensors (every spec not a matrix) as the model keeps them: f32. */
+uint64_t k3_budget_vector_bytes(const struct k3_tensor_spec *specs, int n);
 
 /* The buffer an embedding row of row_bytes is read into, from a segment cut into pieces
  * of piece_bytes: the pieces a row fills, and one more, as a row may straddle a piece

@@ -13,21 +13,6 @@
 #include "engine/stream/verify.h"
 #include "numa/bind.h"
 
-/* The small tensors of every segment, as the model keeps them (f32). */
-static uint64_t vector_bytes(const struct k3_ckpt_plan *cp)
-{
-    uint64_t vectors = 0;
-    for (int i = 0; i < cp->n_specs; i++) {
-        if (cp->specs[i].kind == K3_T_MATRIX)
-            continue;
-        uint64_t n = 1;
-        for (int d = 0; d < cp->specs[i].ndim; d++)
-            n *= (uint64_t)cp->specs[i].shape[d];
-        vectors += 4 * n;
-    }
-    return vectors;
-}
-
 /* What the budget sees of this packed model and these options. */
 static int budget_input(struct k3_stream *s, struct k3_err *err)
 {
@@ -39,7 +24,6 @@ static int budget_input(struct k3_stream *s, struct k3_err *err)
         return k3_errf(err, "out of memory");
     for (int i = 0; i < s->n_segments; i++)
         s->segment_bytes[i] = k3_packed_buffer_bytes(p, (uint64_t)i);
-    bool has_records = p->header.n_objects > p->header.n_trunk_objects;
     /* One stride for every record slot: a checkpoint's records land in spans of
      * slightly different sizes (ckpt_view.h); a pack's are all alike. */
     s->record_stride = 0;
@@ -50,26 +34,28 @@ static int budget_input(struct k3_stream *s, struct k3_err *err)
     for (int i = 0; i < s->m->plan.n_specs; i++)
         if (s->m->plan.layout.segment[i] == K3_SEG_EMBED)
             s->embed_at = s->m->plan.layout.offset[i];
-    s->embed_capacity = k3_budget_embed_buffer_bytes(2 * (uint64_t)c->hidden,
-                                                     p->objects[K3_SEG_EMBED].piece_bytes);
-    s->in = (struct k3_budget_input){
-        .cfg = c,
-        .ctx = s->o.ctx,
-        .seqs = s->o.seqs,
-        .threads = s->o.threads,
-        .teams = s->n_teams,
-        .n_segments = s->n_segments,
-        .segment_bytes = s->segment_bytes,
-        .vector_bytes = vector_bytes(&s->m->plan),
-        .record_bytes = s->record_stride,
-        .embed_buffer_bytes = s->embed_capacity,
-        .manifest_bytes = p->header.manifest_bytes,
-        .caller_bytes = s->o.caller_bytes,
-        .caller_row_bytes = s->o.caller_row_bytes,
-        .rows = s->o.rows,
-        .inflight_records = has_records ? c->top_k + s->o.prefetch_k : 0,
-        .predict_ids = s->o.predict_ids,
-    };
+    s->in = k3_budget_input_of(
+        c,
+        &(struct k3_budget_pack){
+            .n_segments = s->n_segments,
+            .segment_bytes = s->segment_bytes,
+            .vector_bytes = k3_budget_vector_bytes(s->m->plan.specs, s->m->plan.n_specs),
+            .record_bytes = s->record_stride,
+            .embed_piece_bytes = p->objects[K3_SEG_EMBED].piece_bytes,
+            .manifest_bytes = p->header.manifest_bytes,
+        },
+        &(struct k3_budget_run){
+            .ctx = s->o.ctx,
+            .seqs = s->o.seqs,
+            .threads = s->o.threads,
+            .teams = s->n_teams,
+            .rows = s->o.rows,
+            .prefetch_k = s->o.prefetch_k,
+            .caller_bytes = s->o.caller_bytes,
+            .caller_row_bytes = s->o.caller_row_bytes,
+            .predict_ids = s->o.predict_ids,
+        });
+    s->embed_capacity = s->in.embed_buffer_bytes;
     return 0;
 }
 

@@ -184,18 +184,24 @@ wait_metric k3_requests_queued 1 30 || fail "the second request never queued"
 post /v1/completions '{"prompt": "x", "max_tokens": 1}' && expect_api_error 503 unavailable_error null "a full queue"
 grep -qi '^retry-after: ' <<<"$HEADERS" || fail "503 without Retry-After: $HEADERS"
 kill "$b"   # a queued request's client leaves: it will never take a sequence
-sleep 1     # the running one makes tokens, then its client leaves too
+made=$(metric k3_tokens_generated_total)   # the running one makes tokens, then its client leaves too
+wait_metric_above k3_tokens_generated_total "$made" 60 || fail "the running request made no token"
 t0=$(date +%s%N)
 kill "$a"
 wait_metric k3_requests_running 0 30 || fail "the sequence of a client gone mid-stream is still running"
 echo "ok: a client gone mid-stream: its sequence freed in $((($(date +%s%N) - t0) / 1000000)) ms"
 wait_metric k3_requests_queued 0 30 || fail "the queued request of a gone client stayed queued"
-# A non-streaming client that times out while its tokens keep coming: the server notices
-# at the next token, not at the end of its 4000 (about 10 s here), and says so.
+# A non-streaming client that leaves while its tokens keep coming: the server notices at
+# the next token, not at the end of its 4000, and says so.
 gone=$(grep -c "the client went away" "$LOG")
-curl -s -H "Authorization: Bearer $KEY" --max-time 1 "$URL/v1/completions" -d '{"prompt": "Once", "max_tokens": 4000, "ignore_eos": true}' >/dev/null
+made=$(metric k3_tokens_generated_total)
+curl -s -H "Authorization: Bearer $KEY" "$URL/v1/completions" -d '{"prompt": "Once", "max_tokens": 4000, "ignore_eos": true}' >/dev/null & c=$!
+wait_metric_above k3_tokens_generated_total "$made" 60 || fail "the non-streaming request made no token"
+kill "$c"
 t0=$(date +%s%N)
-wait_metric k3_requests_running 0 3 || fail "the sequence of a non-streaming client that timed out is still running"
+wait_metric k3_requests_running 0 60 || fail "the sequence of a non-streaming client that left is still running"
+[[ $(($(metric k3_tokens_generated_total) - made)) -lt 4000 ]] ||
+  fail "a non-streaming client that left: its request made all its 4000 tokens"
 echo "ok: a non-streaming client gone: its sequence freed in $((($(date +%s%N) - t0) / 1000000)) ms"
 [[ $(grep -c "the client went away" "$LOG") -gt $gone ]] ||
   fail "a non-streaming client that timed out: its request ran to its end: $(grep 'POST /v1/completions' "$LOG" | tail -1)"

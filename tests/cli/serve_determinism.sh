@@ -4,13 +4,15 @@
 # constrained to a tool call and one to a JSON schema) give the same text, calls, token
 # count and logits hash alone, all at once (--parallel 8, ten clients), and when half of
 # them join while the other half decode (streamed); the same seed gives the same text
-# again, another seed another text.
+# again, another seed another text.  Two long requests hold the server busy through each
+# shared phase, and the server's own /metrics show they still run when it ends: every
+# request of the phase shared its decode steps, however fast or loaded the machine.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
 m=$(tiny_model)
 d="$K3_TEST_TMP/serve-determinism"
 rm -rf "$d" && mkdir -p "$d"
-start_server serve-determinism -m "$m" --parallel 8 --queue 16 --prefill-chunk 8
+start_server serve-determinism -m "$m" --parallel 8 --queue 16 --prefill-chunk 8 --ctx-size 4096
 
 long_ids=$(seq -s, 100 73 1600)   # 21 ids: prefilled over three steps
 bodies=(
@@ -41,6 +43,26 @@ run_stream() {
      (last.usage.completion_tokens), (map(.logits_hash // empty) | first),
      (map(.choices[0].delta.tool_calls // empty) | flatten | map(.function))]' >"$2"
 }
+# hold: two requests of 4000 tokens, running once this returns; unhold PHASE: they still
+# ran when PHASE ended (so it shared their steps), then their clients leave.
+hold() {
+  holders=()
+  local i
+  for i in 1 2; do
+    curl -s --max-time 300 "$URL/v1/completions" \
+      -d '{"prompt": [9, 9], "max_tokens": 4000, "ignore_eos": true, "temperature": 0}' >/dev/null &
+    holders+=($!)
+  done
+  wait_metric k3_requests_running 2 60 || fail "the two holding requests never ran"
+}
+unhold() {
+  local running
+  running=$(metric k3_requests_running)
+  [[ $running -ge 2 ]] || fail "$1: the holding requests had ended ($running running): it may not have shared steps"
+  kill "${holders[@]}" 2>/dev/null
+  wait "${holders[@]}" 2>/dev/null
+  wait_metric k3_requests_running 0 60 || fail "$1: the holding requests outlived their clients"
+}
 compare() { # PHASE
   local i
   for i in "${!bodies[@]}"; do
@@ -59,9 +81,11 @@ for i in "${!bodies[@]}"; do
     fail "request $i alone: $(cat "$d/alone-$i")"
 done
 
+hold
 pids=()
 for i in "${!bodies[@]}"; do run_whole "$i" "$d/together-$i" & pids+=($!); done
 wait "${pids[@]}"
+unhold together
 compare together
 rows=$(metric k3_decode_rows_per_step)
 awk -v r="$rows" 'BEGIN { exit !(r > 1) }' || fail "no decode step had several rows (rows per step $rows)"
@@ -77,6 +101,7 @@ awk -v mean="$(metric k3_decode_union_experts)" '$2 < 16 || $2 > 64 { exit 1 } $
 
 # Half start streaming; once one of them has text (the others still prefilling or decoding:
 # eight tokens go by fast on k3-tiny) the other half joins.
+hold
 pids=()
 for i in 0 1 2 3 8; do run_stream "$i" "$d/joined-$i" & pids+=($!); done
 for ((k = 0; k < 600; k++)); do
@@ -85,11 +110,10 @@ for ((k = 0; k < 600; k++)); do
   ((n >= 1)) && break
   sleep 0.05
 done
-running=$(metric k3_requests_running)
 for i in 4 5 6 7 9; do run_whole "$i" "$d/joined-$i" & pids+=($!); done
 wait "${pids[@]}"
+unhold joined
 compare joined
-[[ $running -ge 1 ]] || fail "the second half joined when nothing ran"
 
 # The same seed again: the same text; another seed: another.
 run_whole 5 "$d/again-5"

@@ -103,5 +103,15 @@ wait_metric() {
   return 1
 }
 
+# wait_metric_above NAME VALUE SECONDS: until /metrics shows NAME above VALUE; 1 if never.
+wait_metric_above() {
+  local i
+  for ((i = 0; i < $3 * 20; i++)); do
+    awk -v v="$(metric "$1")" -v min="$2" 'BEGIN { exit !(v != "" && v > min) }' && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
 # endpoint BODY: the path a request body goes to: chat completions when it has messages.
 endpoint() { if jq -e 'has("messages")' <<<"$1" >/dev/null; then echo /v1/chat/completions; else echo /v1/completions; fi; }

@@ -5,8 +5,7 @@
 # tokens byte-identical to the checkpoint folder's.  The checkpoint folder streamed from
 # its shards (-m DIR) takes the same dial: floor and ample budget, io_uring and pread,
 # cache off and on, one record at a time (--sync), all the same bytes; so do prompt passes
-# of any size (-b).  Then io_uring
-# disabled by sysctl: auto falls back to pread and says so.
+# of any size (-b).  (io_uring disabled by sysctl: io_uring_disabled.sh.)
 source "$(dirname "$0")/lib.sh"
 m=$(tiny_model)
 d="$K3_TEST_TMP/stream-matrix"
@@ -59,23 +58,4 @@ for pass in "-b 1" "-b 5 --ram floor" "-b 6 --sync" "-b 16 -t 1 --no-cache"; do
   same_as_want "$pass" --drives "$d/n3/d1,$d/n3/d2,$d/n3/d3" $pass
 done
 echo "prompt passes of 1, 5, 6 and 16 rows compared"
-
-sysctl=/proc/sys/kernel/io_uring_disabled
-if [[ $(id -u) -eq 0 && -w $sysctl ]]; then
-  old=$(cat $sysctl)
-  echo 2 >$sysctl
-  "$K3" run --drives "$d/n2/d1,$d/n2/d2" "${args[@]}" --logits-out "$d/got.f32" >/dev/null 2>"$d/err"
-  rc=$?
-  "$K3" run --drives "$d/n2/d1,$d/n2/d2" "${args[@]}" -q --io uring >/dev/null 2>"$d/err-uring"
-  rc_uring=$?
-  echo "$old" >$sysctl
-  [[ $rc -eq 0 ]] || fail "with io_uring disabled, --io auto failed: $(cat "$d/err")"
-  grep -q "note: io_uring unavailable" "$d/err" || fail "no fallback note: $(cat "$d/err")"
-  cmp -s "$d/want.f32" "$d/got.f32" || fail "the pread fallback's logits differ"
-  [[ $rc_uring -eq 1 ]] || fail "--io uring with io_uring disabled exited $rc_uring, want 1"
-  echo "fallback: $(grep note "$d/err")"
-  echo "forced: $(cat "$d/err-uring")"
-else
-  echo "(io_uring fallback not exercised: needs root and $sysctl)"
-fi
 finish

@@ -504,6 +504,45 @@ static void test_axpy(const struct k3_kernel_ops *k, uint64_t seed)
 }
 
 /* Selects variant name and runs every comparison; 77 when the CPU lacks it. */
+/* The int8-activation path (K3_MXFP4_ACT=q8): variant k's mat-muls give the bytes of
+ * its scalar reference at 1 and 2 threads. */
+static const int q8_lengths[] = {32, 64, 96, 1056, 3072, 3584, 7168};
+
+static void test_q8_against_reference(const struct k3_kernel_ops *k, uint64_t seed)
+{
+    struct k3_rng r;
+    k3_rng_seed(&r, seed);
+    int failures = check_failures, checked = 0;
+    for (int li = 0; li < N_OF(q8_lengths); li++)
+        for (int T = 1; T <= 9; T += 4) {
+            int cols = q8_lengths[li], rows = 37, ldy = rows + 3;
+            size_t np = (size_t)rows * cols / 2, ns = (size_t)rows * cols / 32;
+            uint8_t *p = xmalloc(np), *s = xmalloc(ns);
+            float *X = xmalloc(sizeof *X * (size_t)T * cols), *want = xmalloc(sizeof *want * (size_t)T * ldy);
+            float *got = xmalloc(sizeof *got * (size_t)T * ldy);
+            fill_mxfp4(p, np, s, ns, &r, li % 2);
+            fill_x(X, (size_t)T * cols, &r, li % 3 == 1);
+            void *mem = xmalloc(k3_q8_bytes(cols, T));
+            struct k3_q8 xq;
+            k3_q8_quantize(&xq, mem, X, cols, cols, T);
+            for (size_t i = 0; i < (size_t)T * ldy; i++)
+                want[i] = got[i] = -7.0f;
+            k3_rows_mxfp4_q8_scalar(p, s, rows, &xq, want, ldy);
+            for (int threads = 1; threads <= 2; threads++) {
+                omp_set_num_threads(threads);
+                k3_matmul_mxfp4_q8(p, s, rows, cols, X, cols, got, ldy, T);
+                long d = first_diff(want, got, (size_t)T * ldy);
+                CHECK(d < 0, "%s q8 %dx%d T=%d, %d threads: [%ld] %a vs reference %a", k->name, rows,
+                      cols, T, threads, d, d < 0 ? 0 : got[d], d < 0 ? 0 : want[d]);
+                checked++;
+            }
+            free(p), free(s), free(X), free(want), free(got), free(mem);
+        }
+    if (check_failures == failures)
+        printf("%s: int8 path bytewise equal to its scalar reference (%d mat-muls, 1 and 2 "
+               "threads)\n", k->name, checked);
+}
+
 static inline int run_variant_tests(const char *name)
 {
     const struct k3_kernel_ops *k = k3_kernels_find(name);
@@ -520,6 +559,7 @@ static inline int run_variant_tests(const char *name)
     test_bf16_tokens(k, 7);
     test_situ(k, 5);
     test_axpy(k, 7);
+    test_q8_against_reference(k, 9);
     return check_result();
 }
 

@@ -1,54 +1,16 @@
-/* The int8-activation MXFP4 path (mxfp4.h, optional): every variant gives the bytes of its
- * scalar reference at 1 and 2 threads, the quantizer's edge cases, the error against the
- * exact (double) product with a stated bound, and the K3_MXFP4_ACT=q8 route through
- * k3_matmul_mxfp4 and the fused SiTU.
+/* The int8-activation MXFP4 path (mxfp4.h, optional): the quantizer's edge cases, the
+ * error against the exact (double) product with a stated bound, and the K3_MXFP4_ACT=q8
+ * route through k3_matmul_mxfp4 and the fused SiTU; the scalar variant's mat-muls against
+ * its reference.  (Each SIMD variant's: test_kernels_<variant>.c, which skip on a CPU
+ * without it; under an address-space cap: test_kernels_q8_nomem.c.)
  *
  * Bound: x_i = d_g·q_i + r_i with |r_i| ≤ d_g/2 (d_g = amax_g/127), the integer sums are
  * exact, so against the exact Σ v_i·x_i the result is off by at most
  * Σ_g 2^(e_g-127)·(d_g/2)·Σ_{i∈g}|v_i| (the rounding of x) plus f32 rounding,
  * (G/2 + 7)·u·Σ|v_i·x_i| with u = 2^-24 and G groups (checked with that margin). */
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include "tests/unit/test_kernels.h"
 #include "tests/util.h"
-
-static const int q8_lengths[] = {32, 64, 96, 1056, 3072, 3584, 7168};
-
-static void test_against_reference(const struct k3_kernel_ops *k, uint64_t seed)
-{
-    struct k3_rng r;
-    k3_rng_seed(&r, seed);
-    int failures = check_failures, checked = 0;
-    for (int li = 0; li < N_OF(q8_lengths); li++)
-        for (int T = 1; T <= 9; T += 4) {
-            int cols = q8_lengths[li], rows = 37, ldy = rows + 3;
-            size_t np = (size_t)rows * cols / 2, ns = (size_t)rows * cols / 32;
-            uint8_t *p = xmalloc(np), *s = xmalloc(ns);
-            float *X = xmalloc(sizeof *X * (size_t)T * cols), *want = xmalloc(sizeof *want * (size_t)T * ldy);
-            float *got = xmalloc(sizeof *got * (size_t)T * ldy);
-            fill_mxfp4(p, np, s, ns, &r, li % 2);
-            fill_x(X, (size_t)T * cols, &r, li % 3 == 1);
-            void *mem = xmalloc(k3_q8_bytes(cols, T));
-            struct k3_q8 xq;
-            k3_q8_quantize(&xq, mem, X, cols, cols, T);
-            for (size_t i = 0; i < (size_t)T * ldy; i++)
-                want[i] = got[i] = -7.0f;
-            k3_rows_mxfp4_q8_scalar(p, s, rows, &xq, want, ldy);
-            for (int threads = 1; threads <= 2; threads++) {
-                omp_set_num_threads(threads);
-                k3_matmul_mxfp4_q8(p, s, rows, cols, X, cols, got, ldy, T);
-                long d = first_diff(want, got, (size_t)T * ldy);
-                CHECK(d < 0, "%s q8 %dx%d T=%d, %d threads: [%ld] %a vs reference %a", k->name, rows,
-                      cols, T, threads, d, d < 0 ? 0 : got[d], d < 0 ? 0 : want[d]);
-                checked++;
-            }
-            free(p), free(s), free(X), free(want), free(got), free(mem);
-        }
-    if (check_failures == failures)
-        printf("%s: int8 path bytewise equal to its scalar reference (%d mat-muls, 1 and 2 "
-               "threads)\n", k->name, checked);
-}
 
 static void test_quantizer(void)
 {
@@ -188,80 +150,16 @@ static void test_env_route(void)
     free(p1), free(s1), free(p3), free(s3), free(X), free(a), free(b), free(u);
 }
 
-/* With the address space capped just above what the process holds, so that megabytes of
- * int8 activations cannot be had, an expert's fused w1 + w3 + SiTU and its w2 still give
- * the int8 bytes: the kernels take their activations from the scratch bound before (they
- * used to fall back to f32 when a buffer of their own could not grow). */
-static void test_no_memory_needed(void)
-{
-#if defined(__SANITIZE_ADDRESS__)
-    printf("int8 path under an address-space cap: skipped (ASan's shadow memory)\n");
-#else
-    enum { T = 32, COLS = 65536, ROWS = 4 };
-    struct k3_rng r;
-    k3_rng_seed(&r, 13);
-    size_t np = (size_t)ROWS * COLS / 2, ns = (size_t)ROWS * COLS / 32, ny = (size_t)T * ROWS;
-    uint8_t *p1 = xmalloc(np), *s1 = xmalloc(ns), *p3 = xmalloc(np), *s3 = xmalloc(ns);
-    float *X = xmalloc(sizeof *X * T * COLS), *want = xmalloc(sizeof *want * ny);
-    float *u = xmalloc(sizeof *u * ny), *got = xmalloc(sizeof *got * ny);
-    float *w2 = xmalloc(sizeof *w2 * ny);
-    fill_mxfp4(p1, np, s1, ns, &r, 0);
-    fill_mxfp4(p3, np, s3, ns, &r, 0);
-    fill_x(X, (size_t)T * COLS, &r, 0);
-    void *mem = xmalloc(k3_q8_bytes(COLS, T));
-    struct k3_q8 xq;
-    k3_q8_quantize(&xq, mem, X, COLS, COLS, T);
-    k3_rows_mxfp4_q8_scalar(p1, s1, ROWS, &xq, want, ROWS);
-    k3_rows_mxfp4_q8_scalar(p3, s3, ROWS, &xq, u, ROWS);
-    for (size_t i = 0; i < ny; i++)
-        want[i] = k3_situ(want[i], u[i], 4.0f, 25.0f);
-    bind_mxfp4_scratch(T, COLS, 1);
-    omp_set_num_threads(2);
-    k3_matmul_mxfp4_situ(p1, s1, p3, s3, ROWS, 64, X, 64, got, ROWS, 1, 4.0f, 25.0f); /* threads up */
-    struct rlimit old, cap;
-    long held = test_address_space();
-    REQUIRE(held > 0 && getrlimit(RLIMIT_AS, &old) == 0, "address space %ld", held);
-    cap = (struct rlimit){(rlim_t)held + (2 << 20), old.rlim_max};
-    REQUIRE(setrlimit(RLIMIT_AS, &cap) == 0, "setrlimit");
-    void *probe = malloc(k3_q8_bytes(COLS, T));
-    k3_matmul_mxfp4_situ(p1, s1, p3, s3, ROWS, COLS, X, COLS, got, ROWS, T, 4.0f, 25.0f);
-    k3_matmul_mxfp4(p3, s3, ROWS, COLS, X, COLS, w2, ROWS, T);
-    REQUIRE(setrlimit(RLIMIT_AS, &old) == 0, "setrlimit back");
-    CHECK(!probe, "the cap leaves no room for %zu bytes of int8 activations",
-          k3_q8_bytes(COLS, T));
-    long d = first_diff(want, got, ny);
-    CHECK(d < 0, "fused SiTU without memory: [%ld] %a, int8 reference %a", d, d < 0 ? 0 : got[d],
-          d < 0 ? 0 : want[d]);
-    d = first_diff(u, w2, ny);
-    CHECK(d < 0, "mat-mul without memory: [%ld] %a, int8 reference %a", d, d < 0 ? 0 : w2[d],
-          d < 0 ? 0 : u[d]);
-    if (check_failures == 0)
-        printf("int8 path under an address-space cap: the int8 bytes (%zu bytes of activations "
-               "from the bound scratch)\n", k3_q8_bytes(COLS, T));
-    free(probe), free(mem), free(p1), free(s1), free(p3), free(s3), free(X), free(want), free(u);
-    free(got), free(w2);
-#endif
-}
-
 int main(void)
 {
     k3_mxfp4_set_q8(true);
     bind_mxfp4_scratch(MAX_TOKENS, MAX_INPUTS, 1);
     test_quantizer();
     test_rounding();
-    for (const char *const *v = (const char *const[]){"scalar", "avx2", "avx512", "avx512vnni", NULL};
-         *v; v++) {
-        const struct k3_kernel_ops *k = k3_kernels_find(*v);
-        if (!k->supported()) {
-            printf("%s: this CPU lacks it, skipped\n", *v);
-            continue;
-        }
-        REQUIRE(k3_kernels_select(*v) == 0, "select %s", *v);
-        test_against_reference(k, 9);
-    }
+    REQUIRE(k3_kernels_select("scalar") == 0, "select scalar");
+    test_q8_against_reference(k3_kernels_find("scalar"), 9);
     REQUIRE(k3_kernels_select("auto") == 0, "select auto");
     test_error();
     test_env_route();
-    test_no_memory_needed();
     return check_result();
 }

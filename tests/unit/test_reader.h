@@ -21,6 +21,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "iouring/file.h"
@@ -182,6 +183,23 @@ static inline int refuse_syscall(long nr, int err)
     return syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog)
                ? -errno : 0;
 #endif
+}
+
+/* Whether this machine lets a process refuse itself a system call (refuse_syscall, tried
+ * in a child): 0, or the -errno it refused with.  A test of refused calls asks once,
+ * skips the whole program when it cannot, and counts any child's skip after a yes as a
+ * failure, so that no run is skipped inside a passing test. */
+static inline int seccomp_probe(void)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0, "fork");
+    if (pid == 0)
+        _exit(-refuse_syscall(__NR_io_uring_enter, EPERM) & 0xff);
+    int status;
+    REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid");
+    REQUIRE(WIFEXITED(status), "the seccomp probe's child: status %#x", status);
+    return -WEXITSTATUS(status);
 }
 
 /* Waits for every outstanding request; done[] gets them by arrival.  Returns how many. */

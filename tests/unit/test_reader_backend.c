@@ -1,13 +1,8 @@
 /* Which backend serves, and what the note says.  K3IO_AUTO picks io_uring here with an
- * empty note; K3IO_PREAD is taken as asked, with an empty note.  Where io_uring_setup is
- * refused (a seccomp filter in a child process answering EPERM, as Docker's default
- * profile does, or ENOSYS, as a kernel without io_uring does) AUTO falls back to pread and
- * the note names the call and the errno text, and K3IO_URING fails with that errno.  An
- * area that cannot be registered (a file mapping: EFAULT) still reads, through plain
- * reads, and the note says so. */
+ * empty note; K3IO_PREAD is taken as asked, with an empty note.  An area that cannot be
+ * registered (a file mapping: EFAULT) still reads, through plain reads, and the note says
+ * so.  (Where io_uring is refused: test_reader_refused.c.) */
 #include <sys/mman.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 
 #include "tests/unit/test_reader.h"
 
@@ -39,41 +34,6 @@ static struct k3io_reader *create(enum k3io_backend b, int *fd, char *area, char
     struct k3io_reader *r = NULL;
     *rc = k3io_reader_create(&r, &cfg, note, note_len);
     return r;
-}
-
-/* In a child process: refuse io_uring with err, then check AUTO and URING. */
-static void refused(int err, int fd, char *area)
-{
-    fflush(NULL);
-    pid_t pid = fork();
-    REQUIRE(pid >= 0, "fork");
-    if (pid == 0) {
-        int rc = refuse_syscall(__NR_io_uring_setup, err);
-        if (rc)
-            SKIP("seccomp filter refused: %s", strerror(-rc));
-        char note[200], want[120];
-        struct k3io_reader *r = create(K3IO_AUTO, &fd, area, note, sizeof note, &rc);
-        REQUIRE(rc == 0, "AUTO with io_uring refused (%s): %s", strerror(err), strerror(-rc));
-        CHECK(strcmp(k3io_backend_name(r), "pread") == 0, "AUTO chose %s", k3io_backend_name(r));
-        snprintf(want, sizeof want, "io_uring unavailable (io_uring_queue_init_params: %s); "
-                 "2 pread threads", strerror(err));
-        CHECK(strcmp(note, want) == 0, "note \"%s\", want \"%s\"", note, want);
-        printf("refused with %s: note \"%s\"\n", strerror(err), note);
-        read_back(r, area, "AUTO fallen back to pread");
-        k3io_reader_destroy(r);
-
-        r = create(K3IO_URING, &fd, area, note, sizeof note, &rc);
-        CHECK(rc == -err && !r, "URING with io_uring refused: rc %d", rc);
-        CHECK(strstr(note, strerror(err)), "URING note \"%s\"", note);
-        exit(check_result());
-    }
-    int status;
-    REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid");
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
-        printf("the seccomp checks were skipped (see above)\n");
-    else
-        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child for %s: status %#x",
-              strerror(err), status);
 }
 
 int main(void)
@@ -115,9 +75,6 @@ int main(void)
     REQUIRE(rc == 0, "PREAD, tiny note");
     CHECK(tiny[0] == 0 && tiny[4] == 'x', "tiny note overrun");
     k3io_reader_destroy(r);
-
-    refused(EPERM, f.fd, area);
-    refused(ENOSYS, f.fd, area);
 
     /* a file mapping cannot be registered (EFAULT): plain reads, and the note says so */
     const char *map_path = test_path("reader_backend.map");
