@@ -306,7 +306,8 @@ int cmd_plan(int argc, char **argv)
         cache_ram = seqs ? (uint64_t)seqs * k3_prompt_store_entry_bytes(&c, ctx) : 0;
     uint64_t serve_bytes = cache_ram + (seqs ? k3_sched_adjust_bytes(c.vocab, seqs) : 0);
     struct box_plan bp = {.c = &c, .config = config, .drives = drives, .ctx = ctx,
-                          .seqs = seqs ? seqs : 1, .store = serve_bytes, .rows = rows,
+                          .seqs = seqs ? seqs : 1, .store = serve_bytes,
+                          .rows = seqs ? k3_sched_rows(rows, seqs) : rows,
                           .threads = threads ? threads : box.cores, .nodes = nodes,
                           .predict_ids = predict_from == K3_PREDICT_IDS,
                           .curve = {curve, curve_n}};

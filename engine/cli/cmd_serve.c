@@ -81,7 +81,8 @@ static int serve(const struct serve_opts *o, struct k3_err *err)
     struct k3_caller_bytes caller = k3_runtime_caller_bytes(rt.m.cfg.vocab, o->parallel, false);
     caller.fixed += cache_ram + k3_sched_adjust_bytes(rt.m.cfg.vocab, o->parallel);
     if (!rc)
-        rc = k3_runtime_start(&rt, ctx, o->parallel, o->model.rt.batch, caller, err) ||
+        rc = k3_runtime_start(&rt, ctx, o->parallel, k3_sched_rows(o->model.rt.batch, o->parallel),
+                               caller, err) ||
              k3_runtime_tokenizer(&rt, &tok, err);
     /* Under mpirun only the leader listens and schedules; the others run its steps. */
     rc = k3_runtime_agree(&rt, rc != 0, err);

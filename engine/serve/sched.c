@@ -104,6 +104,9 @@ int k3_sched_create(struct k3_sched **out, struct k3_runtime *rt, const struct k
     const struct k3_config *c = &rt->m.cfg;
     if (o->parallel < 1 || o->parallel > K3_CHUNK)
         return k3_errf(err, "--parallel %d: 1 to %d sequences", o->parallel, K3_CHUNK);
+    if (rt->fwd.rows < o->parallel)
+        return k3_errf(err, "--parallel %d: the runtime holds %d rows a step, fewer than "
+                            "one a sequence", o->parallel, rt->fwd.rows);
     struct k3_sched *s = calloc(1, sizeof *s);
     if (!s)
         return k3_errf(err, "out of memory");
@@ -294,6 +297,7 @@ static void drop_ended(struct k3_sched *s, bool stop)
 
 static void add_row(struct k3_sched *s, int *n, int32_t token, struct slot *sl, bool want)
 {
+    assert(*n < s->rows);
     s->tokens[*n] = token;
     s->seq[*n] = &sl->seq;
     s->want[*n] = want;

@@ -70,6 +70,15 @@ static inline uint64_t k3_sched_adjust_bytes(int vocab, int parallel)
     return (uint64_t)parallel * sizeof(float) * (uint64_t)vocab;
 }
 
+/* The rows a step asks of the runtime: -b's, and never fewer than one a decoding slot
+ * (a step holds every decoding slot's next token; the budget never goes below what
+ * this asks, up to K3_CHUNK, which --parallel cannot pass).  serve and plan alike. */
+static inline int k3_sched_rows(int batch, int parallel)
+{
+    return batch > parallel ? batch : parallel;
+}
+
+/* Refuses a runtime started with fewer rows than o->parallel (see k3_sched_rows). */
 int k3_sched_create(struct k3_sched **out, struct k3_runtime *rt, const struct k3_sched_opts *o,
                     struct k3_err *err);
 void k3_sched_destroy(struct k3_sched *s);

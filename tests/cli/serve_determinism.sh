@@ -7,6 +7,7 @@
 # again, another seed another text.  Two long requests hold the server busy through each
 # shared phase, and the server's own /metrics show they still run when it ends: every
 # request of the phase shared its decode steps, however fast or loaded the machine.
+# At -b 1 --parallel 4 four requests still decode in one step.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
 m=$(tiny_model)
@@ -125,4 +126,19 @@ run_whole 5 "$d/other-5"
 
 stop_server TERM
 [[ $STOP_RC == 0 ]] || fail "SIGTERM: exit $STOP_RC"
+
+# -b 1 below --parallel: a step still holds a row for each decoding slot (the rows asked
+# of the runtime are never fewer than --parallel; with one row a step, one request
+# decoded while the others, admitted, waited for it to end with their prompts unread).
+start_server serve-determinism-b1 -m "$m" -b 1 --parallel 4 --prefill-chunk 8 --ctx-size 4096
+hold
+pids=()
+for i in 0 3; do run_whole "$i" "$d/b1-$i" & pids+=($!); done
+wait "${pids[@]}"
+unhold "-b 1"
+for i in 0 3; do
+  cmp -s "$d/alone-$i" "$d/b1-$i" || fail "request $i at -b 1: $(cat "$d/b1-$i"), alone: $(cat "$d/alone-$i")"
+done
+echo "ok: -b 1 --parallel 4: four decoding at once, the same bytes as alone"
+stop_server TERM
 finish
