@@ -36,7 +36,7 @@ struct place {
 
 struct replay {
     const struct replay_opts *o;
-    struct k3_runtime rt;
+    struct k3_runtime *rt;
     struct routes_args routes;
     struct place *places;   /* [parallel] */
     int32_t *tokens;        /* [longest request] a prompt's ids */
@@ -73,25 +73,28 @@ static int prompt_tokens(const struct replay *p, int req)
 static int setup(struct replay *p, struct k3_err *err)
 {
     const struct replay_opts *o = p->o;
-    struct k3_runtime_opts ro = o->model.rt;
+    struct k3_runtime_opts ro = o->model.runtime;
     p->routes = o->routes;
-    if (k3_runtime_open(&p->rt, &ro, err) || routes_args_load(&p->routes, &p->rt.m.cfg, err))
+    if (k3_runtime_open(&p->rt, &ro, err) ||
+        routes_args_load(&p->routes, k3_runtime_config(p->rt), err))
         return -1;
+    const struct k3_config *c = k3_runtime_config(p->rt);
     const struct k3_routes *r = &p->routes.trace;
     for (int q = 0; q < r->n_requests; q++)
         p->ctx = k3_routes_length(r, q) > p->ctx ? k3_routes_length(r, q) : p->ctx;
-    if (p->ctx > p->rt.m.cfg.max_positions)
+    if (p->ctx > c->max_positions)
         return k3_errf(err, "--routes: a request of %d tokens exceeds max_position_embeddings %d",
-                       p->ctx, p->rt.m.cfg.max_positions);
-    if (k3_runtime_start(&p->rt, p->ctx, o->parallel, o->model.rt.batch,
-                         k3_runtime_caller_bytes(p->rt.m.cfg.vocab, o->parallel, false), err))
+                       p->ctx, c->max_positions);
+    struct k3_runtime_hooks hooks = {.routes = &p->routes.player.source};
+    if (k3_runtime_start(p->rt, p->ctx, o->parallel, o->model.runtime.batch,
+                         k3_runtime_caller_bytes(c->vocab, o->parallel, false), &hooks, err))
         return -1;
-    model_args_print_opened(&p->rt, false);
+    model_args_print_opened(p->rt, false);
     routes_args_say(&p->routes, stderr, "k3-uring replay");
-    int E = p->rt.m.cfg.n_experts;
+    int E = c->n_experts, rows = k3_runtime_rows(p->rt);
     p->places = calloc((size_t)o->parallel, sizeof *p->places);
     p->tokens = malloc(sizeof(int32_t) * (size_t)p->ctx);
-    p->rows = malloc(sizeof(int64_t) * (size_t)(p->rt.fwd.rows > o->parallel ? p->rt.fwd.rows : o->parallel));
+    p->rows = malloc(sizeof(int64_t) * (size_t)(rows > o->parallel ? rows : o->parallel));
     p->keys = malloc(sizeof(int32_t) * (size_t)E);
     p->seen = malloc((size_t)E);
     p->batches = (struct k3_batches){.layers = r->layers, .experts = E};
@@ -99,10 +102,9 @@ static int setup(struct replay *p, struct k3_err *err)
         return k3_errf(err, "out of memory");
     for (int i = 0; i < o->parallel; i++) {
         p->places[i].req = -1;
-        if (k3_seq_init(&p->places[i].seq, &p->rt.m.cfg, p->ctx, err))
+        if (k3_seq_init(&p->places[i].seq, c, p->ctx, err))
             return -1;
     }
-    p->rt.fwd.hooks.routes = &p->routes.player.source;
     return 0;
 }
 
@@ -117,7 +119,7 @@ static void teardown(struct replay *p)
     free(p->seen);
     k3_batches_free(&p->batches);
     routes_args_free(&p->routes);
-    k3_runtime_close(&p->rt, NULL);
+    k3_runtime_close(p->rt, NULL);
 }
 
 /* --hit-curve: the batches a step of the trace's tokens rows[0..n) asks for, each
@@ -148,7 +150,7 @@ static int record_step(struct replay *p, const int64_t *rows, int n, struct k3_e
 /* A prompt of n tokens of request req, in the passes k3_forward_tokens cuts. */
 static int record_prompt(struct replay *p, int req, int n, struct k3_err *err)
 {
-    int P = p->rt.fwd.rows;
+    int P = k3_runtime_rows(p->rt);
     for (int done = 0; done < n; done += P) {
         int T = n - done < P ? n - done : P;
         for (int i = 0; i < T; i++)
@@ -162,7 +164,7 @@ static int record_prompt(struct replay *p, int req, int n, struct k3_err *err)
 /* Request req takes place pl: its prompt runs at once, in passes. */
 static int admit(struct replay *p, struct place *pl, int req, struct k3_err *err)
 {
-    const struct k3_config *c = &p->rt.m.cfg;
+    const struct k3_config *c = k3_runtime_config(p->rt);
     const struct k3_routes *r = &p->routes.trace;
     k3_seq_reset(&pl->seq, c);
     pl->req = req;
@@ -171,10 +173,11 @@ static int admit(struct replay *p, struct place *pl, int req, struct k3_err *err
         return -1;
     for (int i = 0; i < pl->next; i++)
         p->tokens[i] = token_id(r->first + req, i, c->vocab);
-    if (pl->next && (k3_forward_tokens(&p->rt.fwd, &pl->seq, p->tokens, pl->next, NULL, false, err) ||
+    if (pl->next && (k3_runtime_tokens(p->rt, &pl->seq, p->tokens, pl->next, NULL, false, err) ||
                      record_prompt(p, req, pl->next, err)))
         return k3_err_prefix(err, "request %d", r->first + req);
-    p->passes += (uint64_t)(pl->next + p->rt.fwd.rows - 1) / (uint64_t)p->rt.fwd.rows;
+    uint64_t P = (uint64_t)k3_runtime_rows(p->rt);
+    p->passes += ((uint64_t)pl->next + P - 1) / P;
     p->prompt_rows += (uint64_t)pl->next;
     return 0;
 }
@@ -190,7 +193,7 @@ static int decode_step(struct replay *p, struct k3_err *err)
         struct place *pl = &p->places[i];
         if (pl->req < 0 || pl->next >= k3_routes_length(r, pl->req))
             continue;
-        tok[n] = token_id(r->first + pl->req, pl->next, p->rt.m.cfg.vocab);
+        tok[n] = token_id(r->first + pl->req, pl->next, k3_runtime_config(p->rt)->vocab);
         p->rows[n] = r->start[pl->req] + pl->next;
         seq[n++] = &pl->seq;
         pl->next++;
@@ -198,7 +201,7 @@ static int decode_step(struct replay *p, struct k3_err *err)
     if (!n)
         return 0;
     struct k3_step st = {.n = n, .tokens = tok, .seq = seq};
-    if (k3_forward_step(&p->rt.fwd, &st, err) || record_step(p, p->rows, n, err))
+    if (k3_runtime_step(p->rt, &st, err) || record_step(p, p->rows, n, err))
         return -1;
     p->steps++;
     p->decode_rows += (uint64_t)n;
@@ -236,9 +239,9 @@ static int walk(struct replay *p, struct k3_err *err)
 static void report(const struct replay *p, const struct k3_layer_stats *a, double seconds,
                    const struct k3_runtime_snapshot *s0, const struct k3_runtime_snapshot *s1)
 {
-    const struct k3_config *c = &p->rt.m.cfg;
-    const struct k3_layer_stats *b = k3_stream_layer_stats(p->rt.stream);
-    uint64_t rec = p->rt.m.record.bytes, per_step = p->passes + p->steps;
+    const struct k3_config *c = k3_runtime_config(p->rt);
+    const struct k3_layer_stats *b = k3_stream_layer_stats(k3_runtime_stream(p->rt));
+    uint64_t rec = k3_runtime_model(p->rt)->record.bytes, per_step = p->passes + p->steps;
     struct k3_layer_stats all = {0};
     printf("layer,asked,read,hit,prefetched,prefetch_used,wasted_bytes,bytes,union_per_step,"
            "stall_seconds\n");
@@ -271,8 +274,8 @@ static void report(const struct replay *p, const struct k3_layer_stats *a, doubl
                per_step ? (double)d.records / (double)per_step : 0.0, d.stall_seconds);
     }
     const struct k3_budget_input *in;
-    const struct k3_budget *bud = k3_stream_budget(p->rt.stream, &in);
-    int cache = p->o->model.rt.no_cache ? 0 : bud->cache_records;
+    const struct k3_budget *bud = k3_stream_budget(k3_runtime_stream(p->rt), &in);
+    int cache = p->o->model.runtime.no_cache ? 0 : bud->cache_records;
     const struct k3_routes *r = &p->routes.trace;
     fprintf(stderr,
             "k3-uring replay: %d requests, %lld tokens: %llu prompt rows in %llu passes of up to %d, "
@@ -280,7 +283,7 @@ static void report(const struct replay *p, const struct k3_layer_stats *a, doubl
             "(%.1f%%), %llu prefetched (%llu used); %.3f GB read; slots %d (%d cache + %d in "
             "flight); %.2f s, stall %.2f s\n",
             r->n_requests, (long long)k3_routes_tokens(r), (unsigned long long)p->prompt_rows,
-            (unsigned long long)p->passes, p->rt.fwd.rows, (unsigned long long)p->decode_rows,
+            (unsigned long long)p->passes, k3_runtime_rows(p->rt), (unsigned long long)p->decode_rows,
             (unsigned long long)p->steps, p->o->parallel, (unsigned long long)all.records,
             (unsigned long long)all.read, (unsigned long long)all.hit,
             all.records ? 100.0 * (double)all.hit / (double)all.records : 0.0,
@@ -293,11 +296,11 @@ static void report(const struct replay *p, const struct k3_layer_stats *a, doubl
  * policy the run used. */
 static int write_curve(struct replay *p, struct k3_err *err)
 {
-    int E = p->rt.m.cfg.n_experts;
+    int E = k3_runtime_config(p->rt)->n_experts;
     double *rate = malloc(sizeof(double) * (size_t)(E + 1));
     int rc = rate ? 0 : k3_errf(err, "out of memory");
     if (!rc)
-        rc = k3_hit_curve(&p->batches, p->o->model.rt.cache_policy, rate, err) ||
+        rc = k3_hit_curve(&p->batches, p->o->model.runtime.cache_policy, rate, err) ||
              k3_hit_curve_write(p->o->hit_curve, rate, E, err);
     free(rate);
     return rc ? k3_err_prefix(err, "--hit-curve") : 0;
@@ -309,16 +312,16 @@ static int replay(const struct replay_opts *o, struct k3_err *err)
     int rc = setup(&p, err);
     struct k3_layer_stats *at = NULL;
     if (!rc) {
-        size_t n = (size_t)p.rt.m.cfg.n_layers + 1;
+        size_t n = (size_t)k3_runtime_config(p.rt)->n_layers + 1;
         if (!(at = malloc(n * sizeof *at)))
             rc = k3_errf(err, "out of memory");
         else
-            memcpy(at, k3_stream_layer_stats(p.rt.stream), n * sizeof *at);
+            memcpy(at, k3_stream_layer_stats(k3_runtime_stream(p.rt)), n * sizeof *at);
     }
     if (!rc) {
-        struct k3_runtime_snapshot s0 = k3_runtime_snap(&p.rt);
+        struct k3_runtime_snapshot s0 = k3_runtime_snap(p.rt);
         rc = walk(&p, err);
-        struct k3_runtime_snapshot s1 = k3_runtime_snap(&p.rt);
+        struct k3_runtime_snapshot s1 = k3_runtime_snap(p.rt);
         if (!rc)
             report(&p, at, s1.t - s0.t, &s0, &s1);
     }
@@ -335,7 +338,7 @@ int cmd_replay(int argc, char **argv)
         {"auto", PHASE_AUTO}, {"prefill", PHASE_PREFILL}, {"decode", PHASE_DECODE}, {NULL, 0}};
     struct replay_opts o = {.parallel = 1};
     model_args_init(&o.model);
-    o.model.rt.cache_fill = K3_CACHE_FILL_READS; /* judging a policy: hits from the asks alone */
+    o.model.runtime.cache_fill = K3_CACHE_FILL_READS; /* judging a policy: hits from the asks alone */
     const struct k3_opt own[] = {
         CLI_ROUTES_OPTS(&o.routes),
         {.name = "parallel", .short_name = 'P', .type = K3_OPT_INT, .dst = &o.parallel, .arg = "B",
@@ -364,7 +367,7 @@ int cmd_replay(int argc, char **argv)
         rc = k3_errf(&err, "--routes is required");
     if (!rc)
         rc = routes_args_check(&o.routes, &err);
-    if (!rc && (rc = model_args_check(&o.model, &err)) == 0 && o.model.rt.share.ranks > 1)
+    if (!rc && (rc = model_args_check(&o.model, &err)) == 0 && o.model.runtime.share.ranks > 1)
         rc = k3_errf(&err, "replay: not under mpirun");
     if (rc) {
         model_args_print_error(&o.model, &err);

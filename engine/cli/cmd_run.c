@@ -46,13 +46,12 @@ static int encode_prompt(struct runner *r, const struct k3_tokenizer *tok, struc
 static int prepare_prompt(struct runner *r, struct k3_err *err)
 {
     const struct run_opts *o = r->o;
-    const struct k3_tokenizer *tok = NULL;
-    if ((!o->ids || !o->print_ids) && k3_runtime_tokenizer(&r->rt, &tok, err))
+    if ((!o->ids || !o->print_ids) && k3_runtime_tokenizer(r->rt, &r->tok, err))
         return -1;
     if (o->ids) {
         r->prompt = o->ids;
         r->n_prompt = o->n_ids;
-    } else if (encode_prompt(r, tok, err)) {
+    } else if (encode_prompt(r, r->tok, err)) {
         return -1;
     }
     if (r->n_prompt == 0)
@@ -61,21 +60,21 @@ static int prepare_prompt(struct runner *r, struct k3_err *err)
     if (r->ctx < r->n_prompt + o->n_predict)
         return k3_errf(err, "--ctx-size %d holds fewer than the prompt (%d tokens) + -n %d", r->ctx,
                        r->n_prompt, o->n_predict);
-    if (r->ctx > r->rt.m.cfg.max_positions)
-        return k3_errf(err, "context %d exceeds max_position_embeddings %d", r->ctx,
-                       r->rt.m.cfg.max_positions);
+    int max_pos = k3_runtime_config(r->rt)->max_positions;
+    if (r->ctx > max_pos)
+        return k3_errf(err, "context %d exceeds max_position_embeddings %d", r->ctx, max_pos);
     return 0;
 }
 
 /* --routes: the sequence walks requests A..B of the trace as one stream of positions,
  * which must hold every position the run computes. */
-static int replay_routes(struct runner *r, struct k3_err *err)
+static int replay_routes(struct runner *r, struct k3_runtime_hooks *hooks, struct k3_err *err)
 {
     const struct run_opts *o = r->o;
     r->routes = o->routes;
     if (!o->routes.path)
         return 0;
-    if (routes_args_load(&r->routes, &r->rt.m.cfg, err))
+    if (routes_args_load(&r->routes, k3_runtime_config(r->rt), err))
         return -1;
     int64_t need = r->n_prompt + (o->n_predict > 0 ? o->n_predict - 1 : 0);
     int64_t have = k3_routes_tokens(&r->routes.trace);
@@ -85,14 +84,29 @@ static int replay_routes(struct runner *r, struct k3_err *err)
                        r->routes.trace.first + r->routes.trace.n_requests - 1, (long long)have);
     if (k3_routes_bind(&r->routes.player, &r->seq, 0, err))
         return -1;
-    r->rt.fwd.hooks.routes = &r->routes.player.source;
+    hooks->routes = &r->routes.player.source;
     if (!o->quiet)
         routes_args_say(&r->routes, stderr, "k3-uring");
     return 0;
 }
 
+/* --dump-layers: each layer's hidden state summarized into r->dump. */
+static int dump_layers(struct runner *r, struct k3_runtime_hooks *hooks, struct k3_err *err)
+{
+    if (!r->o->dump_layers)
+        return 0;
+    int layers = k3_runtime_config(r->rt)->n_layers;
+    r->dump = (struct layer_dump){.layers = layers, .positions = r->ctx};
+    r->dump.stats = calloc((size_t)r->ctx * (layers + 1) * 3, sizeof(float));
+    if (!r->dump.stats)
+        return k3_errf(err, "out of memory for --dump-layers");
+    hooks->on_layer = run_dump_hook;
+    hooks->on_layer_ctx = &r->dump;
+    return 0;
+}
+
 /* Under mpirun every rank opens the model and plans the same context; only the leader
- * writes files, samples and prints. */
+ * writes files, samples, hooks into the forward pass and prints. */
 static int setup(struct runner *r, struct k3_err *err)
 {
     const struct run_opts *o = r->o;
@@ -101,33 +115,26 @@ static int setup(struct runner *r, struct k3_err *err)
     if (leader && ((o->logits_out && run_logits_open(&r->lf, o->logits_out, err)) ||
                    run_cache_begin(r, err)))
         return -1;
-    struct k3_runtime_opts ro = o->model.rt;
+    struct k3_runtime_opts ro = o->model.runtime;
     ro.trace_path = o->trace_path;
-    if (k3_runtime_open(&r->rt, &ro, err) || prepare_prompt(r, err) ||
-        k3_runtime_start(&r->rt, r->ctx, 1, o->model.rt.batch,
-                         k3_runtime_caller_bytes(r->rt.m.cfg.vocab, 1, o->logits_out), err))
+    if (k3_runtime_open(&r->rt, &ro, err) || prepare_prompt(r, err))
+        return -1;
+    const struct k3_config *c = k3_runtime_config(r->rt);
+    struct k3_runtime_hooks hooks = {0};
+    if (leader && (k3_seq_init(&r->seq, c, r->ctx, err) ||
+                   k3_sampler_init(&r->sampler, c->vocab, o->temp, o->top_k, o->top_p, o->seed,
+                                   err) ||
+                   replay_routes(r, &hooks, err) || dump_layers(r, &hooks, err)))
+        return -1;
+    if (k3_runtime_start(r->rt, r->ctx, 1, o->model.runtime.batch,
+                         k3_runtime_caller_bytes(c->vocab, 1, o->logits_out), &hooks, err))
         return -1;
     if (!leader)
         return 0;
-    model_args_print_opened(&r->rt, o->verbose);
-    const struct k3_config *c = &r->rt.m.cfg;
-    if (k3_seq_init(&r->seq, c, r->ctx, err) ||
-        k3_sampler_init(&r->sampler, c->vocab, o->temp, o->top_k, o->top_p, o->seed, err))
-        return -1;
-    if (!(r->logits = malloc(sizeof(float) * (size_t)(o->logits_out ? r->rt.fwd.rows : 1) *
-                             (size_t)c->vocab)))
+    model_args_print_opened(r->rt, o->verbose);
+    size_t rows = o->logits_out ? (size_t)k3_runtime_rows(r->rt) : 1;
+    if (!(r->logits = malloc(sizeof(float) * rows * (size_t)c->vocab)))
         return k3_errf(err, "out of memory for logits");
-    if (replay_routes(r, err))
-        return -1;
-    if (o->dump_layers) {
-        r->dump.layers = c->n_layers;
-        r->dump.positions = r->ctx;
-        r->dump.stats = calloc((size_t)r->ctx * (c->n_layers + 1) * 3, sizeof(float));
-        if (!r->dump.stats)
-            return k3_errf(err, "out of memory for --dump-layers");
-        r->rt.fwd.hooks.on_layer = run_dump_hook;
-        r->rt.fwd.hooks.on_layer_ctx = &r->dump;
-    }
     return 0;
 }
 
@@ -143,7 +150,7 @@ static int teardown(struct runner *r, int rc, struct k3_err *err)
     free(r->layers_at_prompt_end);
     k3_sampler_free(&r->sampler);
     k3_seq_free(&r->seq);
-    if (k3_runtime_close(&r->rt, rc ? NULL : err))
+    if (k3_runtime_close(r->rt, rc ? NULL : err))
         rc = -1;
     if (r->prompt != r->o->ids)
         free(r->prompt);
@@ -155,13 +162,14 @@ static int teardown(struct runner *r, int rc, struct k3_err *err)
  * from it). */
 static int prefill(struct runner *r, struct k3_err *err)
 {
-    int V = r->rt.m.cfg.vocab, P = r->rt.fwd.rows;
+    int V = k3_runtime_config(r->rt)->vocab, P = k3_runtime_rows(r->rt);
+    struct k3_trace *trace = k3_runtime_trace(r->rt);
     bool all = r->lf.f != NULL;
     for (int done = r->n_cached; !interrupted && done < r->n_prompt; done += P) {
         int T = r->n_prompt - done < P ? r->n_prompt - done : P;
-        k3_trace_begin(r->rt.trace, "prompt pass", NULL);
-        int rc = k3_forward_tokens(&r->rt.fwd, &r->seq, r->prompt + done, T, r->logits, all, err);
-        k3_trace_end(r->rt.trace);
+        k3_trace_begin(trace, "prompt pass", NULL);
+        int rc = k3_runtime_tokens(r->rt, &r->seq, r->prompt + done, T, r->logits, all, err);
+        k3_trace_end(trace);
         if (rc || run_logits_write(&r->lf, r->logits, all ? T : 0, V, err))
             return -1;
         if (all)
@@ -174,8 +182,9 @@ static int prefill(struct runner *r, struct k3_err *err)
 static int decode(struct runner *r, struct emitter *em, int *generated, struct k3_err *err)
 {
     const struct run_opts *o = r->o;
-    const struct k3_config *c = &r->rt.m.cfg;
-    struct k3_runtime_snapshot a = k3_runtime_snap(&r->rt), b;
+    const struct k3_config *c = k3_runtime_config(r->rt);
+    struct k3_trace *trace = k3_runtime_trace(r->rt);
+    struct k3_runtime_snapshot a = k3_runtime_snap(r->rt), b;
     while (!interrupted && *generated < o->n_predict) {
         int32_t next = k3_sample(&r->sampler, r->logits);
         run_emit(em, next);
@@ -184,12 +193,12 @@ static int decode(struct runner *r, struct emitter *em, int *generated, struct k
             break;
         char args[32];
         snprintf(args, sizeof args, "\"token\": %d", *generated);
-        k3_trace_begin(r->rt.trace, "token", args);
-        int rc = k3_forward_tokens(&r->rt.fwd, &r->seq, &next, 1, r->logits, false, err);
-        k3_trace_end(r->rt.trace);
+        k3_trace_begin(trace, "token", args);
+        int rc = k3_runtime_tokens(r->rt, &r->seq, &next, 1, r->logits, false, err);
+        k3_trace_end(trace);
         if (rc || run_logits_write(&r->lf, r->logits, 1, c->vocab, err))
             return -1;
-        b = k3_runtime_snap(&r->rt);
+        b = k3_runtime_snap(r->rt);
         if (o->stats)
             run_print_step(r, "token", *generated, &a, &b);
         a = b;
@@ -201,11 +210,12 @@ static int decode(struct runner *r, struct emitter *em, int *generated, struct k
  * alone. */
 static void mark_prompt_end(struct runner *r)
 {
-    if (!r->rt.stream)
+    const struct k3_stream *stream = k3_runtime_stream(r->rt);
+    if (!stream)
         return;
-    size_t n = (size_t)r->rt.m.cfg.n_layers + 1;
+    size_t n = (size_t)k3_runtime_config(r->rt)->n_layers + 1;
     if ((r->layers_at_prompt_end = malloc(n * sizeof *r->layers_at_prompt_end)))
-        memcpy(r->layers_at_prompt_end, k3_stream_layer_stats(r->rt.stream),
+        memcpy(r->layers_at_prompt_end, k3_stream_layer_stats(stream),
                n * sizeof *r->layers_at_prompt_end);
 }
 
@@ -214,7 +224,7 @@ static int finish(struct runner *r, int generated, const struct k3_runtime_snaps
                   const struct k3_runtime_snapshot *prompt_end, struct k3_err *err)
 {
     const struct run_opts *o = r->o;
-    struct k3_runtime_snapshot end = k3_runtime_snap(&r->rt);
+    struct k3_runtime_snapshot end = k3_runtime_snap(r->rt);
     if (interrupted && r->lf.f)
         fprintf(stderr, "k3-uring: interrupted; the logits so far stay in %s\n", r->lf.tmp);
     if (r->lf.f && !interrupted && run_logits_commit(&r->lf, err))
@@ -223,8 +233,8 @@ static int finish(struct runner *r, int generated, const struct k3_runtime_snaps
         return -1;
     if (o->stats && r->layers_at_prompt_end)
         run_print_layers(r);
-    if (o->stats && r->rt.stream)
-        fprintf(stderr, "k3-uring: %s\n", k3_stream_budget(r->rt.stream, NULL)->origin);
+    if (o->stats && k3_runtime_stream(r->rt))
+        fprintf(stderr, "k3-uring: %s\n", k3_stream_budget(k3_runtime_stream(r->rt), NULL)->origin);
     if (!o->quiet)
         run_print_summary(r, generated, start, prompt_end, &end);
     return 0;
@@ -236,26 +246,28 @@ static int generate(const struct run_opts *o, struct k3_err *err)
     /* before setup, so that Ctrl-C while the model opens still ends with a closed trace
        and the statistics (of no tokens) rather than a killed process */
     signal(SIGINT, on_interrupt);
-    int rc = k3_runtime_agree(&r.rt, setup(&r, err) != 0, err);
+    bool failed = setup(&r, err) != 0;
+    int rc = k3_runtime_agree(r.rt, failed, err);
     if (!model_args_leader(&o->model)) {
         if (!rc)
-            k3_runtime_follow(&r.rt);
+            k3_runtime_follow(r.rt);
         return teardown(&r, rc, err);
     }
-    struct k3_runtime_snapshot start = k3_runtime_snap(&r.rt), prompt_end = start;
-    if (!rc)
-        rc = run_cache_load(&r, err);
+    if (rc)
+        return teardown(&r, rc, err);
+    struct k3_runtime_snapshot start = k3_runtime_snap(r.rt), prompt_end = start;
+    rc = run_cache_load(&r, err);
     if (!rc)
         rc = prefill(&r, err);
     if (!rc)
         rc = run_cache_save(&r, interrupted, err);
     if (!rc) {
-        prompt_end = k3_runtime_snap(&r.rt);
+        prompt_end = k3_runtime_snap(r.rt);
         mark_prompt_end(&r);
         if (o->stats)
             run_print_step(&r, "prompt", r.n_prompt, &start, &prompt_end);
     }
-    struct emitter em = {.tok = r.rt.tok, .ids = o->print_ids, .special = o->special};
+    struct emitter em = {.tok = r.tok, .ids = o->print_ids, .special = o->special};
     int generated = 0;
     if (!rc)
         rc = decode(&r, &em, &generated, err);
@@ -284,10 +296,10 @@ static int check_run_opts(struct run_opts *o, struct k3_err *err)
         return k3_errf(err, "--dump-layers needs every position computed: not with --prompt-cache");
     if (routes_args_check(&o->routes, err))
         return -1;
-    if (o->routes.path && (o->prompt_cache || o->model.rt.share.ranks > 1))
+    if (o->routes.path && (o->prompt_cache || o->model.runtime.share.ranks > 1))
         return k3_errf(err, "--routes: not with --prompt-cache (its state would not be the "
                             "model's) nor under mpirun");
-    if (o->prompt_cache && o->model.rt.share.ranks > 1)
+    if (o->prompt_cache && o->model.runtime.share.ranks > 1)
         return k3_errf(err, "--prompt-cache: not under mpirun (every rank holds a copy of the "
                             "sequence, and only the leader would load it)");
     return 0;

@@ -49,7 +49,7 @@ static const char *model_name(const struct serve_opts *o, char *buf, size_t len)
 {
     if (o->alias)
         return o->alias;
-    const struct k3_runtime_opts *ro = &o->model.rt;
+    const struct k3_runtime_opts *ro = &o->model.runtime;
     snprintf(buf, len, "%s", ro->model_dir ? ro->model_dir : ro->drives);
     buf[strcspn(buf, ",")] = 0;
     size_t n = strlen(buf);
@@ -61,13 +61,14 @@ static const char *model_name(const struct serve_opts *o, char *buf, size_t len)
 /* Listens until stopped, then closes down in reverse. */
 static int serve(const struct serve_opts *o, struct k3_err *err)
 {
-    struct k3_runtime rt;
-    if (k3_runtime_open(&rt, &o->model.rt, err)) {
-        k3_runtime_agree(&rt, true, err);
-        k3_runtime_close(&rt, NULL);
+    struct k3_runtime *rt;
+    if (k3_runtime_open(&rt, &o->model.runtime, err)) {
+        k3_runtime_agree(rt, true, err);
+        k3_runtime_close(rt, NULL);
         return -1;
     }
-    int max_pos = rt.m.cfg.max_positions, ctx = o->ctx ? o->ctx : (max_pos < 4096 ? max_pos : 4096);
+    const struct k3_config *cfg = k3_runtime_config(rt);
+    int max_pos = cfg->max_positions, ctx = o->ctx ? o->ctx : (max_pos < 4096 ? max_pos : 4096);
     const struct k3_tokenizer *tok = NULL;
     struct k3_sched *sched = NULL;
     struct k3_http *http = NULL;
@@ -76,37 +77,37 @@ static int serve(const struct serve_opts *o, struct k3_err *err)
     /* The budget counts --parallel sequences' state, the scheduler's logits, samplers and
      * rows adjusted by a request's logit_bias and penalties, and the prompt store. */
     uint64_t cache_ram = o->cache_ram == CACHE_RAM_PER_SLOT
-                             ? (uint64_t)o->parallel * k3_prompt_store_entry_bytes(&rt.m.cfg, ctx)
+                             ? (uint64_t)o->parallel * k3_prompt_store_entry_bytes(cfg, ctx)
                              : o->cache_ram;
-    struct k3_caller_bytes caller = k3_runtime_caller_bytes(rt.m.cfg.vocab, o->parallel, false);
-    caller.fixed += cache_ram + k3_sched_adjust_bytes(rt.m.cfg.vocab, o->parallel);
+    struct k3_caller_bytes caller = k3_runtime_caller_bytes(cfg->vocab, o->parallel, false);
+    caller.fixed += cache_ram + k3_sched_adjust_bytes(cfg->vocab, o->parallel);
     if (!rc)
-        rc = k3_runtime_start(&rt, ctx, o->parallel, k3_sched_rows(o->model.rt.batch, o->parallel),
-                               caller, err) ||
-             k3_runtime_tokenizer(&rt, &tok, err);
+        rc = k3_runtime_start(rt, ctx, o->parallel, k3_sched_rows(o->model.runtime.batch, o->parallel),
+                               caller, NULL, err) ||
+             k3_runtime_tokenizer(rt, &tok, err);
     /* Under mpirun only the leader listens and schedules; the others run its steps. */
-    rc = k3_runtime_agree(&rt, rc != 0, err);
+    rc = k3_runtime_agree(rt, rc != 0, err);
     if (!rc && !model_args_leader(&o->model))
-        k3_runtime_follow(&rt);
+        k3_runtime_follow(rt);
     if (!model_args_leader(&o->model))
-        return k3_runtime_close(&rt, rc ? NULL : err) || rc ? -1 : 0;
+        return k3_runtime_close(rt, rc ? NULL : err) || rc ? -1 : 0;
     struct k3_sched_opts so = {.parallel = o->parallel, .ctx = ctx, .prefill_chunk = o->prefill_chunk,
                                .queue_max = o->queue, .cache_ram = cache_ram,
                                .stop_signal = &stop_requested};
     if (!rc)
-        rc = k3_sched_create(&sched, &rt, &so, err);
+        rc = k3_sched_create(&sched, rt, &so, err);
     char name_buf[4096];
     struct k3_http_opts ho = {
         .host = o->host, .port = o->port, .api_key = o->api_key, .timeout = o->timeout,
         .read_timeout = o->read_timeout, .max_body = o->max_body,
         .max_connections = o->max_connections, .max_per_address = o->max_per_address,
         .model = {.id = model_name(o, name_buf, sizeof name_buf), .tok = tok,
-                  .vocab = rt.m.cfg.vocab, .ctx = ctx, .default_max_tokens = o->n_predict},
-        .n_layers = rt.m.cfg.n_layers,
+                  .vocab = cfg->vocab, .ctx = ctx, .default_max_tokens = o->n_predict},
+        .n_layers = cfg->n_layers,
         .log = o->quiet ? NULL : log_request,
     };
     if (!rc) {
-        model_args_print_opened(&rt, o->verbose);
+        model_args_print_opened(rt, o->verbose);
         rc = k3_http_start(&http, &ho, sched, err);
     }
     if (!rc) {
@@ -118,7 +119,7 @@ static int serve(const struct serve_opts *o, struct k3_err *err)
         k3_http_stop(http, STOP_GRACE_MS);
     }
     k3_sched_destroy(sched);
-    if (k3_runtime_close(&rt, rc ? NULL : err))
+    if (k3_runtime_close(rt, rc ? NULL : err))
         rc = -1;
     return rc;
 }

@@ -35,7 +35,7 @@ void model_args_init(struct model_args *a)
     *a = (struct model_args){
         .rank_timeout = 60,
         .leader = true,
-        .rt = {.ram = K3_RAM_AUTO, .io = K3IO_AUTO, .prefetch_k = K3_PREFETCH_K_DEFAULT,
+        .runtime = {.ram = K3_RAM_AUTO, .io = K3IO_AUTO, .prefetch_k = K3_PREFETCH_K_DEFAULT,
                .prefetch_depth = 2,
                .queue_depth = K3IO_DEFAULT_QUEUE_DEPTH, .batch = K3_BATCH_DEFAULT, .note = read_path_note},
         .predict_on = 1,
@@ -55,54 +55,54 @@ static void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARG
     static const struct k3_opt_choice fill_choices[] = {
         {"ahead", K3_CACHE_FILL_AHEAD}, {"reads", K3_CACHE_FILL_READS}, {NULL, 0}};
     const struct k3_opt entries[] = {
-        {.name = "model", .short_name = 'm', .type = K3_OPT_STRING, .dst = &a->rt.model_dir,
+        {.name = "model", .short_name = 'm', .type = K3_OPT_STRING, .dst = &a->runtime.model_dir,
          .arg = "DIR", .help = "checkpoint folder as shipped"},
-        {.name = "drives", .short_name = 'd', .type = K3_OPT_STRING, .dst = &a->rt.drives,
+        {.name = "drives", .short_name = 'd', .type = K3_OPT_STRING, .dst = &a->runtime.drives,
          .arg = "D0,D1,..", .help = "packed drive folders, any order (k3-uring pack)"},
-        {.name = "threads", .short_name = 't', .type = K3_OPT_INT, .dst = &a->rt.threads,
+        {.name = "threads", .short_name = 't', .type = K3_OPT_INT, .dst = &a->runtime.threads,
          .arg = "N", .help = "compute threads; 0 = one per core", .min = 0, .max = 4096},
         {.name = "numa", .type = K3_OPT_ENUM, .dst = &a->numa_off, .choices = numa_choices,
          .help = "auto: a pinned team per NUMA node, buffers on the drives' nodes; off: unpinned"},
-        {.name = "ram", .type = K3_OPT_SIZE, .dst = &a->rt.ram, .choices = ram_choices, .min = 1,
+        {.name = "ram", .type = K3_OPT_SIZE, .dst = &a->runtime.ram, .choices = ram_choices, .min = 1,
          .help = "RAM budget, a ceiling taken as used; auto: the memory cgroup's limit or "
          "MemAvailable, less a margin (-v says); floor: every segment streamed; trunk: the "
          "whole trunk resident"},
-        {.name = "trunk-type", .type = K3_OPT_STRING, .dst = &a->rt.trunk_type, .arg = "bf16|q8_0",
+        {.name = "trunk-type", .type = K3_OPT_STRING, .dst = &a->runtime.trunk_type, .arg = "bf16|q8_0",
          .help = "hold the trunk's large matrices as bf16 or Q8_0 (with -m DIR, q8_0 quantizes "
          "each segment as it is read)", .def = "as the pack holds them; bf16 for -m DIR"},
-        {.name = "io", .type = K3_OPT_ENUM, .dst = &a->rt.io, .choices = io_choices,
+        {.name = "io", .type = K3_OPT_ENUM, .dst = &a->runtime.io, .choices = io_choices,
          .help = "read backend"},
-        {.name = "batch-size", .short_name = 'b', .type = K3_OPT_INT, .dst = &a->rt.batch,
+        {.name = "batch-size", .short_name = 'b', .type = K3_OPT_INT, .dst = &a->runtime.batch,
          .arg = "N", .help = "prompt rows one pass may take, at most (the RAM budget may allow "
          "fewer; -v says)", .min = 1, .max = 1 << 20},
-        {.name = "no-cache", .type = K3_OPT_FLAG, .dst = &a->rt.no_cache,
+        {.name = "no-cache", .type = K3_OPT_FLAG, .dst = &a->runtime.no_cache,
          .help = "no expert cache in the spare budget"},
-        {.name = "cache-policy", .type = K3_OPT_ENUM, .dst = &a->rt.cache_policy,
+        {.name = "cache-policy", .type = K3_OPT_ENUM, .dst = &a->runtime.cache_policy,
          .choices = policy_choices,
          .help = "which cached expert gives way: lfru (recent asks counted, halving every "
                  "24 steps) or lru"},
-        {.name = "cache-fill", .type = K3_OPT_ENUM, .dst = &a->rt.cache_fill,
+        {.name = "cache-fill", .type = K3_OPT_ENUM, .dst = &a->runtime.cache_fill,
          .choices = fill_choices,
          .help = "where the expert cache grows: ahead, only into memory a low-priority "
                  "thread faulted in ahead of the reads (they never wait on fresh memory; hits "
                  "vary with that thread's pace); reads, into fresh memory as reads reach it "
                  "(hits depend on the asks alone)",
          .def = "ahead; replay: reads"},
-        {.name = "sync", .type = K3_OPT_FLAG, .dst = &a->rt.sync,
+        {.name = "sync", .type = K3_OPT_FLAG, .dst = &a->runtime.sync,
          .help = "read one record at a time, no overlap (baseline)"},
         CLI_DRIVE_MODEL_OPT(&a->drive_model_text),
         {.name = "predict", .type = K3_OPT_ENUM, .dst = &a->predict_on, .choices = k3_opt_on_off,
          .help = "prefetch the next layer's likely experts"},
-        {.name = "prefetch-k", .type = K3_OPT_INT, .dst = &a->rt.prefetch_k, .arg = "K",
+        {.name = "prefetch-k", .type = K3_OPT_INT, .dst = &a->runtime.prefetch_k, .arg = "K",
          .help = "experts prefetched per layer", .min = 1, .max = 4096},
-        {.name = "prefetch-depth", .type = K3_OPT_INT, .dst = &a->rt.prefetch_depth, .arg = "N",
+        {.name = "prefetch-depth", .type = K3_OPT_INT, .dst = &a->runtime.prefetch_depth, .arg = "N",
          .help = "prefetch reads in flight per drive, started only while no demand read waits",
          .min = 1, .max = 1024},
-        {.name = "read-size", .type = K3_OPT_SIZE, .dst = &a->rt.read_size, .min = 4096, .arg = "SIZE",
+        {.name = "read-size", .type = K3_OPT_SIZE, .dst = &a->runtime.read_size, .min = 4096, .arg = "SIZE",
          .help = "the largest read a record is cut into: a multiple of 4K, at most what the "
                  "drives' devices take in one request (queue/max_sectors_kb)",
          .def = "4M, or less where a drive's device takes less"},
-        {.name = "queue-depth", .type = K3_OPT_INT, .dst = &a->rt.queue_depth, .arg = "N",
+        {.name = "queue-depth", .type = K3_OPT_INT, .dst = &a->runtime.queue_depth, .arg = "N",
          .help = "reads in flight at most (the ring's entries)", .min = 1,
          .max = K3IO_MAX_QUEUE_DEPTH},
         {.name = "predict-from", .type = K3_OPT_ENUM, .dst = &a->predict_from,
@@ -180,7 +180,7 @@ int model_args_check_read_size(uint64_t *read_size_p, const char *list, struct k
 
 int model_args_check(struct model_args *a, struct k3_err *err)
 {
-    struct k3_runtime_opts *o = &a->rt;
+    struct k3_runtime_opts *o = &a->runtime;
     if (!!o->model_dir == !!o->drives)
         return k3_errf(err, "give the model as exactly one of -m DIR or --drives D0,D1,...");
     /* A checkpoint folder reads its shards as if each were a drive; modelled so, one disk
@@ -208,7 +208,7 @@ int model_args_check(struct model_args *a, struct k3_err *err)
 /* Under mpirun: this rank's share, and its own paths where they hold "%r". */
 static int join_ranks(struct model_args *a, struct k3_err *err)
 {
-    struct k3_runtime_opts *o = &a->rt;
+    struct k3_runtime_opts *o = &a->runtime;
     struct k3_cluster_opts co = {.timeout = a->rank_timeout, .fatal = cluster_fatal,
                                  .fault = cli_env()->rank_fault};
     if (k3_cluster_init(&o->cluster, &co, err))
@@ -238,25 +238,26 @@ void model_args_print_error(const struct model_args *a, const struct k3_err *err
 
 int model_args_exit(struct model_args *a, int status)
 {
-    k3_cluster_finish(a->rt.cluster, status != 0);
-    a->rt.cluster = NULL;
+    k3_cluster_finish(a->runtime.cluster, status != 0);
+    a->runtime.cluster = NULL;
     return a->leader ? status : 0;
 }
 
 void model_args_print_opened(const struct k3_runtime *rt, bool verbose)
 {
-    for (const char *at = rt->notes; *at;) {
+    for (const char *at = k3_runtime_notes(rt); *at;) {
         size_t len = strcspn(at, "\n");
         fprintf(stderr, "k3-uring: note: %.*s\n", (int)len, at);
         at += len + (at[len] == '\n');
     }
-    if (verbose && rt->stream) {
+    const struct k3_stream *stream = k3_runtime_stream(rt);
+    if (verbose && stream) {
         const struct k3_budget_input *in;
-        const struct k3_budget *b = k3_stream_budget(rt->stream, &in);
+        const struct k3_budget *b = k3_stream_budget(stream, &in);
         if (!b->origin_unknown) /* else a note above said it */
             fprintf(stderr, "k3-uring: %s\n", b->origin);
-        fprintf(stderr, "k3-uring: reads through %s; ", k3_stream_backend(rt->stream));
+        fprintf(stderr, "k3-uring: reads through %s; ", k3_stream_backend(stream));
         k3_budget_print(stderr, b, in);
-        k3_placement_print(stderr, &rt->place, b->expert_inflight + b->cache_bytes);
+        k3_placement_print(stderr, k3_runtime_placement(rt), b->expert_inflight + b->cache_bytes);
     }
 }

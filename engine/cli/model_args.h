@@ -18,11 +18,11 @@
 #include "engine/runtime/runtime.h"
 
 struct model_args {
-    struct k3_runtime_opts rt;         /* what the options fill */
+    struct k3_runtime_opts runtime;    /* what the options fill */
     int numa_off;                      /* --numa: auto 0, off 1 */
     int predict_on;                    /* --predict: on 1, off 0 */
     enum k3_predict_from predict_from; /* --predict-from */
-    const char *drive_model_text;      /* --drive-model, parsed into rt.drive_model */
+    const char *drive_model_text;      /* --drive-model, parsed into runtime.drive_model */
     float rank_timeout;                /* --rank-timeout, seconds */
     bool leader;                       /* this process prints: one process, or rank 0 */
     char drives_path[4096], model_path[4096]; /* -m, --drives with "%r" made this rank's */
@@ -44,7 +44,7 @@ void model_args_init(struct model_args *a);
  * -1 with err (a usage error). */
 int model_args_parse(struct model_args *a, const struct k3_opt *own, int n_own, int argc,
                      char **argv, const char *usage, struct k3_err *err);
-/* After parsing: what the table cannot check alone; completes a->rt, joining the ranks
+/* After parsing: what the table cannot check alone; completes a->runtime, joining the ranks
  * when launched by mpirun.  -1 with err. */
 int model_args_check(struct model_args *a, struct k3_err *err);
 /* This process says what the command prints (one process, or rank 0). */

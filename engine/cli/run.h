@@ -75,7 +75,8 @@ int run_dump_write(const struct layer_dump *d, int positions, const char *path,
 /* Everything one run holds, set up in order and torn down in reverse. */
 struct runner {
     const struct run_opts *o;
-    struct k3_runtime rt;
+    struct k3_runtime *rt;
+    const struct k3_tokenizer *tok;    /* NULL when ids go in and out */
     struct k3_seq seq;
     struct k3_sampler sampler;
     struct layer_dump dump;

@@ -18,9 +18,9 @@ int run_cache_load(struct runner *r, struct k3_err *err)
     const struct run_opts *o = r->o;
     if (!o->prompt_cache)
         return 0;
-    const struct k3_config *c = &r->rt.m.cfg;
+    const struct k3_config *c = k3_runtime_config(r->rt);
     int saved;
-    if (k3_seq_file_model_of(&r->rt.m, &r->cache_model, err) ||
+    if (k3_seq_file_model_of(k3_runtime_model(r->rt), &r->cache_model, err) ||
         k3_seq_file_load(o->prompt_cache, c, &r->cache_model, &r->seq, r->prompt, r->n_prompt,
                          r->logits, &r->cache_found, &saved, err))
         return -1;
@@ -43,7 +43,7 @@ int run_cache_save(struct runner *r, bool interrupted, struct k3_err *err)
     if (r->n_cached == r->n_prompt || interrupted || r->seq.pos != r->n_prompt)
         return k3_seq_writer_end(&r->cache, true, err);
     double t0 = k3_now();
-    const struct k3_config *c = &r->rt.m.cfg;
+    const struct k3_config *c = k3_runtime_config(r->rt);
     if (k3_seq_writer_save(&r->cache, c, &r->cache_model, &r->seq, r->prompt, r->logits, err) ||
         k3_seq_writer_end(&r->cache, false, err))
         return -1;

@@ -11,7 +11,7 @@ void run_print_step(const struct runner *r, const char *what, int index,
                     const struct k3_runtime_snapshot *a, const struct k3_runtime_snapshot *b)
 {
     double dt = b->t - a->t;
-    if (!r->rt.stream) {
+    if (!k3_runtime_stream(r->rt)) {
         fprintf(stderr, "k3-uring: %s %d: %.4f s\n", what, index, dt);
         return;
     }
@@ -27,7 +27,7 @@ void run_print_step(const struct runner *r, const char *what, int index,
             (unsigned long long)(y->records_read - x->records_read),
             (unsigned long long)(y->records_hit - x->records_hit),
             (unsigned long long)(y->records_asked - x->records_asked),
-            (double)(y->records_asked - x->records_asked) * (double)r->rt.m.record.bytes / 1e6,
+            (double)(y->records_asked - x->records_asked) * (double)k3_runtime_model(r->rt)->record.bytes / 1e6,
             y->verify_seconds - x->verify_seconds,
             (y->area_taken_bytes - x->area_taken_bytes) / 1e6,
             y->area_take_seconds - x->area_take_seconds,
@@ -38,7 +38,7 @@ void run_print_step(const struct runner *r, const char *what, int index,
 static struct k3_layer_stats decode_layer(const struct runner *r, int l)
 {
     const struct k3_layer_stats *a = &r->layers_at_prompt_end[l];
-    const struct k3_layer_stats *b = &k3_stream_layer_stats(r->rt.stream)[l];
+    const struct k3_layer_stats *b = &k3_stream_layer_stats(k3_runtime_stream(r->rt))[l];
     return (struct k3_layer_stats){
         .records = b->records - a->records,
         .predicted = b->predicted - a->predicted,
@@ -55,12 +55,13 @@ void run_print_layers(const struct runner *r)
 {
     fprintf(stderr, "k3-uring: decode, per layer:\n"
                     "k3-uring: layer  records  predicted  used  hit%%  wasted MB  stall s  busy s  overlap\n");
-    for (int l = 0; l <= r->rt.m.cfg.n_layers; l++) {
+    int n_layers = k3_runtime_config(r->rt)->n_layers;
+    for (int l = 0; l <= n_layers; l++) {
         struct k3_layer_stats x = decode_layer(r, l);
         if (!x.records && !x.busy_seconds && !x.stall_seconds)
             continue;
         char name[16];
-        snprintf(name, sizeof name, l < r->rt.m.cfg.n_layers ? "%d" : "output", l);
+        snprintf(name, sizeof name, l < n_layers ? "%d" : "output", l);
         fprintf(stderr, "k3-uring: %5s %8llu %10llu %5llu %5.1f %10.1f %8.4f %7.4f %7.1f%%\n", name,
                 (unsigned long long)x.records, (unsigned long long)x.predicted,
                 (unsigned long long)x.predicted_used,
@@ -75,7 +76,8 @@ void run_print_layers(const struct runner *r)
 static void decode_records(const struct runner *r, uint64_t *asked, uint64_t *predicted)
 {
     *asked = *predicted = 0;
-    for (int l = 0; r->rt.stream && r->layers_at_prompt_end && l <= r->rt.m.cfg.n_layers; l++) {
+    int n_layers = k3_runtime_config(r->rt)->n_layers;
+    for (int l = 0; k3_runtime_stream(r->rt) && r->layers_at_prompt_end && l <= n_layers; l++) {
         struct k3_layer_stats x = decode_layer(r, l);
         *asked += x.records;
         *predicted += x.predicted_used;
@@ -112,7 +114,7 @@ static void print_ranks(const struct runner *r, int generated,
                         const struct k3_runtime_snapshot *prompt_end,
                         const struct k3_runtime_snapshot *end)
 {
-    struct k3_share share = r->rt.fwd.hooks.peers.share;
+    struct k3_share share = k3_runtime_share(r->rt);
     if (k3_share_whole(share))
         return;
     int steps = generated > 1 ? generated - 1 : 1;
@@ -125,9 +127,10 @@ static void print_ranks(const struct runner *r, int generated,
 static void print_faults(const struct runner *r)
 {
     struct k3_fault_counts fc;
-    if (!r->rt.stream || !k3_stream_faults(r->rt.stream, &fc))
+    const struct k3_stream *stream = k3_runtime_stream(r->rt);
+    if (!stream || !k3_stream_faults(stream, &fc))
         return;
-    struct k3_stream_stats st = k3_stream_stats(r->rt.stream);
+    struct k3_stream_stats st = k3_stream_stats(stream);
     fprintf(stderr,
             "k3-uring: faults injected: %llu eio, %llu short, %llu eagain, %llu delays, "
             "%llu corrupt, %llu on a lost drive; %llu reads retried, %llu from replicas\n",
@@ -153,7 +156,7 @@ static void print_area(const struct runner *r, const struct k3_runtime_snapshot 
 
 static void print_teams(const struct runner *r)
 {
-    const struct k3_forward *f = &r->rt.fwd;
+    const struct k3_forward *f = k3_runtime_forward(r->rt);
     int n_teams = k3numa_teams_count(f->teams);
     if (!r->o->verbose)
         return;
@@ -180,14 +183,14 @@ void run_print_summary(const struct runner *r, int generated,
 {
     print_speed(r, generated, start, prompt_end, end);
     print_ranks(r, generated, prompt_end, end);
-    if (r->rt.stream) {
-        struct k3io_stats io = k3_stream_io_stats(r->rt.stream);
-        cli_drive_model_print(stderr, "k3-uring", &r->rt.o.drive_model, &io);
+    if (k3_runtime_stream(r->rt)) {
+        struct k3io_stats io = k3_stream_io_stats(k3_runtime_stream(r->rt));
+        cli_drive_model_print(stderr, "k3-uring", &k3_runtime_opts(r->rt)->drive_model, &io);
     }
     print_area(r, end);
     print_faults(r);
     print_teams(r);
-    if (r->rt.store->stats.nan_scale_groups)
+    if (end->nan_scale_groups)
         fprintf(stderr, "k3-uring: %llu MXFP4 groups had the reserved scale 255 (zeroed)\n",
-                (unsigned long long)r->rt.store->stats.nan_scale_groups);
+                (unsigned long long)end->nan_scale_groups);
 }

@@ -12,6 +12,22 @@
 
 #define MAX_DRIVES 256
 
+struct k3_runtime {
+    struct k3_runtime_opts o;
+    enum k3_predict_from predict;  /* the prediction the forward pass and the read path
+                                    * share: --predict-from, off under --sync */
+    struct k3_placement place;
+    struct k3_model m;
+    struct k3_trace *trace;
+    struct k3_stream *stream;      /* the read path */
+    struct k3_expert_store *store; /* the stream's expert store */
+    struct k3_forward fwd;
+    struct k3_tokenizer *tok;      /* loaded by k3_runtime_tokenizer */
+    struct k3_ram_machine machine; /* what this process may use (ram_auto.h), read when
+                                    * the stream opens */
+    char notes[1024];              /* fallbacks taken, a line each, or "" */
+};
+
 static void note(struct k3_runtime *rt, const char *line)
 {
     size_t at = strlen(rt->notes);
@@ -27,10 +43,13 @@ static int split_list(char *text, const char **items, int cap)
     return n;
 }
 
-int k3_runtime_open(struct k3_runtime *rt, const struct k3_runtime_opts *o, struct k3_err *err)
+int k3_runtime_open(struct k3_runtime **out, const struct k3_runtime_opts *o, struct k3_err *err)
 {
-    memset(rt, 0, sizeof *rt);
+    struct k3_runtime *rt = *out = calloc(1, sizeof *rt);
+    if (!rt)
+        return k3_errf(err, "out of memory");
     rt->o = *o;
+    rt->predict = o->sync ? K3_PREDICT_OFF : o->predict;
     char *list = o->drives ? strdup(o->drives) : NULL;
     if (o->drives && !list)
         return k3_errf(err, "out of memory");
@@ -67,8 +86,8 @@ static int open_stream(struct k3_runtime *rt, int ctx, int seqs, int rows,
         .cache_fill = o->cache_fill,
         .sync = o->sync,
         .drive_model = o->drive_model,
-        .prefetch_k = o->predict != K3_PREDICT_OFF ? o->prefetch_k : 0,
-        .predict_ids = !o->sync && o->predict == K3_PREDICT_IDS, /* as k3_runtime_start's hooks */
+        .prefetch_k = rt->predict != K3_PREDICT_OFF ? o->prefetch_k : 0,
+        .predict_ids = rt->predict == K3_PREDICT_IDS,
         .prefetch_depth = o->prefetch_depth,
         .read_size = (uint32_t)o->read_size,
         .queue_depth = (unsigned)o->queue_depth,
@@ -104,7 +123,8 @@ static int open_stream(struct k3_runtime *rt, int ctx, int seqs, int rows,
 }
 
 int k3_runtime_start(struct k3_runtime *rt, int ctx, int seqs, int rows,
-                     struct k3_caller_bytes caller, struct k3_err *err)
+                     struct k3_caller_bytes caller, const struct k3_runtime_hooks *hooks,
+                     struct k3_err *err)
 {
     const struct k3_runtime_opts *o = &rt->o;
     const struct k3_packed *p = rt->m.packed;
@@ -123,9 +143,12 @@ int k3_runtime_start(struct k3_runtime *rt, int ctx, int seqs, int rows,
         return -1;
     rt->fwd.hooks = (struct k3_forward_hooks){
         .trunk = k3_stream_trunk(rt->stream),
-        .predict = !o->sync ? o->predict : K3_PREDICT_OFF,
+        .predict = rt->predict,
         .predict_k = o->prefetch_k,
         .trace = rt->trace,
+        .routes = hooks ? hooks->routes : NULL,
+        .on_layer = hooks ? hooks->on_layer : NULL,
+        .on_layer_ctx = hooks ? hooks->on_layer_ctx : NULL,
     };
     if (rt->fwd.hooks.predict == K3_PREDICT_IDS && k3_forward_predict_ids(&rt->fwd, err))
         return -1;
@@ -135,6 +158,8 @@ int k3_runtime_start(struct k3_runtime *rt, int ctx, int seqs, int rows,
 /* The trace closes after the stream, whose last reads may still land into it. */
 int k3_runtime_close(struct k3_runtime *rt, struct k3_err *err)
 {
+    if (!rt)
+        return 0;
     k3_forward_free(&rt->fwd);
     k3_stream_close(rt->stream);
     k3_cluster_stop(rt->o.cluster);
@@ -144,7 +169,7 @@ int k3_runtime_close(struct k3_runtime *rt, struct k3_err *err)
     k3_tok_free(rt->tok);
     k3_model_close(&rt->m);
     k3_placement_free(&rt->place);
-    memset(rt, 0, sizeof *rt);
+    free(rt);
     return rc;
 }
 
@@ -153,9 +178,9 @@ int k3_runtime_close(struct k3_runtime *rt, struct k3_err *err)
  * hidden state with the same router bytes, streamed or not; stages.c.) */
 int k3_runtime_agree(struct k3_runtime *rt, bool failed, struct k3_err *err)
 {
-    const struct k3_packed *p = rt->m.packed;
+    const struct k3_packed *p = rt ? rt->m.packed : NULL;
     bool holds_all = !failed && p && k3_share_whole(p->share);
-    return k3_cluster_agree(rt->o.cluster, failed, holds_all, err);
+    return k3_cluster_agree(rt ? rt->o.cluster : NULL, failed, holds_all, err);
 }
 
 /* A failed step is the leader's to report (every rank failed it); the follower cleans up
@@ -187,8 +212,40 @@ int k3_runtime_tokenizer(struct k3_runtime *rt, const struct k3_tokenizer **tok,
 struct k3_runtime_snapshot k3_runtime_snap(const struct k3_runtime *rt)
 {
     struct k3_runtime_snapshot s = {.t = k3_now()};
+    if (rt->store)
+        s.nan_scale_groups = rt->store->stats.nan_scale_groups;
     if (rt->stream)
         s.io = k3_stream_stats(rt->stream);
     s.ranks = k3_cluster_stats(rt->o.cluster);
     return s;
+}
+
+int k3_runtime_step(struct k3_runtime *rt, const struct k3_step *step, struct k3_err *err)
+{
+    return k3_forward_step(&rt->fwd, step, err);
+}
+
+int k3_runtime_tokens(struct k3_runtime *rt, struct k3_seq *q, const int32_t *tokens, int n,
+                      float *logits, bool all_logits, struct k3_err *err)
+{
+    return k3_forward_tokens(&rt->fwd, q, tokens, n, logits, all_logits, err);
+}
+
+const struct k3_model *k3_runtime_model(const struct k3_runtime *rt) { return &rt->m; }
+const struct k3_config *k3_runtime_config(const struct k3_runtime *rt) { return &rt->m.cfg; }
+const struct k3_runtime_opts *k3_runtime_opts(const struct k3_runtime *rt) { return &rt->o; }
+int k3_runtime_rows(const struct k3_runtime *rt) { return rt->fwd.rows; }
+struct k3_trace *k3_runtime_trace(const struct k3_runtime *rt) { return rt->trace; }
+const struct k3_stream *k3_runtime_stream(const struct k3_runtime *rt) { return rt->stream; }
+const struct k3_forward *k3_runtime_forward(const struct k3_runtime *rt) { return &rt->fwd; }
+const char *k3_runtime_notes(const struct k3_runtime *rt) { return rt->notes; }
+
+const struct k3_placement *k3_runtime_placement(const struct k3_runtime *rt)
+{
+    return &rt->place;
+}
+
+struct k3_share k3_runtime_share(const struct k3_runtime *rt)
+{
+    return rt->fwd.hooks.peers.share;
 }

@@ -57,23 +57,20 @@ struct k3_runtime_opts {
     void *note_ctx;
 };
 
-struct k3_runtime {
-    struct k3_runtime_opts o;
-    struct k3_placement place;
-    struct k3_model m;
-    struct k3_trace *trace;
-    struct k3_stream *stream;          /* the read path */
-    struct k3_expert_store *store;     /* the stream's expert store */
-    struct k3_forward fwd;
-    struct k3_tokenizer *tok;          /* loaded by k3_runtime_tokenizer */
-    struct k3_ram_machine machine;     /* what this process may use (ram_auto.h), read when
-                                        * the stream opens */
-    char notes[1024];                  /* fallbacks taken, a line each, or "" */
+/* Opaque: commands reach the runtime through the calls below, never its fields. */
+struct k3_runtime;
+
+/* What a command hooks into the forward pass, given at start. */
+struct k3_runtime_hooks {
+    const struct k3_route_source *routes; /* replayed routing (engine/routes); NULL: the
+                                           * router chooses */
+    k3_layer_hook on_layer;               /* each layer's hidden state (--dump-layers) */
+    void *on_layer_ctx;
 };
 
 /* Placement and the model; nothing is read beyond the config, the tensor table and the
- * small tensors yet. */
-int k3_runtime_open(struct k3_runtime *rt, const struct k3_runtime_opts *o, struct k3_err *err);
+ * small tensors yet.  *rt is set even when this fails (then only close it). */
+int k3_runtime_open(struct k3_runtime **rt, const struct k3_runtime_opts *o, struct k3_err *err);
 /* What the caller keeps beside the runtime, counted in the budget: `fixed` bytes, and
  * `per_row` for each row of a prompt pass (logits rows that go to a file). */
 struct k3_caller_bytes {
@@ -81,11 +78,13 @@ struct k3_caller_bytes {
 };
 
 /* The trace, the read path planned for seqs sequences of ctx positions and prompt passes
- * of up to rows rows (the budget may allow fewer: fwd.rows says), and the compute
- * context. */
+ * of up to rows rows (the budget may allow fewer: k3_runtime_rows says), and the compute
+ * context with the caller's hooks (NULL: none). */
 int k3_runtime_start(struct k3_runtime *rt, int ctx, int seqs, int rows,
-                     struct k3_caller_bytes caller, struct k3_err *err);
-/* Closes everything; -1 with err (when not NULL) if the trace could not be completed. */
+                     struct k3_caller_bytes caller, const struct k3_runtime_hooks *hooks,
+                     struct k3_err *err);
+/* Closes everything and frees rt (NULL: nothing); -1 with err (when not NULL) if the
+ * trace could not be completed. */
 int k3_runtime_close(struct k3_runtime *rt, struct k3_err *err);
 
 /* What a generator keeps beside the runtime: logits rows (a step's K3_CHUNK, and one per
@@ -101,15 +100,42 @@ static inline struct k3_caller_bytes k3_runtime_caller_bytes(int vocab, int seqs
 
 /* Under mpirun, after every rank's open and start (failed: this one's did not): 0 when
  * all started, else -1 on every rank with err naming the first that failed (cluster.h).
- * One process: -1 when failed. */
+ * One process: -1 when failed.  rt may be NULL (its open failed). */
 int k3_runtime_agree(struct k3_runtime *rt, bool failed, struct k3_err *err);
 
 /* A follower rank (mpirun): runs the leader's steps until the leader stops. */
 void k3_runtime_follow(struct k3_runtime *rt);
 
+/* ---- steps (forward.h's, in the runtime's compute context) ---- */
+
+/* One step of rows from several sequences. */
+int k3_runtime_step(struct k3_runtime *rt, const struct k3_step *step, struct k3_err *err);
+/* n tokens of one sequence, in passes of up to k3_runtime_rows; logits as
+ * k3_forward_tokens's. */
+int k3_runtime_tokens(struct k3_runtime *rt, struct k3_seq *q, const int32_t *tokens, int n,
+                      float *logits, bool all_logits, struct k3_err *err);
+
 /* After a step failed on a read: the read path forgets the failure and empties what it
  * held half-read, so the next step starts clean (stream.h, k3_stream_recover). */
 void k3_runtime_recover(struct k3_runtime *rt);
+
+/* ---- what commands read ---- */
+
+const struct k3_model *k3_runtime_model(const struct k3_runtime *rt);
+const struct k3_config *k3_runtime_config(const struct k3_runtime *rt);
+const struct k3_runtime_opts *k3_runtime_opts(const struct k3_runtime *rt);
+/* The most rows a step holds (after start): -b's, or fewer when the budget says so. */
+int k3_runtime_rows(const struct k3_runtime *rt);
+struct k3_trace *k3_runtime_trace(const struct k3_runtime *rt); /* NULL: none */
+/* The read path (after start; NULL for a checkpoint held whole): its budget, layer
+ * counters and backend for the commands' reports. */
+const struct k3_stream *k3_runtime_stream(const struct k3_runtime *rt);
+const struct k3_placement *k3_runtime_placement(const struct k3_runtime *rt);
+const struct k3_forward *k3_runtime_forward(const struct k3_runtime *rt);
+/* The routed experts this process computes (all but under mpirun). */
+struct k3_share k3_runtime_share(const struct k3_runtime *rt);
+/* Fallbacks taken while opening, a line each, or "". */
+const char *k3_runtime_notes(const struct k3_runtime *rt);
 
 /* The model's tokenizer, loaded on first use. */
 int k3_runtime_tokenizer(struct k3_runtime *rt, const struct k3_tokenizer **tok,
@@ -120,6 +146,7 @@ struct k3_runtime_snapshot {
     double t;                  /* seconds, monotonic */
     struct k3_stream_stats io;
     struct k3_cluster_stats ranks; /* zero for one process */
+    uint64_t nan_scale_groups; /* MXFP4 groups with the reserved scale 255, zeroed */
 };
 struct k3_runtime_snapshot k3_runtime_snap(const struct k3_runtime *rt);
 

@@ -28,6 +28,7 @@ struct slot {
 
 struct k3_sched {
     struct k3_runtime *rt;
+    const struct k3_tokenizer *tok;  /* the runtime's, loaded at create */
     struct k3_sched_opts o;
     struct slot *slots;  /* [parallel] */
     struct k3_prompt_store *store;
@@ -101,12 +102,12 @@ static void slot_set(struct slot *sl, enum slot_state to)
 int k3_sched_create(struct k3_sched **out, struct k3_runtime *rt, const struct k3_sched_opts *o,
                     struct k3_err *err)
 {
-    const struct k3_config *c = &rt->m.cfg;
+    const struct k3_config *c = k3_runtime_config(rt);
     if (o->parallel < 1 || o->parallel > K3_CHUNK)
         return k3_errf(err, "--parallel %d: 1 to %d sequences", o->parallel, K3_CHUNK);
-    if (rt->fwd.rows < o->parallel)
+    if (k3_runtime_rows(rt) < o->parallel)
         return k3_errf(err, "--parallel %d: the runtime holds %d rows a step, fewer than "
-                            "one a sequence", o->parallel, rt->fwd.rows);
+                            "one a sequence", o->parallel, k3_runtime_rows(rt));
     struct k3_sched *s = calloc(1, sizeof *s);
     if (!s)
         return k3_errf(err, "out of memory");
@@ -114,7 +115,7 @@ int k3_sched_create(struct k3_sched **out, struct k3_runtime *rt, const struct k
     s->o = *o;
     s->slots = calloc((size_t)o->parallel, sizeof *s->slots);
     s->queue = calloc((size_t)(o->queue_max > 0 ? o->queue_max : 1), sizeof *s->queue);
-    s->rows = rt->fwd.rows;
+    s->rows = k3_runtime_rows(rt);
     s->tokens = calloc((size_t)s->rows, sizeof *s->tokens);
     s->seq = calloc((size_t)s->rows, sizeof *s->seq);
     s->want = calloc((size_t)s->rows, sizeof *s->want);
@@ -136,8 +137,8 @@ int k3_sched_create(struct k3_sched **out, struct k3_runtime *rt, const struct k
               k3_errf(err, "out of memory"));
     if (!rc)
         rc = k3_prompt_store_create(&s->store, c, o->cache_ram, err);
-    const struct k3_tokenizer *tok;
-    if (!rc && (k3_runtime_tokenizer(rt, &tok, err) || k3_vocab_trie_build(tok, &s->trie, err)))
+    if (!rc && (k3_runtime_tokenizer(rt, &s->tok, err) ||
+                k3_vocab_trie_build(s->tok, &s->trie, err)))
         rc = -1;
     if (!rc && !(s->allowed = calloc(((size_t)c->vocab + 31) / 32, sizeof *s->allowed)))
         rc = k3_errf(err, "out of memory");
@@ -209,7 +210,7 @@ struct k3_sched_stats k3_sched_stats(struct k3_sched *s, uint64_t *layer_experts
     pthread_mutex_lock(&s->lock);
     struct k3_sched_stats st = s->stats;
     if (layer_experts)
-        memcpy(layer_experts, s->layer_experts, sizeof(uint64_t) * (size_t)s->rt->m.cfg.n_layers);
+        memcpy(layer_experts, s->layer_experts, sizeof(uint64_t) * (size_t)k3_runtime_config(s->rt)->n_layers);
     pthread_mutex_unlock(&s->lock);
     return st;
 }
@@ -239,7 +240,7 @@ static void end_slot(struct k3_sched *s, struct slot *sl, enum k3_finish f, cons
 static void admit(struct k3_sched *s, struct slot *sl, struct k3_request *r)
 {
     const struct k3_gen_params *p = &r->p;
-    k3_seq_reset(&sl->seq, &s->rt->m.cfg);
+    k3_seq_reset(&sl->seq, k3_runtime_config(s->rt));
     k3_sampler_set(&sl->sampler, p->temperature, p->top_k, p->top_p, p->seed);
     sl->req = r;
     memcpy(sl->ids, r->prompt, sizeof(int32_t) * (size_t)r->n_prompt);
@@ -365,8 +366,8 @@ static int32_t choose(struct k3_sched *s, struct slot *sl, const float *logits)
  * end of message, a stop string, max_tokens or a full context. */
 static void take_token(struct k3_sched *s, struct slot *sl, const float *logits)
 {
-    const struct k3_tokenizer *tok = s->rt->tok;
-    int vocab = s->rt->m.cfg.vocab;
+    const struct k3_tokenizer *tok = s->tok;
+    int vocab = k3_runtime_config(s->rt)->vocab;
     const struct k3_gen_params *p = &sl->req->p;
     struct k3_logit_adjust adjust = {
         .bias = p->bias, .n_bias = p->n_bias, .presence = p->presence_penalty,
@@ -410,19 +411,19 @@ static int step(struct k3_sched *s, struct k3_err *err)
     int n_logits, n = build_step(s, &n_logits);
     if (!n)
         return 0;
-    const struct k3_forward_stats *fs = &s->rt->fwd.stats;
+    const struct k3_forward_stats *fs = &k3_runtime_forward(s->rt)->stats;
     uint64_t decode_steps = fs->decode_steps;
     double t0 = k3_now();
     struct k3_step st = {.n = n, .tokens = s->tokens, .seq = s->seq, .want_logits = s->want,
                          .logits = s->logits};
-    if (k3_forward_step(&s->rt->fwd, &st, err))
+    if (k3_runtime_step(s->rt, &st, err))
         return -1;
     for (int j = 0; j < n_logits; j++)
-        take_token(s, &s->slots[s->owner[j]], s->logits + (size_t)j * s->rt->m.cfg.vocab);
+        take_token(s, &s->slots[s->owner[j]], s->logits + (size_t)j * k3_runtime_config(s->rt)->vocab);
     /* Copied here, on the thread that steps, so that a reader of the statistics (a
      * /metrics handler) never reads counters while a step writes them. */
     uint64_t experts = 0;
-    for (int l = 0; l < s->rt->m.cfg.n_layers; l++)
+    for (int l = 0; l < k3_runtime_config(s->rt)->n_layers; l++)
         experts += fs->decode_experts[l];
     struct k3_runtime_snapshot snap = k3_runtime_snap(s->rt);
     double seconds = k3_now() - t0;
@@ -434,7 +435,7 @@ static int step(struct k3_sched *s, struct k3_err *err)
         s->stats.decode_read_bytes += snap.io.bytes - s->stats.io.bytes;
         s->stats.decode_stall_seconds += snap.io.stall_seconds - s->stats.io.stall_seconds;
     }
-    memcpy(s->layer_experts, fs->decode_experts, sizeof(uint64_t) * (size_t)s->rt->m.cfg.n_layers);
+    memcpy(s->layer_experts, fs->decode_experts, sizeof(uint64_t) * (size_t)k3_runtime_config(s->rt)->n_layers);
     s->stats.decode_steps = fs->decode_steps;
     s->stats.decode_rows = fs->decode_rows;
     s->stats.decode_experts = experts;

@@ -68,30 +68,30 @@ struct setting {
 static float *generate(const char *model, const struct setting *s, const struct fixture *fx,
                        int32_t *ids)
 {
-    struct k3_runtime rt;
+    struct k3_runtime *rt;
     struct k3_err e = {{0}};
     struct k3_runtime_opts o = {.model_dir = model, .ram = s->ram, .predict = s->predict,
                                 .prefetch_k = K3_PREFETCH_K_DEFAULT, .prefetch_depth = 2};
     int n_prompt = fx->n_prompt, n = fx->n_greedy, ctx = n_prompt + n;
     REQUIRE(k3_runtime_open(&rt, &o, &e) == 0, "%s: %s", s->name, e.msg);
-    REQUIRE(k3_runtime_start(&rt, ctx, 1, K3_CHUNK, (struct k3_caller_bytes){0}, &e) == 0,
+    REQUIRE(k3_runtime_start(rt, ctx, 1, K3_CHUNK, (struct k3_caller_bytes){0}, NULL, &e) == 0,
             "%s: %s", s->name, e.msg);
-    int V = rt.m.cfg.vocab;
+    int V = k3_runtime_config(rt)->vocab;
     struct k3_seq q;
-    REQUIRE(k3_seq_init(&q, &rt.m.cfg, ctx, &e) == 0, "%s", e.msg);
+    REQUIRE(k3_seq_init(&q, k3_runtime_config(rt), ctx, &e) == 0, "%s", e.msg);
     float *rows = calloc((size_t)ctx * V, sizeof(float));
     REQUIRE(rows, "out of memory");
-    REQUIRE(k3_forward_tokens(&rt.fwd, &q, fx->prompt, n_prompt, rows, true, &e) == 0, "%s: %s",
+    REQUIRE(k3_runtime_tokens(rt, &q, fx->prompt, n_prompt, rows, true, &e) == 0, "%s: %s",
             s->name, e.msg);
     for (int i = 0; i < n; i++) {
         ids[i] = k3_argmax(rows + (size_t)(n_prompt + i - 1) * V, V);
         if (i + 1 < n)
-            REQUIRE(k3_forward_tokens(&rt.fwd, &q, &ids[i], 1, rows + (size_t)(n_prompt + i) * V,
+            REQUIRE(k3_runtime_tokens(rt, &q, &ids[i], 1, rows + (size_t)(n_prompt + i) * V,
                                       false, &e) == 0,
                     "%s: %s", s->name, e.msg);
     }
     k3_seq_free(&q);
-    REQUIRE(k3_runtime_close(&rt, &e) == 0, "%s", e.msg);
+    REQUIRE(k3_runtime_close(rt, &e) == 0, "%s", e.msg);
     return rows;
 }
 

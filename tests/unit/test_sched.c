@@ -213,13 +213,14 @@ static void stops(struct k3_runtime *rt)
 int main(void)
 {
     struct k3_err e = {{0}};
-    struct k3_runtime rt;
+    struct k3_runtime *rt;
     struct k3_runtime_opts ro = {.model_dir = tiny_model()};
-    REQUIRE(k3_runtime_open(&rt, &ro, &e) == 0 && k3_runtime_start(&rt, 900, 4, K3_CHUNK, (struct k3_caller_bytes){0}, &e) == 0,
+    REQUIRE(k3_runtime_open(&rt, &ro, &e) == 0 &&
+                k3_runtime_start(rt, 900, 4, K3_CHUNK, (struct k3_caller_bytes){0}, NULL, &e) == 0,
             "%s", e.msg);
-    same_bytes_alone_and_together(&rt);
-    refusals(&rt);
-    stops(&rt);
-    k3_runtime_close(&rt, NULL);
+    same_bytes_alone_and_together(rt);
+    refusals(rt);
+    stops(rt);
+    k3_runtime_close(rt, NULL);
     return check_result();
 }

@@ -74,6 +74,17 @@ static void *client(void *arg)
 }
 
 /* A scheduler runs on this thread (which owns the read path) while fn submits. */
+static struct k3_runtime *open_runtime(const struct k3_runtime_opts *ro)
+{
+    struct k3_err e = {{0}};
+    struct k3_runtime *rt;
+    REQUIRE(k3_runtime_open(&rt, ro, &e) == 0 &&
+                k3_runtime_start(rt, 16, K3_CHUNK, K3_CHUNK, (struct k3_caller_bytes){0}, NULL,
+                                 &e) == 0,
+            "%s", e.msg);
+    return rt;
+}
+
 static void serve(struct k3_runtime *rt, struct client *c, void *(*fn)(void *))
 {
     struct k3_err e = {{0}};
@@ -96,22 +107,22 @@ int main(void)
     struct k3_pack_opts po = {.checkpoint = tiny_model(), .drives = drives, .n_drives = 1,
                               .replicas = 1};
     REQUIRE(k3_pack(&po, &e) == 0, "pack: %s", e.msg);
-    struct k3_runtime rt;
     struct k3_runtime_opts ro = {.drives = dir, .ram = K3_RAM_FLOOR, .no_cache = true,
                                  .prefetch_k = 20, .prefetch_depth = 2};
-    REQUIRE(k3_runtime_open(&rt, &ro, &e) == 0 && k3_runtime_start(&rt, 16, K3_CHUNK, K3_CHUNK, (struct k3_caller_bytes){0}, &e) == 0,
-            "%s", e.msg);
-    struct client c = {.rt = &rt};
-    serve(&rt, &c, reference);
+    struct client c = {.rt = open_runtime(&ro)};
+    serve(c.rt, &c, reference);
+    k3_runtime_close(c.rt, NULL);
     /* Every piece read is corrupt with this probability; a 2-token request reads a few
      * thousand pieces (the trunk streams at the floor), so about half of them fail. */
-    REQUIRE(k3_stream_set_faults(rt.stream, "corrupt:0.0002", 7, &e) == 0, "%s", e.msg);
-    serve(&rt, &c, client);
+    ro.faults = "corrupt:0.0002";
+    ro.fault_seed = 7;
+    c.rt = open_runtime(&ro);
+    serve(c.rt, &c, client);
     printf("%d requests under corruption: %d the fault-free answer (%d after an error), %d "
            "errors, %d wrong\n", REQUESTS, c.ok, c.ok_after_error, c.errors, c.wrong);
     CHECK(c.wrong == 0, "%d wrong answers", c.wrong);
     CHECK(c.errors > 0, "no request met a fault: the test proves nothing");
     CHECK(c.ok_after_error > 0, "no request succeeded after the first error");
-    k3_runtime_close(&rt, NULL);
+    k3_runtime_close(c.rt, NULL);
     return check_result();
 }
