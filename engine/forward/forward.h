@@ -13,7 +13,7 @@
  * experts are read once for all of them.  Every value a row gets is
  * computed in the same order whatever the other rows are, so prefill and decode, and a
  * sequence alone or beside others, agree bytewise.
- * Does not own: weights (model.h), expert I/O (stream/experts.h), sampling.
+ * Does not own: weights (model.h), expert I/O (stream/, behind expert_store.h), sampling.
  */
 #ifndef K3_FORWARD_H
 #define K3_FORWARD_H
@@ -25,7 +25,7 @@
 #include "engine/base/trace.h"
 #include "engine/model/model.h"
 #include "engine/model/share.h"
-#include "engine/stream/experts.h"
+#include "engine/forward/expert_store.h"
 
 /* Rows of a step that serve's scheduler and mpirun's step messages hold (serve's
  * --parallel, its prompt rows per step); a prompt of `run` runs in passes of up to the

@@ -3,7 +3,7 @@
  *
  * Owns: AttnRes mixing, the router, KDA's per-token recurrence, MLA attention in the
  * absorbed form, SiTU-GLU.  Does not own: projections (kernels.h), the layer loop and
- * buffers (forward.c), expert I/O (experts.h).
+ * buffers (forward.c), expert I/O (expert_store.h).
  */
 #ifndef K3_LAYERS_H
 #define K3_LAYERS_H

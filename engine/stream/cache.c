@@ -1,4 +1,4 @@
-/* The stream's expert store (experts.h): record slots kept as a cache.  begin() pins the
+/* The stream's expert store (forward/expert_store.h): record slots kept as a cache.  begin() pins the
  * records of a layer's batch that are in slots already (a hit) and queues the rest,
  * whose reads stream through free slots, at most `capacity` in flight, each slot
  * refilled as soon as done() says its record is computed; prefetch() reads predicted

@@ -19,7 +19,7 @@
 
 #include "engine/stream/budget.h"
 #include "engine/base/err.h"
-#include "engine/stream/experts.h"
+#include "engine/forward/expert_store.h"
 #include "engine/stream/faults.h"
 #include "engine/forward/forward.h"
 #include "engine/model/model.h"

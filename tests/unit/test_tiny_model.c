@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/stream/experts.h"
+#include "engine/forward/expert_store.h"
 #include "engine/forward/forward.h"
 #include "engine/model/model.h"
 #include "engine/stream/stream.h"

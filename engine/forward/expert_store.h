@@ -8,8 +8,8 @@
  * valid until done() gives its slot back for the next queued read, or the next begin().
  * Does not own: which experts to read (the router) or how they are combined.
  */
-#ifndef K3_EXPERTS_H
-#define K3_EXPERTS_H
+#ifndef K3_EXPERT_STORE_H
+#define K3_EXPERT_STORE_H
 
 #include <stdbool.h>
 #include <stdint.h>
