@@ -14,6 +14,7 @@
 #include "engine/cli/model_args.h"
 #include "engine/cli/routes_args.h"
 #include "engine/model/model.h"
+#include "engine/pack/model_open.h"
 #include "engine/base/options.h"
 #include "engine/base/rng.h"
 #include "engine/stream/ram_auto.h"

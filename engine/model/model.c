@@ -6,12 +6,8 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "engine/base/files.h"
 #include "engine/kernels/kernels.h"
 #include "engine/kernels/q8_0.h"
-#include "engine/pack/ckpt_view.h"
-#include "engine/pack/packed.h"
-#include "engine/text/tokenizer.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                "safetensors and pack data are little-endian and used in place");
@@ -34,9 +30,9 @@ static void shape_str(char *buf, size_t len, const int64_t *shape, int ndim)
 }
 
 /* A found tensor against what the config implies: dtype (want, or alt) and shape. */
-static int check_tensor(const char *file, const char *name, enum k3_dtype dtype, int ndim,
-                        const int64_t *shape, enum k3_dtype want, enum k3_dtype alt,
-                        int want_ndim, const int64_t *want_shape, struct k3_err *err)
+int k3_tensor_check(const char *file, const char *name, enum k3_dtype dtype, int ndim,
+                    const int64_t *shape, enum k3_dtype want, enum k3_dtype alt, int want_ndim,
+                    const int64_t *want_shape, struct k3_err *err)
 {
     if (dtype != want && dtype != alt)
         return k3_errf(err, "%s: tensor %s: dtype %s, expected %s", file, name,
@@ -53,7 +49,7 @@ static int check_tensor(const char *file, const char *name, enum k3_dtype dtype,
     return 0;
 }
 
-static enum k3_dtype alt_dtype(const struct k3_tensor_spec *s)
+enum k3_dtype k3_spec_alt_dtype(const struct k3_tensor_spec *s)
 {
     /* The sources disagree on the small F32 tensors; BF16 is accepted for them. */
     return s->kind == K3_T_F32 ? K3_DT_BF16 : k3_spec_dtype(s);
@@ -69,7 +65,7 @@ static const struct k3_ckpt_tensor *ckpt_checked(const struct k3_checkpoint *ck,
         k3_errf(err, "%s: tensor %s: missing (config.json implies it)", ck->dir, name);
         return NULL;
     }
-    if (check_tensor(ck->shards[t->shard].path, name, t->t->dtype, t->t->ndim, t->t->shape, want,
+    if (k3_tensor_check(ck->shards[t->shard].path, name, t->t->dtype, t->t->ndim, t->t->shape, want,
                      alt, ndim, shape, err))
         return NULL;
     return t;
@@ -88,7 +84,7 @@ int k3_ckpt_plan_init(struct k3_ckpt_plan *p, const struct k3_checkpoint *ck,
     int rc = p->trunk && p->dtypes && p->experts && bytes ? 0 : k3_errf(err, "out of memory");
     for (int i = 0; !rc && i < p->n_specs; i++) {
         const struct k3_tensor_spec *s = &p->specs[i];
-        p->trunk[i] = ckpt_checked(ck, s->name, k3_spec_dtype(s), alt_dtype(s), s->shape,
+        p->trunk[i] = ckpt_checked(ck, s->name, k3_spec_dtype(s), k3_spec_alt_dtype(s), s->shape,
                                    s->ndim, err);
         rc = p->trunk[i] ? 0 : -1;
         if (!rc) {
@@ -195,7 +191,7 @@ static void place(struct k3_model *m, const struct k3_tensor_spec *s, void *p,
     }
 }
 
-static int64_t spec_numel(const struct k3_tensor_spec *s) { return numel(s->shape, s->ndim); }
+int64_t k3_spec_numel(const struct k3_tensor_spec *s) { return numel(s->shape, s->ndim); }
 
 enum k3_dtype k3_model_held_dtype(const struct k3_model *m, int i)
 {
@@ -234,10 +230,10 @@ int k3_model_use_trunk_type(struct k3_model *m, int want, struct k3_err *err)
         assert(!m->segment_base[seg]); /* before a stream binds (or lands) any segment */
     if (want == K3_TRUNK_AS_STORED || (enum k3_trunk_type)want == m->trunk_type)
         return 0;
-    if (!m->packed->checkpoint)
+    if (!m->from_checkpoint)
         return k3_errf(err, "drive %s: the pack's trunk is %s, not the %s --trunk-type asks for "
                        "(pack again with --trunk-type %s, or leave --trunk-type out)",
-                       m->packed->drives[0].path, k3_trunk_type_name(m->trunk_type),
+                       m->where, k3_trunk_type_name(m->trunk_type),
                        k3_trunk_type_name((enum k3_trunk_type)want),
                        k3_trunk_type_name((enum k3_trunk_type)want));
     m->quantize_on_land = want == K3_TRUNK_Q8_0;
@@ -250,7 +246,7 @@ int k3_model_use_trunk_type(struct k3_model *m, int want, struct k3_err *err)
 static float *load_vector(struct k3_model *m, int i, const uint8_t *src, float *v)
 {
     const struct k3_ckpt_plan *p = &m->plan;
-    int64_t n = spec_numel(&p->specs[i]);
+    int64_t n = k3_spec_numel(&p->specs[i]);
     if (p->dtypes[i] == K3_DT_BF16)
         for (int64_t k = 0; k < n; k++)
             v[k] = k3_bf16_to_f32(((const uint16_t *)src)[k]);
@@ -267,7 +263,7 @@ static bool is_vector_of(const struct k3_ckpt_plan *p, int i, int seg)
 
 /* Copies segment seg's small tensors (as f32) out of its bytes at raw; v is where the
  * next one goes in the vector arena. */
-static float *load_vectors(struct k3_model *m, int seg, const uint8_t *raw, float *v)
+float *k3_model_load_vectors(struct k3_model *m, int seg, const uint8_t *raw, float *v)
 {
     for (int i = 0; i < m->plan.n_specs; i++)
         if (is_vector_of(&m->plan, i, seg))
@@ -276,19 +272,19 @@ static float *load_vectors(struct k3_model *m, int seg, const uint8_t *raw, floa
 }
 
 /* Bytes of segment seg up to the end of its last small tensor. */
-static uint64_t vector_prefix(const struct k3_ckpt_plan *p, int seg)
+uint64_t k3_model_vector_prefix(const struct k3_ckpt_plan *p, int seg)
 {
     uint64_t end = 0;
     for (int i = 0; i < p->n_specs; i++)
         if (p->specs[i].kind != K3_T_MATRIX && p->layout.segment[i] == seg) {
-            uint64_t e = p->layout.offset[i] + (uint64_t)spec_numel(&p->specs[i]) *
+            uint64_t e = p->layout.offset[i] + (uint64_t)k3_spec_numel(&p->specs[i]) *
                                                    (uint64_t)k3_dtype_size(p->dtypes[i]);
             end = e > end ? e : end;
         }
     return end;
 }
 
-static int model_common_init(struct k3_model *m, struct k3_err *err)
+int k3_model_init(struct k3_model *m, struct k3_err *err)
 {
     const struct k3_config *c = &m->cfg;
     k3_record_layout_init(&m->record, c);
@@ -303,21 +299,21 @@ static int model_common_init(struct k3_model *m, struct k3_err *err)
 }
 
 /* The vector arena: every small tensor as f32. */
-static int alloc_vectors(struct k3_model *m, struct k3_err *err)
+int k3_model_alloc_vectors(struct k3_model *m, struct k3_err *err)
 {
     size_t floats = 0;
     for (int i = 0; i < m->plan.n_specs; i++)
         if (m->plan.specs[i].kind != K3_T_MATRIX)
-            floats += (size_t)spec_numel(&m->plan.specs[i]);
+            floats += (size_t)k3_spec_numel(&m->plan.specs[i]);
     m->vectors = malloc(sizeof(float) * (floats + 1));
     return m->vectors ? 0 : k3_errf(err, "out of memory");
 }
 
 /* Every small tensor (as f32), read from its shard, in the order load_vectors takes them. */
-static int checkpoint_vectors(struct k3_model *m, const struct k3_checkpoint *ck,
-                              struct k3_err *err)
+int k3_model_checkpoint_vectors(struct k3_model *m, const struct k3_checkpoint *ck,
+                                struct k3_err *err)
 {
-    if (alloc_vectors(m, err))
+    if (k3_model_alloc_vectors(m, err))
         return -1;
     const struct k3_ckpt_plan *p = &m->plan;
     float *v = m->vectors;
@@ -341,7 +337,7 @@ static int checkpoint_vectors(struct k3_model *m, const struct k3_checkpoint *ck
  * num_heads values (one per head); the engine reads the first num_heads.  The padding must
  * be zero (k3-model.md §2): a value there means the tensor is laid out otherwise than one
  * value per head, so the model is refused rather than run with the wrong decay. */
-static int check_a_log_padding(const struct k3_model *m, const char *where, struct k3_err *err)
+int k3_model_check_a_log(const struct k3_model *m, const char *where, struct k3_err *err)
 {
     const struct k3_config *c = &m->cfg;
     for (int l = 0; l < c->n_layers; l++) {
@@ -355,163 +351,6 @@ static int check_a_log_padding(const struct k3_model *m, const char *where, stru
                                K3_TENSOR_PREFIX, l, a[i], i, c->kda_heads);
     }
     return 0;
-}
-
-int k3_model_open_checkpoint(struct k3_model *m, const char *dir, struct k3_err *err)
-{
-    memset(m, 0, sizeof *m);
-    char path[K3_PATH_MAX];
-    if (k3_path_join(path, sizeof path, dir, "config.json", err) ||
-        k3_config_load(&m->cfg, path, err))
-        return -1;
-    struct k3_checkpoint *ck = NULL;
-    int rc = model_common_init(m, err);
-    if (!rc)
-        rc = k3_ckpt_open(&ck, dir, err);
-    if (!rc)
-        rc = k3_ckpt_plan_init(&m->plan, ck, &m->cfg, err);
-    if (!rc)
-        rc = k3_packed_view_checkpoint(&m->packed, ck, &m->plan, &m->cfg, &m->record, err);
-    if (!rc)
-        rc = checkpoint_vectors(m, ck, err);
-    if (!rc)
-        rc = check_a_log_padding(m, dir, err);
-    /* From here the view reads the shards: the parsed headers and the plan's pointers
-     * into them go. */
-    free(m->plan.trunk);
-    free(m->plan.experts);
-    m->plan.trunk = NULL;
-    m->plan.experts = NULL;
-    k3_ckpt_close(ck);
-    if (rc)
-        k3_model_close(m);
-    return rc;
-}
-
-/* The pack's tensor table must be the layout this build computes for its config:
- * every tensor by name, with the expected dtype, shape, segment and offset. */
-static int check_packed_tensors(const struct k3_packed *p, const struct k3_ckpt_plan *plan,
-                                struct k3_err *err)
-{
-    const char *file = p->drives[0].path;
-    for (int i = 0; i < plan->n_specs; i++) {
-        const struct k3_pack_tensor *pt = &p->tensors[i];
-        const struct k3_tensor_spec *s = &plan->specs[i];
-        const char *name = p->names + pt->name_offset;
-        if (strcmp(name, s->name))
-            return k3_errf(err, "%s: manifest tensor %d is %s, expected %s", file, i, name,
-                           s->name);
-        enum k3_dtype alt = k3_spec_takes_q8_0(s) ? K3_DT_Q8_0 : alt_dtype(s);
-        if (pt->dtype >= K3_DT_COUNT)
-            return k3_errf(err, "%s: manifest tensor %s has dtype %u, which this build does not "
-                           "know", file, name, pt->dtype);
-        if (check_tensor(file, name, (enum k3_dtype)pt->dtype, (int)pt->ndim, pt->shape,
-                         k3_spec_dtype(s), alt, s->ndim, s->shape, err))
-            return -1;
-        if (pt->dtype == K3_DT_Q8_0 && p->header.version < K3_PACK_VERSION_Q8_0)
-            return k3_errf(err, "%s: manifest tensor %s is Q8_0 in a format version %u pack "
-                           "(Q8_0 needs version %u)", file, name, p->header.version,
-                           K3_PACK_VERSION_Q8_0);
-        if (pt->bytes != k3_dtype_bytes((enum k3_dtype)pt->dtype, spec_numel(s)))
-            return k3_errf(err, "%s: manifest tensor %s is %llu bytes, its dtype and shape "
-                           "make %llu", file, name, (unsigned long long)pt->bytes,
-                           (unsigned long long)k3_dtype_bytes((enum k3_dtype)pt->dtype,
-                                                              spec_numel(s)));
-        if (pt->object != (uint32_t)plan->layout.segment[i] ||
-            pt->offset != plan->layout.offset[i])
-            return k3_errf(err, "%s: manifest places tensor %s at segment %u offset %llu, "
-                           "expected segment %d offset %llu", file, name, pt->object,
-                           (unsigned long long)pt->offset, plan->layout.segment[i],
-                           (unsigned long long)plan->layout.offset[i]);
-    }
-    return 0;
-}
-
-/* The tensor plan of a pack: the config's specs, with the dtypes and layout its
- * tensor table records (checked against what this build computes). */
-static int packed_plan(struct k3_model *m, struct k3_err *err)
-{
-    const struct k3_packed *p = m->packed;
-    struct k3_ckpt_plan *plan = &m->plan;
-    if (k3_trunk_specs(&m->cfg, &plan->specs, &plan->n_specs))
-        return k3_errf(err, "out of memory");
-    if ((int)p->header.n_tensors != plan->n_specs)
-        return k3_errf(err, "%s: manifest lists %llu trunk tensors, config.json implies %d",
-                       p->drives[0].path, (unsigned long long)p->header.n_tensors, plan->n_specs);
-    plan->dtypes = calloc((size_t)plan->n_specs, sizeof *plan->dtypes);
-    uint64_t *bytes = calloc((size_t)plan->n_specs, sizeof *bytes);
-    int rc = plan->dtypes && bytes ? 0 : k3_errf(err, "out of memory");
-    for (int i = 0; !rc && i < plan->n_specs; i++) {
-        bytes[i] = p->tensors[i].bytes;
-        plan->dtypes[i] = (enum k3_dtype)p->tensors[i].dtype;
-    }
-    if (!rc && k3_trunk_layout_init(&plan->layout, &m->cfg, plan->specs, plan->n_specs, bytes))
-        rc = k3_errf(err, "out of memory");
-    free(bytes);
-    if (!rc)
-        rc = check_packed_tensors(p, plan, err);
-    if (!rc)
-        rc = k3_trunk_type_of(plan->specs, plan->dtypes, plan->n_specs, &m->trunk_type,
-                              p->drives[0].path, err);
-    uint64_t records = (uint64_t)k3_moe_layer_count(&m->cfg) * (uint64_t)m->cfg.n_experts;
-    if (!rc && (p->header.n_trunk_objects != (uint32_t)plan->layout.n_segments ||
-                p->header.n_objects != (uint64_t)plan->layout.n_segments + records))
-        rc = k3_errf(err, "%s: manifest holds %llu objects, config.json implies %d segments and "
-                     "%llu records", p->drives[0].path, (unsigned long long)p->header.n_objects,
-                     plan->layout.n_segments, (unsigned long long)records);
-    for (uint64_t r = (uint64_t)plan->layout.n_segments; !rc && r < p->header.n_objects; r++)
-        if (p->objects[r].bytes != m->record.bytes)
-            rc = k3_errf(err, "%s: manifest record %llu is %llu bytes, config.json implies %llu",
-                         p->drives[0].path, (unsigned long long)r,
-                         (unsigned long long)p->objects[r].bytes,
-                         (unsigned long long)m->record.bytes);
-    return rc;
-}
-
-int k3_model_open_packed(struct k3_model *m, const char *const *drives, int n,
-                         struct k3_share share, struct k3_err *err)
-{
-    memset(m, 0, sizeof *m);
-    if (k3_packed_open(&m->packed, drives, n, share, err))
-        return -1;
-    const struct k3_packed *p = m->packed;
-    int rc = k3_config_parse(&m->cfg, p->drives[0].path, p->config, p->config_len, err);
-    if (!rc)
-        rc = model_common_init(m, err);
-    if (!rc)
-        rc = packed_plan(m, err);
-    if (!rc)
-        rc = alloc_vectors(m, err);
-    /* Small tensors come first in each segment: read only the pieces holding them. */
-    float *v = m->vectors;
-    for (int s = 0; !rc && s < m->plan.layout.n_segments; s++) {
-        uint64_t prefix = vector_prefix(&m->plan, s);
-        if (!prefix)
-            continue;
-        uint8_t *buf = k3io_alloc(k3_pack_round_up(prefix, p->objects[s].piece_bytes) + K3IO_ALIGN);
-        rc = buf ? k3_packed_read_prefix(p, (uint64_t)s, prefix, buf, err)
-                 : k3_errf(err, "out of memory");
-        if (!rc)
-            v = load_vectors(m, s, buf, v);
-        free(buf);
-    }
-    if (!rc)
-        rc = check_a_log_padding(m, p->drives[0].path, err);
-    if (rc)
-        k3_model_close(m);
-    return rc;
-}
-
-int k3_model_tokenizer(const struct k3_model *m, struct k3_tokenizer **tok, struct k3_err *err)
-{
-    const struct k3_packed *p = m->packed;
-    if (p->checkpoint)
-        return k3_tok_load(tok, p->checkpoint, m->cfg.vocab, NULL, false, err);
-    if (!p->tiktoken_len || !p->tokconfig_len)
-        return k3_errf(err, "drive %s: the pack carries no tokenizer (its checkpoint had no "
-                       "tiktoken.model); give the prompt as --ids", p->drives[0].path);
-    return k3_tok_load_mem(tok, p->drives[0].path, (const uint8_t *)p->tiktoken, p->tiktoken_len,
-                           p->tokconfig, p->tokconfig_len, m->cfg.vocab, NULL, err);
 }
 
 uint64_t k3_model_record_object(const struct k3_model *m, int layer, int expert)
@@ -536,7 +375,7 @@ uint64_t k3_model_id(const struct k3_model *m)
         XXH3_64bits_update(st, s->name, strlen(s->name) + 1);
         XXH3_64bits_update(st, row, sizeof row);
         if (s->kind != K3_T_MATRIX)
-            floats += (uint64_t)spec_numel(s);
+            floats += (uint64_t)k3_spec_numel(s);
     }
     XXH3_64bits_update(st, m->vectors, floats * sizeof(float));
     uint64_t h = XXH3_64bits_digest(st);
@@ -544,11 +383,10 @@ uint64_t k3_model_id(const struct k3_model *m)
     return h;
 }
 
-void k3_model_close(struct k3_model *m)
+void k3_model_free(struct k3_model *m)
 {
     free(m->segment_base);
     k3_ckpt_plan_free(&m->plan);
-    k3_packed_close(m->packed);
     free(m->vectors);
     free(m->moe_index);
     free(m->w.layers);

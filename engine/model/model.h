@@ -2,8 +2,9 @@
  * routed experts live.
  *
  * Owns: the weight structs the forward pass reads (shapes in comments, [out, in]
- * row-major, y = W·x), validating a checkpoint folder's tensors against the config and
- * seeing it as a pack (engine/pack/ckpt_view.h), or opening packed drives.
+ * row-major, y = W·x), the tensor plan a checkpoint folder's tensors are validated
+ * against, the small tensors, binding segments.  Opening from packed drives or a
+ * checkpoint seen as a pack is engine/pack/model_open.h's.
  * Does not own: the math (forward.h), sessions (state per conversation).
  *
  * Routed experts are never assumed resident: the forward pass asks the store for the
@@ -108,6 +109,16 @@ int k3_ckpt_plan_init(struct k3_ckpt_plan *p, const struct k3_checkpoint *ck,
                       const struct k3_config *c, struct k3_err *err);
 void k3_ckpt_plan_free(struct k3_ckpt_plan *p);
 
+/* A stored tensor (in file) against what the config implies: dtype want or alt, and
+ * shape; -1 with err naming both. */
+int k3_tensor_check(const char *file, const char *name, enum k3_dtype dtype, int ndim,
+                    const int64_t *shape, enum k3_dtype want, enum k3_dtype alt, int want_ndim,
+                    const int64_t *want_shape, struct k3_err *err);
+/* The other dtype a spec's tensor may be stored as (the sources disagree on the small F32
+ * tensors: BF16 is accepted), or its own. */
+enum k3_dtype k3_spec_alt_dtype(const struct k3_tensor_spec *s);
+int64_t k3_spec_numel(const struct k3_tensor_spec *s);
+
 struct k3_packed;
 
 /* The trunk is held as segments (tensors.h).  Every small tensor is copied (as f32) into
@@ -126,19 +137,27 @@ struct k3_model {
     enum k3_trunk_type trunk_type;    /* how the large matrices are held (trunk_type.h) */
     bool quantize_on_land;            /* a checkpoint's bf16 trunk held as Q8_0: each
                                        * segment quantized in place as it lands */
+    bool from_checkpoint;             /* a checkpoint folder, not packed drives */
+    const char *where;                /* packed drives: the first drive's folder */
 };
 
-/* Opens a checkpoint folder as shipped: validates every tensor against the config, sees
- * the shards as a pack and loads the small tensors.  No segment is bound yet: a stream
- * (stream.h) loads or streams them, as for packed drives. */
-int k3_model_open_checkpoint(struct k3_model *m, const char *dir, struct k3_err *err);
-/* Opens a pack from its drive folders, in any order: config, tensor table and small
- * tensors, for a process computing `share`'s experts (a share pack must hold that share;
- * a whole pack serves any).  No segment is bound yet: a stream (stream.h) loads or
- * streams them. */
-int k3_model_open_packed(struct k3_model *m, const char *const *drives, int n,
-                         struct k3_share share, struct k3_err *err);
-void k3_model_close(struct k3_model *m);
+/* Opening and closing go through a pack (engine/pack/model_open.h); these are the steps
+ * it takes of the model's own.  k3_model_init: the config is parsed into m->cfg; the
+ * record layout and the per-layer tables.  k3_model_alloc_vectors: the arena for every
+ * small tensor (after the plan).  k3_model_checkpoint_vectors: each small tensor read
+ * from its shard (the plan's entries still open).  k3_model_vector_prefix: the bytes of
+ * segment seg up to the end of its last small tensor; k3_model_load_vectors copies them
+ * (as f32) out of the segment's bytes at raw, v being where the next one goes.
+ * k3_model_check_a_log: A_log's padding past num_heads is zero (where names the source).
+ * k3_model_free: what the model holds, not its pack. */
+int k3_model_init(struct k3_model *m, struct k3_err *err);
+int k3_model_alloc_vectors(struct k3_model *m, struct k3_err *err);
+int k3_model_checkpoint_vectors(struct k3_model *m, const struct k3_checkpoint *ck,
+                                struct k3_err *err);
+uint64_t k3_model_vector_prefix(const struct k3_ckpt_plan *p, int seg);
+float *k3_model_load_vectors(struct k3_model *m, int seg, const uint8_t *raw, float *v);
+int k3_model_check_a_log(const struct k3_model *m, const char *where, struct k3_err *err);
+void k3_model_free(struct k3_model *m);
 
 /* Holds the trunk as `want` (enum k3_trunk_type, or K3_TRUNK_AS_STORED), before a
  * stream opens: a checkpoint folder's bf16 trunk becomes Q8_0 segment by segment as it
@@ -155,10 +174,6 @@ enum k3_dtype k3_model_held_dtype(const struct k3_model *m, int i);
 
 /* Points every matrix of segment seg at base (the segment's bytes as laid out). */
 void k3_model_bind_segment(struct k3_model *m, int seg, const uint8_t *base);
-
-struct k3_tokenizer;
-/* The tokenizer the model came with (checkpoint folder files or the pack's copies). */
-int k3_model_tokenizer(const struct k3_model *m, struct k3_tokenizer **tok, struct k3_err *err);
 
 /* Object index of an expert record in the pack. */
 uint64_t k3_model_record_object(const struct k3_model *m, int layer, int expert);

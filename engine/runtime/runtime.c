@@ -7,6 +7,7 @@
 
 #include "engine/base/clock.h"
 #include "engine/cluster/cluster.h"
+#include "engine/pack/model_open.h"
 #include "engine/pack/packed.h"
 #include "engine/text/tokenizer.h"
 

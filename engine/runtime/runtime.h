@@ -137,6 +137,7 @@ struct k3_share k3_runtime_share(const struct k3_runtime *rt);
 /* Fallbacks taken while opening, a line each, or "". */
 const char *k3_runtime_notes(const struct k3_runtime *rt);
 
+struct k3_tokenizer;
 /* The model's tokenizer, loaded on first use. */
 int k3_runtime_tokenizer(struct k3_runtime *rt, const struct k3_tokenizer **tok,
                          struct k3_err *err);

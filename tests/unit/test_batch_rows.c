@@ -10,6 +10,7 @@
 #include "engine/forward/forward.h"
 #include "engine/forward/sampler.h"
 #include "engine/model/model.h"
+#include "engine/pack/model_open.h"
 #include "engine/stream/stream.h"
 #include "tests/util.h"
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "engine/model/model.h"
+#include "engine/pack/model_open.h"
 #include "engine/pack/packed.h"
 #include "engine/stream/stream.h"
 #include "tests/util.h"

@@ -9,6 +9,7 @@
 
 #include "engine/forward/forward.h"
 #include "engine/model/model.h"
+#include "engine/pack/model_open.h"
 #include "engine/pack/pack.h"
 #include "engine/base/rng.h"
 #include "engine/forward/sampler.h"

@@ -13,6 +13,7 @@
 
 #include "engine/base/rng.h"
 #include "engine/model/model.h"
+#include "engine/pack/model_open.h"
 #include "engine/pack/pack.h"
 #include "engine/pack/packed.h"
 #include "engine/stream/stream.h"

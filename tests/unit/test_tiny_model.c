@@ -11,6 +11,7 @@
 #include "engine/forward/expert_store.h"
 #include "engine/forward/forward.h"
 #include "engine/model/model.h"
+#include "engine/pack/model_open.h"
 #include "engine/stream/stream.h"
 #include "engine/forward/sampler.h"
 #include "tests/fixture.h"

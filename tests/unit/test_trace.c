@@ -14,6 +14,7 @@
 
 #include "engine/forward/forward.h"
 #include "engine/model/model.h"
+#include "engine/pack/model_open.h"
 #include "engine/pack/pack.h"
 #include "engine/stream/placement.h"
 #include "engine/stream/stream.h"
