@@ -141,13 +141,13 @@ int cmd_iobench(int argc, char **argv)
     uint64_t seed = 1;
     bool sync = false, no_cache = false;
     const char *drive_model_text = NULL;
-    uint64_t read_size = 0;
-    int queue_depth = K3IO_DEFAULT_QUEUE_DEPTH;
     struct k3_ram_machine machine;
     k3_ram_machine_read(&machine, &k3_ram_paths_system, 1);
     struct routes_args routes = {0};
     struct k3_stream_opts so = {.ctx = 1, .threads = omp_get_max_threads(), .ram = K3_RAM_AUTO,
-                                .machine = &machine, .backend = K3IO_AUTO};
+                                .machine = &machine,
+                                .read = {.backend = K3IO_AUTO,
+                                         .queue_depth = K3IO_DEFAULT_QUEUE_DEPTH}};
     const struct k3_opt opts[] = {
         {.name = "drives", .short_name = 'd', .type = K3_OPT_STRING, .dst = &drive_list,
          .arg = "D0,D1,..", .help = "packed drive folders"},
@@ -155,22 +155,23 @@ int cmd_iobench(int argc, char **argv)
          .help = "decode steps to read", .min = 1, .max = 1 << 20},
         {.name = "ram", .type = K3_OPT_SIZE, .dst = &so.ram, .choices = ram_choices, .min = 1,
          .help = "RAM budget (auto, floor, trunk: as run's)"},
-        {.name = "io", .type = K3_OPT_ENUM, .dst = &so.backend, .choices = io_choices,
+        {.name = "io", .type = K3_OPT_ENUM, .dst = &so.read.backend, .choices = io_choices,
          .help = "read backend"},
         {.name = "sync", .type = K3_OPT_FLAG, .dst = &sync,
          .help = "one record at a time (the baseline)"},
         {.name = "no-cache", .type = K3_OPT_FLAG, .dst = &no_cache, .help = "no expert cache"},
         CLI_DRIVE_MODEL_OPT(&drive_model_text),
-        {.name = "read-size", .type = K3_OPT_SIZE, .dst = &read_size, .min = 4096, .arg = "SIZE",
+        {.name = "read-size", .type = K3_OPT_SIZE, .dst = &so.read.read_size, .min = 4096,
+         .arg = "SIZE",
          .help = "the largest read a record is cut into (as run's)",
          .def = "4M, or less where a drive's device takes less"},
-        {.name = "queue-depth", .type = K3_OPT_INT, .dst = &queue_depth, .arg = "N",
+        {.name = "queue-depth", .type = K3_OPT_INT, .dst = &so.read.queue_depth, .arg = "N",
          .help = "reads in flight at most (as run's)", .min = 1, .max = K3IO_MAX_QUEUE_DEPTH},
         {.name = "seed", .short_name = 's', .type = K3_OPT_U64, .dst = &seed, .arg = "N",
          .help = "seed of the random routing"},
         CLI_ROUTES_OPTS(&routes),
     };
-    _Static_assert(sizeof so.backend == sizeof(int), "--io parses into the enum as an int");
+    _Static_assert(sizeof so.read.backend == sizeof(int), "--io parses into the enum as an int");
     const char *usage = "usage: k3-uring iobench --drives D0,D1,.. [--tokens N] [--ram floor]";
     struct k3_err err = {{0}};
     int rc = k3_opts_parse(opts, K3_OPTS_COUNT(opts), argc, argv, &err);
@@ -181,11 +182,11 @@ int cmd_iobench(int argc, char **argv)
     if (!rc && !drive_list)
         rc = k3_errf(&err, "--drives is required");
     if (!rc)
-        rc = cli_drive_model_parse(drive_model_text, &so.drive_model, &err);
+        rc = cli_drive_model_parse(drive_model_text, &so.read.drive_model, &err);
     if (!rc)
         rc = routes_args_check(&routes, &err);
     if (!rc)
-        rc = model_args_check_read_size(&read_size, drive_list, &err);
+        rc = model_args_check_read_size(&so.read.read_size, drive_list, &err);
     if (rc) {
         fprintf(stderr, "k3-uring iobench: %s\n", err.msg);
         return 2;
@@ -193,8 +194,6 @@ int cmd_iobench(int argc, char **argv)
     so.cache = !no_cache;
     so.cache_fill = K3_CACHE_FILL_READS; /* the read path alone: hits from the asks, as decode's */
     so.sync = sync;
-    so.read_size = (uint32_t)read_size;
-    so.queue_depth = (unsigned)queue_depth;
     struct k3_model m;
     struct k3_stream *s = NULL;
     char note[256] = "";
@@ -213,7 +212,7 @@ int cmd_iobench(int argc, char **argv)
     if (rc)
         fprintf(stderr, "k3-uring iobench: %s\n", err.msg);
     struct k3io_stats io = k3_stream_io_stats(s);
-    cli_drive_model_print(stderr, "k3-uring iobench", &so.drive_model, &io);
+    cli_drive_model_print(stderr, "k3-uring iobench", &so.read.drive_model, &io);
     k3_stream_close(s);
     k3_model_close(&m);
     routes_args_free(&routes);

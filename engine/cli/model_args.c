@@ -35,9 +35,10 @@ void model_args_init(struct model_args *a)
     *a = (struct model_args){
         .rank_timeout = 60,
         .leader = true,
-        .runtime = {.ram = K3_RAM_AUTO, .io = K3IO_AUTO, .prefetch_k = K3_PREFETCH_K_DEFAULT,
-               .prefetch_depth = 2,
-               .queue_depth = K3IO_DEFAULT_QUEUE_DEPTH, .batch = K3_BATCH_DEFAULT, .note = read_path_note},
+        .runtime = {.ram = K3_RAM_AUTO, .prefetch_k = K3_PREFETCH_K_DEFAULT,
+               .read = {.backend = K3IO_AUTO, .prefetch_depth = 2,
+                        .queue_depth = K3IO_DEFAULT_QUEUE_DEPTH},
+               .batch = K3_BATCH_DEFAULT, .note = read_path_note},
         .predict_on = 1,
         .predict_from = K3_PREDICT_MOE_INPUT_NEXT,
     };
@@ -70,7 +71,7 @@ static void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARG
         {.name = "trunk-type", .type = K3_OPT_STRING, .dst = &a->runtime.trunk_type, .arg = "bf16|q8_0",
          .help = "hold the trunk's large matrices as bf16 or Q8_0 (with -m DIR, q8_0 quantizes "
          "each segment as it is read)", .def = "as the pack holds them; bf16 for -m DIR"},
-        {.name = "io", .type = K3_OPT_ENUM, .dst = &a->runtime.io, .choices = io_choices,
+        {.name = "io", .type = K3_OPT_ENUM, .dst = &a->runtime.read.backend, .choices = io_choices,
          .help = "read backend"},
         {.name = "batch-size", .short_name = 'b', .type = K3_OPT_INT, .dst = &a->runtime.batch,
          .arg = "N", .help = "prompt rows one pass may take, at most (the RAM budget may allow "
@@ -95,14 +96,16 @@ static void model_args_table(struct model_args *a, struct k3_opt table[MODEL_ARG
          .help = "prefetch the next layer's likely experts"},
         {.name = "prefetch-k", .type = K3_OPT_INT, .dst = &a->runtime.prefetch_k, .arg = "K",
          .help = "experts prefetched per layer", .min = 1, .max = 4096},
-        {.name = "prefetch-depth", .type = K3_OPT_INT, .dst = &a->runtime.prefetch_depth, .arg = "N",
+        {.name = "prefetch-depth", .type = K3_OPT_INT, .dst = &a->runtime.read.prefetch_depth,
+         .arg = "N",
          .help = "prefetch reads in flight per drive, started only while no demand read waits",
          .min = 1, .max = 1024},
-        {.name = "read-size", .type = K3_OPT_SIZE, .dst = &a->runtime.read_size, .min = 4096, .arg = "SIZE",
+        {.name = "read-size", .type = K3_OPT_SIZE, .dst = &a->runtime.read.read_size, .min = 4096,
+         .arg = "SIZE",
          .help = "the largest read a record is cut into: a multiple of 4K, at most what the "
                  "drives' devices take in one request (queue/max_sectors_kb)",
          .def = "4M, or less where a drive's device takes less"},
-        {.name = "queue-depth", .type = K3_OPT_INT, .dst = &a->runtime.queue_depth, .arg = "N",
+        {.name = "queue-depth", .type = K3_OPT_INT, .dst = &a->runtime.read.queue_depth, .arg = "N",
          .help = "reads in flight at most (the ring's entries)", .min = 1,
          .max = K3IO_MAX_QUEUE_DEPTH},
         {.name = "predict-from", .type = K3_OPT_ENUM, .dst = &a->predict_from,
@@ -191,7 +194,7 @@ int model_args_check(struct model_args *a, struct k3_err *err)
     enum k3_trunk_type tt;
     if (o->trunk_type && k3_trunk_type_parse(o->trunk_type, &tt, err))
         return -1;
-    if (cli_drive_model_parse(a->drive_model_text, &o->drive_model, err))
+    if (cli_drive_model_parse(a->drive_model_text, &o->read.drive_model, err))
         return -1;
     o->numa_off = a->numa_off;
     o->topology = cli_env()->topology;
@@ -199,8 +202,8 @@ int model_args_check(struct model_args *a, struct k3_err *err)
     o->fault_seed = cli_env()->fault_seed;
     o->check_cache = cli_env()->check_cache;
     o->predict = a->predict_on ? a->predict_from : K3_PREDICT_OFF;
-    return join_ranks(a, err) ||
-                   model_args_check_read_size(&o->read_size, o->drives ? o->drives : o->model_dir, err)
+    const char *where = o->drives ? o->drives : o->model_dir;
+    return join_ranks(a, err) || model_args_check_read_size(&o->read.read_size, where, err)
                ? -1
                : 0;
 }

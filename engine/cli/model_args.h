@@ -22,7 +22,7 @@ struct model_args {
     int numa_off;                      /* --numa: auto 0, off 1 */
     int predict_on;                    /* --predict: on 1, off 0 */
     enum k3_predict_from predict_from; /* --predict-from */
-    const char *drive_model_text;      /* --drive-model, parsed into runtime.drive_model */
+    const char *drive_model_text;      /* --drive-model, parsed into runtime.read.drive_model */
     float rank_timeout;                /* --rank-timeout, seconds */
     bool leader;                       /* this process prints: one process, or rank 0 */
     char drives_path[4096], model_path[4096]; /* -m, --drives with "%r" made this rank's */

@@ -185,7 +185,7 @@ void run_print_summary(const struct runner *r, int generated,
     print_ranks(r, generated, prompt_end, end);
     if (k3_runtime_stream(r->rt)) {
         struct k3io_stats io = k3_stream_io_stats(k3_runtime_stream(r->rt));
-        cli_drive_model_print(stderr, "k3-uring", &k3_runtime_opts(r->rt)->drive_model, &io);
+        cli_drive_model_print(stderr, "k3-uring", &k3_runtime_opts(r->rt)->read.drive_model, &io);
     }
     print_area(r, end);
     print_faults(r);

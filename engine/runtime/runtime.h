@@ -37,14 +37,12 @@ struct k3_runtime_opts {
     const char *trunk_type;   /* "bf16" or "q8_0" (trunk_type.h); NULL: as the model holds it */
     int batch;                /* -b: the most rows of a prompt pass (the budget may allow
                                * fewer; under mpirun at most K3_CHUNK) */
-    enum k3io_backend io;
+    struct k3_read_opts read;  /* --io, --read-size, --queue-depth, --prefetch-depth,
+                              * --drive-model: to the reader as they are */
     bool no_cache, sync;
     enum k3_cache_policy_kind cache_policy; /* --cache-policy */
     enum k3_cache_fill cache_fill;          /* --cache-fill */
-    struct k3io_drive_model drive_model; /* rate 0: none */
-    int prefetch_k, prefetch_depth;
-    uint64_t read_size;       /* --read-size: bytes a read carries at most (0: the reader's) */
-    int queue_depth;          /* --queue-depth: reads in flight at most (0: the reader's) */
+    int prefetch_k;
     bool check_cache;         /* tests (K3_CHECK_CACHE): the cache's picks checked by a scan */
     enum k3_predict_from predict;
     const char *trace_path;   /* NULL: no trace */

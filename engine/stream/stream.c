@@ -283,25 +283,25 @@ static int open_reader(struct k3_stream *s, char *note, size_t note_len, struct 
     if (drive_tables(s, err))
         return -1;
     struct k3io_config rc = {
-        .backend = s->o.backend,
+        .backend = s->o.read.backend,
         .fds = s->fds,
         .n_files = s->p->n_drives,
         .area = s->area,
         .area_bytes = s->area_bytes,
-        .queue_depth = s->o.queue_depth,
-        .max_io_bytes = s->o.read_size,
-        .background_depth = (unsigned)(s->o.prefetch_depth * s->p->n_drives),
+        .queue_depth = (unsigned)s->o.read.queue_depth,
+        .max_io_bytes = (uint32_t)s->o.read.read_size,
+        .background_depth = (unsigned)(s->o.read.prefetch_depth * s->p->n_drives),
         /* several nodes: an I/O thread and ring per node, reading its drives */
         .io_threads = s->n_teams > 1 ? s->n_teams : 0,
         .file_thread = s->drive_team,
         .thread_start = pin_io_thread,
         .thread_ctx = s,
-        .model = s->o.drive_model,
+        .model = s->o.read.drive_model,
     };
     int e = k3io_reader_create(&s->r, &rc, note, note_len);
     if (e)
-        return k3_errf(err, "--io %s: cannot set up the reader: %s", backend_name(s->o.backend),
-                       strerror(-e));
+        return k3_errf(err, "--io %s: cannot set up the reader: %s",
+                       backend_name(s->o.read.backend), strerror(-e));
     return 0;
 }
 

@@ -53,8 +53,21 @@ enum k3_cache_fill {
                           * asks alone (replay judges policies so) */
 };
 
-struct k3_stream_opts {
+/* How the stream reads, as the option table fills it (--io, --read-size, --queue-depth,
+ * --prefetch-depth, --drive-model), carried whole through the runtime to the one place
+ * the reader is set up (stream.c: open_reader). */
+struct k3_read_opts {
     enum k3io_backend backend; /* --io */
+    uint64_t read_size;        /* the largest read a piece is cut into (0: the reader's
+                                * default), a multiple of 4 KiB */
+    int queue_depth;           /* reads in flight at most (0: the reader's default) */
+    int prefetch_depth;        /* prefetch reads in flight per drive (0: the reader's default) */
+    struct k3io_drive_model drive_model; /* each drive timed as one of this rate and
+                                * latency (rate 0: none; iouring/model.h) */
+};
+
+struct k3_stream_opts {
+    struct k3_read_opts read;
     uint64_t ram;              /* budget in bytes, or a preset above */
     const struct k3_ram_machine *machine; /* what this process may use (ram_auto.h): auto
                                 * plans from it, a larger budget is refused; NULL: unknown */
@@ -65,18 +78,12 @@ struct k3_stream_opts {
     enum k3_cache_policy_kind cache_policy; /* which cached record gives way (policy.h) */
     enum k3_cache_fill cache_fill;
     bool sync;                 /* one read at a time, waited for: the no-overlap baseline */
-    struct k3io_drive_model drive_model; /* --drive-model: each drive timed as one of this
-                                * rate and latency (rate 0: none; iouring/model.h) */
     int prefetch_k;            /* records a layer may prefetch for the next (0: none) */
     bool predict_ids;          /* the caller holds --predict-from ids's counts: counted in the
                                 * budget (k3_id_predictor_bytes at the pass's rows) */
-    int prefetch_depth;        /* prefetch chunks in flight per drive (0: the reader's default) */
     bool check_cache;          /* tests: every slot the cache picks is checked against a
                                 * scan of every slot (slow), and its counts and indexes
                                 * against the slots, at each pick */
-    uint32_t read_size;        /* the largest read a piece is cut into (0: the reader's
-                                * default), a multiple of 4 KiB */
-    unsigned queue_depth;      /* reads in flight at most (0: the reader's default) */
     struct k3_trace *trace;    /* NULL: none */
     const struct k3_placement *place; /* NUMA plan for the buffers, or NULL */
     const char *faults;        /* fault injection spec (faults.h), or NULL */

@@ -71,7 +71,7 @@ static float *generate(const char *model, const struct setting *s, const struct 
     struct k3_runtime *rt;
     struct k3_err e = {{0}};
     struct k3_runtime_opts o = {.model_dir = model, .ram = s->ram, .predict = s->predict,
-                                .prefetch_k = K3_PREFETCH_K_DEFAULT, .prefetch_depth = 2};
+                                .prefetch_k = K3_PREFETCH_K_DEFAULT, .read.prefetch_depth = 2};
     int n_prompt = fx->n_prompt, n = fx->n_greedy, ctx = n_prompt + n;
     REQUIRE(k3_runtime_open(&rt, &o, &e) == 0, "%s: %s", s->name, e.msg);
     REQUIRE(k3_runtime_start(rt, ctx, 1, K3_CHUNK, (struct k3_caller_bytes){0}, NULL, &e) == 0,

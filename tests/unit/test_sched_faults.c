@@ -108,7 +108,7 @@ int main(void)
                               .replicas = 1};
     REQUIRE(k3_pack(&po, &e) == 0, "pack: %s", e.msg);
     struct k3_runtime_opts ro = {.drives = dir, .ram = K3_RAM_FLOOR, .no_cache = true,
-                                 .prefetch_k = 20, .prefetch_depth = 2};
+                                 .prefetch_k = 20, .read.prefetch_depth = 2};
     struct client c = {.rt = open_runtime(&ro)};
     serve(c.rt, &c, reference);
     k3_runtime_close(c.rt, NULL);
