@@ -79,7 +79,8 @@ void k3_sched_destroy(struct k3_sched *s);
  * the context. */
 int k3_sched_submit(struct k3_sched *s, struct k3_request *r);
 /* Runs steps until stopped and every running request has ended.  A step that fails
- * ends the requests in it with the error; the loop goes on. */
+ * ends every running request with the error, those with no row in the step too; the loop
+ * goes on. */
 void k3_sched_run(struct k3_sched *s);
 /* Stops taking requests; queued ones end with an error, running ones at the next step
  * (finish "length": as if their limit were reached).  Safe from any thread. */
