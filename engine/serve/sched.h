@@ -10,8 +10,10 @@
  * of its generation are stored for the next turn.  A request's tokens and logits are the same
  * bytes whatever shares its steps (the forward pass computes every row alone, in a fixed
  * order; each request has its own seeded sampler).
- * Invariants: a slot is FREE, PREFILL (prompt rows left) or DECODE (a sampled token to
- * feed); only a FREE slot has no request; the queue never exceeds queue_max.
+ * Invariants: a slot is FREE, PREFILL (prompt rows left, but for the length of the step
+ * that runs its last ones: it turns DECODE when that step's token is taken) or DECODE (a
+ * sampled token to feed); only a FREE slot has no request; the queue never exceeds
+ * queue_max.
  * Does not own: HTTP and JSON (serve/http.c, serve/api.c), the model (runtime/).
  */
 #ifndef K3_SERVE_SCHED_H
