@@ -1,7 +1,7 @@
 # k3-uring build.  `make` builds ./k3-uring; `make test`, `make demo`, `make bench`,
 # `make fixtures`, `make asan` / `make test-asan`.  `V=1` shows the commands.
 
-# Debian packages the build, the tests and the reference need (installed by `make deps`).
+# Debian packages the build, the tests and tests/ref need (installed by `make deps`).
 DEB_PKGS := build-essential pkg-config clang libomp-dev liburing-dev libhwloc-dev hwloc libjansson-dev \
             libxxhash-dev xxhash libpcre2-dev libmicrohttpd-dev libopenmpi-dev openmpi-bin curl jq \
             strace fio zlib1g-dev
@@ -142,13 +142,14 @@ demo: deps
 	@test -d $(DEMO_MODEL) || ./k3-uring synth --config k3-tiny --seed 1 --out $(DEMO_MODEL)
 	./k3-uring run -m $(DEMO_MODEL) -p "The history of the printing press" -n 48 --temp 0.7 --seed 42
 
-# Regenerates fixtures/ from the PyTorch reference (needs python3-torch), and the small
-# routing traces of tests/routes from ../shared/routing when it is there.
+# Regenerates fixtures/ from tests/ref, our own PyTorch implementation of the model written
+# from the spec (needs python3-torch), and the small routing traces of tests/routes from
+# ../shared/routing when it is there.
 fixtures: deps deps-ref k3-uring
 	@tests/ref/make_fixtures.sh fixtures
 	@tests/routes/make_routes.sh
 
-# k3-slice (K3's widths, 4 layers) against the PyTorch reference: tens of minutes; writes
+# k3-slice (K3's widths, 4 layers) against tests/ref: tens of minutes; writes
 # its 13.75 GB checkpoint to K3_SLICE if missing (default: SLICE, else DATA's k3-slice,
 # as bench/lib.sh says).
 check-slice: deps deps-ref k3-uring

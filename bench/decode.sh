@@ -4,8 +4,9 @@
 # tokens, MB read a token, the engine's read rate beside fio's best on the same data file
 # in the same run, and the seconds the read area spent faulting fresh memory in on the
 # reads' way. "cold" is a label's first run, "warm" the same again at once (the host still
-# backs the memory the first one freed; on a VM the first touch of memory costs seconds a
-# GB, a later one a tenth of that). One table (stdout and OUT.txt), one plot (OUT.png).
+# backs the memory the first one freed: under a hypervisor that backs guest memory lazily,
+# the first touch costs far more than a later one). One table (stdout and OUT.txt), one
+# plot (OUT.png).
 # usage: bench/decode.sh [DRIVES] [--help]   (a pack's drive folders, D0,D1,..; default: CKPT
 #   packed on one drive in DATA/prefill/d0, made once and kept, as bench/prefill.sh's)
 # knobs (environment): K3 (./k3-uring), RAMS ("2.5G 5G auto"), TOKENS (16), IDS

@@ -32,7 +32,7 @@
 #   WORK            folder for the packs, on tmpfs           (/dev/shm/k3-drive-model)
 #   CHECKS          which checks to run                      ("1 2 3")
 #   IOBENCH_MBPS    check 1: all the modelled drives, MB/s   (160: far under what RAM and
-#                   the checksums deliver on a loaded 2-core box, about 0.4-1 GB/s)
+#                   the checksums deliver, so the model is what limits)
 #   IOBENCH_DRIVES  check 1: drive counts                    ("1 2 4 8")
 #   IOBENCH_TOKENS  check 1: decode steps iobench reads      (6)
 #   RATE_MBPS       check 2: per-drive rate, MB/s            (60)

@@ -680,9 +680,9 @@ struct samples {
 };
 
 /* The reps of one case at T tokens per call, cl (NULL: none) its compute ceiling.  The
- * thread counts take turns rep by rep, as the variants do: this machine's pace drifts by a
- * fifth over minutes (the host's other tenants), and a scaling taken from measurements
- * minutes apart would measure the drift. */
+ * thread counts take turns rep by rep, as the variants do: a shared host's pace drifts
+ * over minutes (its other tenants), and a scaling taken from measurements minutes apart
+ * would measure the drift. */
 static int measure_reps(const struct bcase *c, const struct weights *w, int T,
                         const struct ceiling *cl, struct samples *s)
 {

@@ -7,9 +7,9 @@
 #      union's bytes (records the passes' layers asked for x a record's bytes), the run's
 #      compute (its prompt time less its wait for reads) and the floor max(union bytes /
 #      fio's rate, compute).  Goals: bytes read <= 1.05 x the union; prompt time <= 1.2 x
-#      the floor.  The same prompt in 32-row passes (-b 32) for the way it was before.
+#      the floor.  The same prompt in 32-row passes (-b 32) beside it.
 #      Also the read area's fresh memory the prompt took and the seconds spent faulting it
-#      in (on a VM whose host backs memory lazily, seconds a GB, inside the wait for reads).
+#      in (inside the wait for reads; slow where a hypervisor backs memory lazily).
 #   2. a two-turn conversation through serve: the second turn's time to first token and
 #      bytes read, against a fresh server given the second turn's prompt, and against
 #      its new tokens alone (a prompt of just them on a fresh server).

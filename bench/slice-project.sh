@@ -12,8 +12,7 @@
 #      alone.  Measured while reading (CACHED_RAM=0: the trunk resident, 843 MB of records
 #      a token), a 2-core box's pieces also carry the read path's CPU (completions,
 #      checksums, a checkpoint's span copies), which a box of many cores does not pay on
-#      its compute: the planner's k3-slice compute from such a run was 0.68 s a token,
-#      1.4x the 0.48 its decode steps took with reads free (slice-project-20261201-201220);
+#      its compute (the two compared: bench/results/slice-project-20261201-201220.json);
 #   2. measures this disk's read rate (skipped when DISK_GBPS is given; lib.sh read_rate):
 #      on a pack, `k3-uring iobench --ram floor --no-cache` (O_DIRECT reads of trunk
 #      segments and 16 random records per MoE layer); on a checkpoint, fio (O_DIRECT, 1 MiB

@@ -6,8 +6,8 @@
 # area is reserved and taken as reads reach it (iouring/uring_buffers.c), so the goal is a
 # ratio <= 1.2 at every budget, and an RSS at first token that does not grow with it.
 # Each run also says how much of the area it took and the seconds its reads' path spent
-# faulting that in; the ratio is given again without those seconds, since on a VM whose
-# host backs guest memory lazily they are host time, seconds a GB, that vary run to run.
+# faulting that in; the ratio is given again without those seconds, since where a
+# hypervisor backs guest memory lazily they are host time that varies run to run.
 # usage: bench/startup.sh [--help]
 # knobs (environment): K3 (./k3-uring), DRIVES (DATA's prefill/d0, bench/lib.sh: a 1-drive pack of
 #   k3-bench), BUDGETS ("trunk 4G 8G 12G 16G 20G"), ROUNDS (3), OUT
@@ -70,8 +70,8 @@ ids = {x[3] for b in budgets for x in runs[b]}
 if len(ids) != 1:
     sys.exit(f"startup.sh: the tokens differ across budgets: {sorted(ids)}")
 # The run's time less the seconds its reads' path spent faulting fresh memory in: what the
-# start costs where memory is cheap to take (on this kind of VM it is not: the host backs
-# guest memory lazily, seconds a GB when busy).
+# start costs where memory is cheap to take (it is not where a hypervisor backs guest
+# memory lazily).
 base = statistics.median(x[0] for x in runs[budgets[0]])
 base_unfaulted = statistics.median(x[0] - x[5] for x in runs[budgets[0]])
 rows = []

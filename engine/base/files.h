@@ -1,7 +1,8 @@
 /* Small file helpers shared by the loaders, writers, CLI and tests: bounded path
  * joining, whole small files in and out.  The one place a whole file is read: every
  * caller goes through k3_read_fd (directly for stdin, else through k3_read_small_file).
- * Does not own: the checkpoint's and the drives' bulk reads (model/, stream/, iouring/). */
+ * Owns: k3_path_join, k3_mkdir_parents, the small-file bound and the whole-file reads and
+ * writes.  Does not own: the checkpoint's and the drives' bulk reads (model/, stream/, iouring/). */
 #ifndef K3_FILES_H
 #define K3_FILES_H
 

@@ -10,7 +10,7 @@
  * 1 ulp of the exact result, k3_cos_2pi within 2 (the rounded angle adds up to one);
  * tests/unit/test_fixed_math.c measures both.
  * sqrt needs no twin: IEEE 754 makes it correctly rounded everywhere.
- * Does not own: the float kernels' exp and tanh (engine/kernels/kernels.h).
+ * Owns: k3_log and k3_cos_2pi.  Does not own: the float kernels' exp and tanh (engine/kernels/kernels.h).
  */
 #ifndef K3_FIXED_MATH_H
 #define K3_FIXED_MATH_H

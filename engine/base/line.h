@@ -1,7 +1,7 @@
 /* One line for a caller's callback: how library code says something that is not an error
  * (progress, a warning, a request served).  It formats the line here and hands it on;
  * the caller shows it or not (the library never prints: err.h).
- * Does not own: the callbacks' meaning, or what a caller does with the line. */
+ * Owns: k3_line_fn, the formatting of one line and its bound (K3_LINE_MAX).  Does not own: the callbacks' meaning, or what a caller does with the line. */
 #ifndef K3_LINE_H
 #define K3_LINE_H
 

@@ -2,7 +2,9 @@
  * synthetic weights and sampling are the same bytes on every libc and machine: the
  * integers and uniforms are exact; the normal draws use only fixed_math.h's log and cos
  * and IEEE sqrt, so they carry the promise fixed_math.h states (IEEE doubles evaluated
- * as doubles, no fused multiply-add). */
+ * as doubles, no fused multiply-add).
+ * Owns: struct k3_rng, its seeding and its integer, uniform, normal and distinct draws.
+ * Does not own: sampling tokens from logits (engine/forward/sampler.h). */
 #ifndef K3_RNG_H
 #define K3_RNG_H
 

@@ -1,5 +1,7 @@
 /* Subcommands of the k3-uring binary.  Each parses its own options, prints its own
- * errors and returns the process exit code: 0 ok, 1 runtime error, 2 usage error. */
+ * errors and returns the process exit code: 0 ok, 1 runtime error, 2 usage error.
+ * Owns: the entry point of each command, which main.c's table names.  Does not own: the
+ * option groups several commands share (model_args.h, routes_args.h, drive_model.h). */
 #ifndef K3_CLI_H
 #define K3_CLI_H
 

@@ -1,7 +1,8 @@
 /* --drive-model RATE[,LATENCY], shared by the commands that read packed drives (run,
  * iobench, and serve through the runtime's options): the table entry, the parse into the
  * reader's model with a usage error naming the flag, and the lines the statistics print.
- * The model itself is iouring/model.h's. */
+ * Owns: the option's entry, its parse and those lines.  Does not own: the model itself
+ * (iouring/model.h). */
 #ifndef K3_CLI_DRIVE_MODEL_H
 #define K3_CLI_DRIVE_MODEL_H
 

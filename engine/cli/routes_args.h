@@ -1,7 +1,8 @@
 /* --routes FILE [--routes-requests A-B], shared by run, iobench and replay: the table
  * entries, loading the trace's requests for a model (its shape checked against the
- * model's), and the line that says once that the output is not the model's.  The trace
- * and its replay are engine/routes's. */
+ * model's), and the line that says once that the output is not the model's.
+ * Owns: struct routes_args, those entries, the checks, the load and the line.  Does not
+ * own: the trace and its replay (engine/routes/). */
 #ifndef K3_CLI_ROUTES_ARGS_H
 #define K3_CLI_ROUTES_ARGS_H
 

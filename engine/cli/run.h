@@ -1,7 +1,11 @@
 /* Inside `k3-uring run`: the options, what one run holds, and the helpers its files share.
  * cmd_run.c parses and generates; run_output.c writes what a run produces (text or ids
  * on stdout, --logits-out, --dump-layers); run_stats.c prints the statistics; run_cache.c
- * keeps the state after the prompt (--prompt-cache). */
+ * keeps the state after the prompt (--prompt-cache).
+ * Owns: run's options (struct run_opts), what one run holds (struct runner) and the
+ * interfaces between those four files.  Does not own: the model's opening and its steps
+ * (engine/runtime/, engine/forward/), the options shared with other commands
+ * (model_args.h, routes_args.h). */
 #ifndef K3_CLI_RUN_H
 #define K3_CLI_RUN_H
 

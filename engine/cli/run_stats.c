@@ -141,8 +141,8 @@ static void print_faults(const struct runner *r)
 }
 
 /* The read area is taken as reads reach it, faulted in on their way unless the idle
- * thread did it first; on a VM whose host backs guest memory lazily that costs seconds a
- * GB, and this line (-v, --stats) says how much of the run it was, and where. */
+ * thread did it first; where a hypervisor backs guest memory lazily that is slow, so this
+ * line (-v, --stats) says how much of the run it was, and where. */
 static void print_area(const struct runner *r, const struct k3_runtime_snapshot *end)
 {
     const struct k3_stream_stats *io = &end->io;

@@ -1,7 +1,10 @@
 /* Inside engine/cluster: the cluster's state and the helpers its files share.
  * Files: cluster.c MPI's life, agreeing, waiting with a deadline; mirror.c the leader's
  * steps told to the followers; exchange.c expert outputs after each MoE layer; gather.c
- * the followers' traces into the leader's; ended.c what a rank says when mpirun ends it. */
+ * the followers' traces into the leader's; ended.c what a rank says when mpirun ends it.
+ * Owns: struct k3_cluster's fields, the messages between ranks (a step, an exchange's
+ * header) and the helpers the files share.  Does not own: the interface the runtime
+ * calls (cluster.h) or which rank holds which experts (engine/model/share.h). */
 #ifndef K3_CLUSTER_INTERNAL_H
 #define K3_CLUSTER_INTERNAL_H
 

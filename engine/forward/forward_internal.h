@@ -5,6 +5,10 @@
  * MoE; stages.c what runs beside the math (streaming, prediction, tracing); scratch.c
  * the buffers and a sequence's state.  C below is the context's rows (k3_forward.rows):
  * the most one step or pass holds; E the experts of a layer.
+ *
+ * Owns: a step's scratch (struct k3_forward_scratch, the teams' and the experts'
+ * buffers), the layer's parts and the stages.  Does not own: the weights
+ * (engine/model/), the expert records' reads behind the store (engine/stream/).
  */
 #ifndef K3_FORWARD_INTERNAL_H
 #define K3_FORWARD_INTERNAL_H

@@ -1,7 +1,10 @@
 /* Sampling: greedy or seeded temperature / top-k / top-p, with the project's own
  * generator, so a seed gives the same tokens on every machine and thread count; the
  * masked variants draw only among the ids a grammar allows (engine/grammar/).
- * Ties (equal logits) always go to the lower token id. */
+ * Ties (equal logits) always go to the lower token id.
+ * Owns: struct k3_sampler, argmax and sampling (masked or not), and a request's logit
+ * adjustments (bias and penalties).  Does not own: the generator (engine/base/rng.h), the
+ * grammar's mask of allowed ids (engine/grammar/). */
 #ifndef K3_SAMPLER_H
 #define K3_SAMPLER_H
 

@@ -1,5 +1,7 @@
 /* What the AVX2 files share (kernels_avx2.c, mxfp4_avx2.c): the 16 lanes of kernels.h as
  * two ymm, lanes 0..7 and 8..15.  Internal to the kernels.
+ * Owns: the lane tree's AVX2 form (k3_avx2_reduce16).  Does not own: the tree's order,
+ * which k3_lane_reduce (kernels.h) defines.
  */
 #ifndef K3_KERNELS_AVX2_H
 #define K3_KERNELS_AVX2_H

@@ -1,5 +1,7 @@
 /* What the AVX-512 files share (kernels_avx512.c, mxfp4_avx512.c): the 16 lanes of
  * kernels.h as one zmm.  Internal to the kernels.
+ * Owns: the lane tree's AVX-512 form (k3_avx512_reduce16).  Does not own: the tree's
+ * order, which k3_lane_reduce (kernels.h) defines.
  */
 #ifndef K3_KERNELS_AVX512_H
 #define K3_KERNELS_AVX512_H

@@ -97,7 +97,7 @@ static inline float k3_silu(float z) { return z * k3_sigmoid(z); }
 
 /* ---- the activation of every expert row, defined op by op -------------------------------
  *
- * libm's expf and tanhf slowed the fused w1/w3 pass markedly (bench/results/
+ * libm's expf and tanhf are slower in the fused w1/w3 pass (bench/results/
  * kernels-choices.md, "SiTU") and have no SIMD twin that returns the same bytes.  These
  * are Cephes' single-precision polynomials written as a fixed sequence of IEEE +, -, ×, /
  * and bit operations, so the SIMD variants (situ in kernels_isa.h), doing the same lane

@@ -201,9 +201,9 @@ extern const int32_t k3_mxfp4_lane_group[4][16];
  * offsets, where the rows of X would take an integer register per token), adding to the
  * 16 lane sums of token k at sums[k·16 ..] (from zero when first), prefetching its weights
  * ahead bytes on into L1 (the next row's span) and, unless far is 0, far bytes on into L2
- * (the next panel's row: the first tile of a panel waited on memory for a tenth of the
- * time); REDUCE(sums) the lane tree of 16 sums, in the variant's registers (the scalar
- * tree of k3_lane_reduce cost a sixth of the time at 64 rows). */
+ * (the next panel's row, so that a panel's first tile does not wait on memory);
+ * REDUCE(sums) the lane tree of 16 sums, in the variant's registers, not k3_lane_reduce's
+ * scalar tree (both measured: bench/results/kernels-choices.md, "Many tokens"). */
 #define K3_MXFP4_TILED_ROWS(NAME, ROW, SPAN, REDUCE)                                           \
     _Static_assert(K3_MXFP4_SPAN_GROUPS % 16 == 0, "spans start at a scale load of 16");       \
     static inline __attribute__((always_inline)) void                                          \

@@ -117,9 +117,9 @@ K3_TARGET_END
  * turns them into 2·E2M1 + 12 (unsigned); vpmaddubsw multiplies by q and adds pairs
  * (at most 2·24·127, no saturation), vpmaddwd by 1 adds those pairs, and the bias takes
  * the +12 back.  Exact integers, so the same bytes as the scalar reference.  A pair's two
- * groups are one step of the loop, so each half's accumulators stay in registers (with
- * the half picked at run time they went through memory: bench/results/
- * kernels-choices.md, "a pair of groups per loop step"). */
+ * groups are one step of the loop, so each half's accumulators stay in registers (a half
+ * picked at run time would put them in memory: bench/results/kernels-choices.md, "a pair
+ * of groups per loop step"). */
 
 K3_TARGET_BEGIN("avx2,fma")
 

@@ -1,4 +1,5 @@
-/* Named configurations (k3-model.md §6): config.json text by name. */
+/* Named configurations (k3-model.md §6): config.json text by name.
+ * Owns: the presets' texts and their names.  Does not own: parsing them (config.h). */
 #ifndef K3_CONFIG_PRESETS_H
 #define K3_CONFIG_PRESETS_H
 

@@ -38,6 +38,9 @@
  * has no replica table (config, tokenizer files, four tables and the share fill them).
  *
  * All integers are little-endian.  Changing anything here means a new version.
+ *
+ * Owns: the on-disk structs and constants, and the placement rule's arithmetic.  Does not
+ * own: planning a pack (pack_plan.h), writing one (pack.h), opening one (packed.h).
  */
 #ifndef K3_PACK_FORMAT_H
 #define K3_PACK_FORMAT_H

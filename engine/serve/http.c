@@ -21,6 +21,7 @@
 #include "engine/serve/anthropic.h"
 #include "engine/serve/conns.h"
 #include "engine/serve/metrics.h"
+#include "engine/serve/sse.h"
 
 #define WAIT_MS 50            /* between looks at a waiting client's socket */
 #define DISCARD_FACTOR 16     /* a body this many times the limit is cut off, not read */
@@ -74,21 +75,16 @@ struct exchange {
     bool anthropic;           /* answered in Anthropic's shapes (/v1/messages) */
 };
 
-/* A streamed response: server-sent events made from the request's updates. */
+/* A streamed response: server-sent events (sse.h) made from the request's updates. */
 struct stream {
     struct k3_http *h;
     struct k3_request *r;
-    struct k3_api_answer a;
+    struct k3_sse sse;
     char id[48], line[160];
-    bool include_usage;
     int fd;                   /* the client's socket */
     double started;
-    char *out;                /* [cap] events not yet handed to libmicrohttpd */
-    size_t len, cap, at;
-    bool ended;               /* the last event is in out */
+    size_t at;                /* sse.out[0..at) is handed to libmicrohttpd */
     bool client_left;
-    char error[256];
-    struct k3_anthropic_stream *anthropic; /* Anthropic's events, or NULL: OpenAI's chunks */
 };
 
 /* The line as the caller's log gets it: a client's text never moves the terminal. */
@@ -246,137 +242,27 @@ static void log_done(struct k3_http *h, const char *line, bool streamed, const s
 
 /* ---- streaming ------------------------------------------------------------------- */
 
-static int emit(struct stream *st, const char *fmt, const char *json)
-{
-    if (!json)
-        return -1;
-    size_t n = strlen(fmt) - 2 + strlen(json);
-    if (st->len + n + 1 > st->cap) {
-        size_t cap = st->cap ? st->cap : 1024;
-        while (cap < st->len + n + 1)
-            cap *= 2;
-        char *out = realloc(st->out, cap);
-        if (!out)
-            return -1;
-        st->out = out;
-        st->cap = cap;
-    }
-    st->len += (size_t)sprintf(st->out + st->len, fmt, json);
-    return 0;
-}
-
-static int emit_chunk(struct stream *st, bool first)
-{
-    char *json = k3_api_chunk_json(&st->a, first);
-    int rc = emit(st, "data: %s\n\n", json);
-    free(json);
-    return rc;
-}
-
-/* The answer's new pieces from an update. */
-static void take_update(struct k3_api_answer *a, const struct k3_req_update *u)
-{
-    a->text = u->text;
-    a->text_len = u->len;
-    a->reasoning = u->reasoning;
-    a->reasoning_len = u->reasoning_len;
-    a->calls = u->calls;
-    a->n_calls = u->n_calls;
-    a->first_call = u->first_call;
-    a->calls_total += u->n_calls;
-    a->prompt_tokens = u->prompt_tokens;
-    a->completion_tokens = u->completion_tokens;
-    a->cached_tokens = u->cached_tokens;
-    a->finish = K3_FINISH_NONE;
-}
-
-static int emit_error(struct stream *st, const char *message)
-{
-    snprintf(st->error, sizeof st->error, "%s", message);
-    struct k3_api_error e;
-    k3_api_errorf(&e, 500, "server_error", NULL, "%s", message);
-    char *text = st->anthropic ? k3_anthropic_stream_error(st->anthropic, &e) : NULL;
-    if (st->anthropic) {
-        int rc = emit(st, "%s", text);
-        free(text);
-        return rc;
-    }
-    char *json = k3_api_error_json(&e);
-    int rc = emit(st, "data: %s\n\n", json);
-    free(json);
-    return rc;
-}
-
-/* OpenAI's chunks for one update: the new pieces, then at the end the final chunk (with
- * the logits hash), the usage chunk when asked, and [DONE]. */
-static int openai_events(struct stream *st, const struct k3_req_update *u)
-{
-    int rc = 0;
-    if (u->len || u->reasoning_len || u->n_calls)
-        rc = emit_chunk(st, false);
-    if (rc || !u->finish)
-        return rc;
-    st->a.text = "";
-    st->a.text_len = 0;
-    st->a.reasoning_len = 0;
-    st->a.n_calls = 0;
-    st->a.finish = u->finish;
-    st->a.logits_hash = u->logits_hash;
-    rc = emit_chunk(st, false);
-    if (!rc && st->include_usage) {
-        char *json = k3_api_usage_chunk_json(&st->a);
-        rc = emit(st, "data: %s\n\n", json);
-        free(json);
-    }
-    return rc ? rc : emit(st, "%s", "data: [DONE]\n\n");
-}
-
-/* Anthropic's events for one update: blocks for the new pieces; at the end message_delta
- * and message_stop. */
-static int anthropic_events(struct stream *st, const struct k3_req_update *u)
-{
-    st->a.finish = u->finish;
-    st->a.logits_hash = u->logits_hash;
-    char *text = k3_anthropic_stream_update(st->anthropic, &st->a);
-    int rc = emit(st, "%s", text);
-    free(text);
-    return rc;
-}
-
-/* Events for one update, or an error event when the request failed. */
-static int events(struct stream *st, const struct k3_req_update *u)
-{
-    take_update(&st->a, u);
-    st->ended = u->finish != K3_FINISH_NONE;
-    if (u->finish != K3_FINISH_ERROR)
-        return st->anthropic ? anthropic_events(st, u) : openai_events(st, u);
-    struct k3_req_update pieces = *u;
-    pieces.finish = K3_FINISH_NONE;
-    int rc = st->anthropic ? anthropic_events(st, &pieces) : openai_events(st, &pieces);
-    return rc ? rc : emit_error(st, u->error);
-}
-
 static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
 {
     struct stream *st = cls;
-    while (st->at == st->len) {
-        if (st->ended)
+    while (st->at == st->sse.len) {
+        if (st->sse.ended)
             return MHD_CONTENT_READER_END_OF_STREAM;
-        st->at = st->len = 0;
+        st->at = 0;
         struct k3_req_update u;
         if (next_update(st->r, st->fd, &u)) {
             st->client_left = true;
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
-        int rc = events(st, &u);
+        int rc = k3_sse_update(&st->sse, &u);
         k3_req_update_free(&u);
         if (rc) {
             k3_request_cancel(st->r);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
     }
-    size_t n = st->len - st->at < max ? st->len - st->at : max;
-    memcpy(buf, st->out + st->at, n);
+    size_t n = st->sse.len - st->at < max ? st->sse.len - st->at : max;
+    memcpy(buf, st->sse.out + st->at, n);
     st->at += n;
     return (ssize_t)n;
 }
@@ -389,25 +275,11 @@ static void free_stream(void *cls)
     k3_request_cancel(st->r); /* a no-op once it ended */
     k3_request_wait(st->r, 0, &u);
     k3_req_update_free(&u);
-    if (st->client_left || !st->ended)
-        snprintf(st->error, sizeof st->error, "the client went away");
-    log_done(st->h, st->line, true, &u, k3_now() - st->started, st->error);
+    log_done(st->h, st->line, true, &u, k3_now() - st->started,
+             st->client_left || !st->sse.ended ? "the client went away" : st->sse.error);
     k3_request_release(st->r);
-    free(st->anthropic);
-    free(st->out);
+    k3_sse_free(&st->sse);
     free(st);
-}
-
-/* The first event, sent at once so the client sees the headers and knows it was accepted
- * before the first token: OpenAI's chunk with the role, or Anthropic's message_start. */
-static int first_event(struct stream *st)
-{
-    if (!st->anthropic)
-        return emit_chunk(st, true);
-    char *text = k3_anthropic_stream_start(st->anthropic, &st->a);
-    int rc = emit(st, "%s", text);
-    free(text);
-    return rc;
 }
 
 static enum MHD_Result respond_stream(struct exchange *x, struct MHD_Connection *c,
@@ -419,18 +291,17 @@ static enum MHD_Result respond_stream(struct exchange *x, struct MHD_Connection 
         k3_request_release(r);
         return send_body(c, 500, NULL, NULL, NULL, NULL);
     }
-    *st = (struct stream){.h = x->h, .r = r, .include_usage = req->include_usage,
-                          .fd = client_fd(c), .started = x->started};
+    *st = (struct stream){.h = x->h, .r = r, .fd = client_fd(c), .started = x->started};
     new_id(x->h, req->kind, st->id, sizeof st->id);
     snprintf(st->line, sizeof st->line, "%s", x->line);
-    st->a = (struct k3_api_answer){.kind = req->kind, .id = st->id, .created = time(NULL),
-                                   .model = x->h->o.model.id, .text = "",
-                                   .with_hash = req->logits_hash};
-    if (x->anthropic && !(st->anthropic = calloc(1, sizeof *st->anthropic))) {
+    struct k3_api_answer a = {.kind = req->kind, .id = st->id, .created = time(NULL),
+                              .model = x->h->o.model.id, .text = "",
+                              .with_hash = req->logits_hash};
+    if (k3_sse_init(&st->sse, a, req->include_usage, x->anthropic)) {
         free_stream(st);
         return send_body(c, 500, NULL, NULL, NULL, NULL);
     }
-    if (req->kind == K3_API_CHAT && first_event(st)) {
+    if (req->kind == K3_API_CHAT && k3_sse_first(&st->sse)) {
         free_stream(st);
         return send_body(c, 500, NULL, NULL, NULL, NULL);
     }

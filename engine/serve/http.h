@@ -6,11 +6,11 @@
  * OpenAI paths, /health, /metrics; 404 and 405 otherwise), request bodies up to a stated
  * size (413 beyond), the API key (401), error responses as OpenAI JSON, handing requests
  * to the scheduler (503 with Retry-After when its queue is full) and waiting on them:
- * one JSON body, or server-sent events as text arrives.  While a handler waits it polls
- * its client's socket, so a client that hangs up has its request cancelled (its sequence
- * freed at the next step).
- * Does not own: the bodies' JSON (api.h), decoding (sched.h), printing (the caller's log
- * callback gets one line per request).
+ * one JSON body, or server-sent events (sse.h) as text arrives.  While a handler waits
+ * it polls its client's socket, so a client that hangs up has its request cancelled (its
+ * sequence freed at the next step).
+ * Does not own: the bodies' JSON (api.h), the events' bytes (sse.h), decoding (sched.h),
+ * printing (the caller's log callback gets one line per request).
  */
 #ifndef K3_SERVE_HTTP_H
 #define K3_SERVE_HTTP_H

@@ -1,5 +1,7 @@
 /* A request body's JSON fields as the API files read them (api_chat.c, anthropic.c):
- * absent and null are the same, and a string is compared whole. */
+ * absent and null are the same, and a string is compared whole.
+ * Owns: k3_json_given and k3_json_is.  Does not own: what a field means or its checks
+ * (the API files). */
 #ifndef K3_SERVE_JSON_FIELDS_H
 #define K3_SERVE_JSON_FIELDS_H
 

@@ -492,9 +492,10 @@ void k3_sched_run(struct k3_sched *s)
             idle(s);
             continue;
         }
-        /* A failed step (a read that failed on every copy) ends the requests in it, whose
-         * state it left half-updated, with its error; the read path forgets the failure
-         * (it would fail every later step) and the server serves on. */
+        /* A failed step (a read that failed on every copy) ends every running request with
+         * its error: those in it, whose state it left half-updated, and those with no row
+         * in it alike; the read path forgets the failure (it would fail every later step)
+         * and the server serves on. */
         if (step(s, err)) {
             for (int i = 0; i < s->o.parallel; i++)
                 if (s->slots[i].state != SLOT_FREE)

@@ -10,8 +10,10 @@
  * of its generation are stored for the next turn.  A request's tokens and logits are the same
  * bytes whatever shares its steps (the forward pass computes every row alone, in a fixed
  * order; each request has its own seeded sampler).
- * Invariants: a slot is FREE, PREFILL (prompt rows left) or DECODE (a sampled token to
- * feed); only a FREE slot has no request; the queue never exceeds queue_max.
+ * Invariants: a slot is FREE, PREFILL (prompt rows left, but for the length of the step
+ * that runs its last ones: it turns DECODE when that step's token is taken) or DECODE (a
+ * sampled token to feed); only a FREE slot has no request; the queue never exceeds
+ * queue_max.
  * Does not own: HTTP and JSON (serve/http.c, serve/api.c), the model (runtime/).
  */
 #ifndef K3_SERVE_SCHED_H
@@ -88,7 +90,8 @@ void k3_sched_destroy(struct k3_sched *s);
  * the context. */
 int k3_sched_submit(struct k3_sched *s, struct k3_request *r);
 /* Runs steps until stopped and every running request has ended.  A step that fails
- * ends the requests in it with the error; the loop goes on. */
+ * ends every running request with the error, those with no row in the step too; the loop
+ * goes on. */
 void k3_sched_run(struct k3_sched *s);
 /* Stops taking requests; queued ones end with an error, running ones at the next step
  * (finish "length": as if their limit were reached).  Safe from any thread. */

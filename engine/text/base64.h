@@ -1,6 +1,8 @@
 /* Standard base64 (RFC 4648 alphabet, '=' padding), as tiktoken.model writes each
  * token's bytes.  Decoding is strict: no whitespace, no missing padding, no stray
- * trailing bits, so one token has exactly one spelling. */
+ * trailing bits, so one token has exactly one spelling.
+ * Owns: k3_b64_decode and k3_b64_encode.  Does not own: reading tiktoken.model
+ * (tiktoken.c). */
 #ifndef K3_TEXT_BASE64_H
 #define K3_TEXT_BASE64_H
 

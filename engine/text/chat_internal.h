@@ -1,6 +1,8 @@
 /* The chat renderer's pieces, shared by the files behind chat.h: Python's view of JSON
  * values (chat_py.c), the segment list (chat_segs.c), and the render state that chat.c
- * and chat_calls.c write through. */
+ * and chat_calls.c write through.
+ * Owns: the interfaces between those files.  Does not own: the renderer's public
+ * interface (chat.h). */
 #ifndef K3_CHAT_INTERNAL_H
 #define K3_CHAT_INTERNAL_H
 

@@ -2,6 +2,10 @@
  * free, lookups, decode), tiktoken.c (the ranks), specials.c (the added tokens) and
  * encode.c.  Not part of the public interface; tests may use it.
  *
+ * Owns: struct k3_tokenizer's fields and the loaders those files share.  Does not own:
+ * the byte map (bytemap.h), the pre-tokenizer (pretok.h), the public calls
+ * (tokenizer.h).
+ *
  * Invariants: vocab_size bounds every id in map; ids in [0, vocab_size) are a rank
  * (indexed in map), a special (in map unindexed, is_special set) or nothing; specials
  * are sorted longest first, then by bytes, so the first that matches is the longest.

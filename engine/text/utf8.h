@@ -1,7 +1,7 @@
 /* Strict UTF-8: which bytes form well-formed characters (no overlongs, surrogates or
  * code points above U+10FFFF), as the encoder's input check, the pre-tokenizer's step
  * over an empty match and the output stream (utf8_stream.c) read it.
- * Does not own: the output stream's replacement of bad bytes (k3_utf8_push in
+ * Owns: k3_utf8_lead, k3_utf8_seq and k3_utf8_invalid_at.  Does not own: the output stream's replacement of bad bytes (k3_utf8_push in
  * tokenizer.h).
  */
 #ifndef K3_TEXT_UTF8_H

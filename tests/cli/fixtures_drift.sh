@@ -1,7 +1,7 @@
 #!/bin/bash
-# The committed fixtures (k3-tiny, k3-tiny-grouped) still come out of `k3-uring synth` + the
-# PyTorch reference:
-# runs the reference's self-checks, regenerates the fixtures into $K3_TEST_TMP and compares
+# The committed fixtures (k3-tiny, k3-tiny-grouped) still come out of `k3-uring synth` +
+# tests/ref (our own PyTorch implementation of the model, written from the spec):
+# runs tests/ref's self-checks, regenerates the fixtures into $K3_TEST_TMP and compares
 # (identical checkpoint hashes and token ids; logits within 1e-5 of max|logit|).
 # Exit 0 pass, 1 fail, 77 skip when /usr/bin/python3 has no torch (make deps-ref).
 set -u

@@ -1,5 +1,6 @@
 #!/bin/bash
-# k3-slice (every width of the released K3, 4 layers) against the PyTorch reference:
+# k3-slice (every width of the released K3, 4 layers) against tests/ref, our own PyTorch
+# implementation of the model written from the spec:
 #   tests/ref/check_slice.sh [CHECKPOINT]        (or: make check-slice)
 # 1. the checkpoint: CHECKPOINT (default $K3_SLICE, else bench/lib.sh's: SLICE, else DATA's
 #    k3-slice), written by

@@ -1,4 +1,4 @@
-"""Independent PyTorch reference of the Kimi-K3 text model.
+"""An independent PyTorch implementation of the Kimi-K3 text model, the project's own.
 
 Written from the model description (k3-model.md; section numbers below refer to it), never
 from the C engine, so that the two can check each other.  It reads a checkpoint folder as

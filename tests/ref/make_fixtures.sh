@@ -7,7 +7,7 @@
 # For each:
 #   1. ./k3-uring synth writes the seeded checkpoint (build/ref/NAME),
 #   2. OUTDIR/NAME/checkpoint.xxh64 pins it, file by file,
-#   3. the PyTorch reference (tests/ref/gen_fixtures.py) writes the logits and fixture.json.
+#   3. tests/ref/gen_fixtures.py (our PyTorch implementation, from the spec) writes the logits and fixture.json.
 # Deterministic: the same binary and reference give the same files.
 # Environment: K3 = the binary (default ./k3-uring), K3_REF_CKPT_DIR = where the checkpoints
 # go (default build/ref).

@@ -1,11 +1,12 @@
 /* Group-limited routing end to end: k3-tiny with 8 expert groups of which the router keeps
- * 2 (tests/configs/k3-tiny-grouped.json, use_grouped_topk false) against the PyTorch
- * reference's fixtures (fixtures/k3-tiny-grouped), run as `run` does, with prediction off
- * and on (the predictor's router asks for --prefetch-k 24 experts where a grouped router
- * can choose 16), with the whole trunk resident and streamed.  Logits within 1e-4 of
- * max|logit|, the greedy tokens identical, and the same bytes in every setting.  The
- * dropped groups' experts are masked with -inf, as Moonshot's gate does: zeroing them
- * instead (DeepSeek-V3) moves these logits by 0.18 of max|logit|. */
+ * 2 (tests/configs/k3-tiny-grouped.json, use_grouped_topk false) against tests/ref's
+ * fixtures (fixtures/k3-tiny-grouped; tests/ref is our own PyTorch implementation, from
+ * the spec), run as `run` does, with prediction off and on (the predictor's router asks
+ * for --prefetch-k 24 experts where a grouped router can choose 16), with the whole trunk
+ * resident and streamed.  Logits within 1e-4 of max|logit|, the greedy tokens identical,
+ * and the same bytes in every setting.  The dropped groups' experts are masked with -inf,
+ * as Moonshot's gate does: zeroing them instead (DeepSeek-V3) moves these logits by 0.18
+ * of max|logit|. */
 #include <dirent.h>
 #include <omp.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* Read tags (engine/stream/stream_internal.h): what a completion belongs to comes back as
  * it was made, every field at its extremes beside the others at theirs; and the slot field
- * holds every record of full K3, so a budget that caches them all gets a slot for each
- * (16 bits held 65,535 of its 82,432). */
+ * holds every record of full K3 (82,432, more than 16 bits can name), so a budget that
+ * caches them all gets a slot for each. */
 #include <stdio.h>
 
 #include "engine/model/config.h"

@@ -1,7 +1,8 @@
-/* k3-tiny end to end against the PyTorch reference's fixtures (fixtures/k3-tiny):
- * the synthetic checkpoint is the one the fixtures were made from (xxh64 per file),
- * logits agree within 1e-4 of max|logit|, the 32 greedy tokens are identical, and
- * prefill, token-by-token decode and thread counts give the same bytes. */
+/* k3-tiny end to end against tests/ref's fixtures (fixtures/k3-tiny; tests/ref is our own
+ * PyTorch implementation of the model, written from the spec): the synthetic checkpoint is
+ * the one the fixtures were made from (xxh64 per file), logits agree within 1e-4 of
+ * max|logit|, the 32 greedy tokens are identical, and prefill, token-by-token decode and
+ * thread counts give the same bytes. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
