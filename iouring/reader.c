@@ -447,6 +447,9 @@ static int submit(struct k3io_reader *r, const struct k3io_req *reqs, int n, boo
     for (int i = 0; i < n; i++)
         if (!request_valid(r, &reqs[i]))
             return -EINVAL;
+    int refused = r->refuse && n > 0 ? r->refuse(r->refuse_ctx, n) : 0;
+    if (refused)
+        return refused;
     struct k3io_request *head = NULL, *tail = NULL, *rq;
     for (int i = 0; i < n; i++) {
         if (!(rq = request_get(r))) { /* all or nothing */
@@ -590,4 +593,10 @@ void k3io_set_fault(struct k3io_reader *r, k3io_fault_fn fn, void *ctx)
 {
     r->fault = fn;
     r->fault_ctx = ctx;
+}
+
+void k3io_set_refusal(struct k3io_reader *r, k3io_refuse_fn fn, void *ctx)
+{
+    r->refuse = fn;
+    r->refuse_ctx = ctx;
 }

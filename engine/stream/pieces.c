@@ -267,6 +267,13 @@ uint32_t drop_unstarted(struct k3_stream *s, int slot)
     return dm.n;
 }
 
+/* The reader's other hook: a submission may be refused, none of its reads queued. */
+int refuse(void *ctx, int n)
+{
+    struct k3_stream *s = ctx;
+    return k3_faults_refuse(s->faults);
+}
+
 /* The reader's hook: each completed chunk may be turned into a fault; a "corrupt" one
  * flips a byte of what landed, which the piece's checksum must then catch. */
 int32_t inject(void *ctx, const struct k3io_fault_at *at, int32_t res)

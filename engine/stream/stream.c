@@ -469,6 +469,7 @@ int k3_stream_set_faults(struct k3_stream *s, const char *spec, uint64_t seed, s
     k3_faults_free(s->faults);
     s->faults = f;
     k3io_set_fault(s->r, f ? inject : NULL, f ? s : NULL);
+    k3io_set_refusal(s->r, f ? refuse : NULL, f ? s : NULL);
     for (int d = 0; d < s->p->n_drives; d++) {
         s->drive_failures[d] = 0;
         s->drive_lost[d] = false;

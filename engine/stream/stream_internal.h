@@ -193,8 +193,9 @@ int pump(struct k3_stream *s, int min, struct k3_err *err);
 uint32_t drop_unstarted(struct k3_stream *s, int slot);
 /* Records the first failure: piece j of b's object, read as how, failed for why. */
 void fail(struct k3_stream *s, const struct buffer *b, uint32_t j, uint32_t how, const char *why);
-/* The reader's fault hook (K3_FAULTS). */
+/* The reader's fault hooks (K3_FAULTS): chunk results, submissions. */
 int32_t inject(void *ctx, const struct k3io_fault_at *at, int32_t res);
+int refuse(void *ctx, int n);
 
 /* verify.c */
 /* Checks the landed, unchecked buffers of bufs[0..n); those whose pieces all check out
