@@ -474,7 +474,11 @@ static int submit(struct k3io_reader *r, const struct k3io_req *reqs, int n, boo
     r->outstanding += n;
     r->stats.requests += (uint64_t)n;
     carve(r);
-    return r->plugged ? 0 : r->ops->flush(r);
+    /* Queued, so the caller counts them in flight: a backend that cannot start them
+     * fails every later flush and reap, and k3io_wait says so. */
+    if (!r->plugged)
+        r->ops->flush(r);
+    return 0;
 }
 
 void k3io_plug(struct k3io_reader *r)
