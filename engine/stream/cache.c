@@ -81,7 +81,7 @@ static void abandon(struct k3_stream *s, int slot, struct k3_layer_stats *ls)
     for (uint32_t i = 0; i < n; i++)
         dropped += s->p->pieces[x->first_piece + s->dropped[i]].bytes;
     ls->wasted_bytes += x->bytes - dropped;
-    b->predicted = -1;
+    buffer_predict(b, -1);
     b->pending -= n;
     if (!n)
         buffer_check(b);
@@ -123,7 +123,7 @@ static int take_held(struct k3_stream *s, int i, struct k3_err *err)
         s->stats.records_hit++; /* in memory from an earlier token: a read avoided */
         ls->hit++;
     }
-    b->predicted = -1;
+    buffer_predict(b, -1);
     en->slot = slot;
     return 1;
 }
@@ -132,9 +132,8 @@ static int take_held(struct k3_stream *s, int i, struct k3_err *err)
 static int pin(struct k3_stream *s, int i, struct k3_err *err)
 {
     struct buffer *b = &s->records[s->batch[i].slot];
-    b->pins++;
     b->last_use = ++s->use_clock;
-    buffer_check(b);
+    buffer_pin(b);
     return slot_used(s, s->batch[i].slot, err);
 }
 
@@ -250,7 +249,7 @@ static int prefetch(struct k3_stream *s, int layer, const int *experts, int n,
             break;
         if (start_record(s, slot, o, SPECULATIVE, err))
             return -1;
-        s->records[slot].predicted = layer;
+        buffer_predict(&s->records[slot], layer);
         s->records[slot].last_use = ++s->use_clock;
         if (slot_used(s, slot, err))
             return -1;
@@ -356,11 +355,9 @@ static int experts_done(struct k3_expert_store *st, int i, struct k3_err *err)
     assert(i >= 0 && i < s->batch_n && en->delivered && !en->done);
     struct buffer *b = &s->records[en->slot];
     en->done = true;
-    b->pins--;
+    buffer_unpin(b);
     if (!b->pins && !s->o.cache && b->predicted < 0)
         slot_release(s, en->slot);
-    else
-        buffer_check(b);
     return start_queued_together(s, err);
 }
 

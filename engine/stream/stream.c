@@ -318,7 +318,7 @@ static int load_resident(struct k3_stream *s, struct k3_err *err)
             continue;
         if (wait_ready(s, b, err))
             return -1;
-        b->pins = 1;
+        buffer_pin(b);
         k3_model_bind_segment(s->m, i, b->base);
     }
     return 0;

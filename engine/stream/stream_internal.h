@@ -15,7 +15,8 @@
  *
  * Every read lands in a struct buffer, which goes through the states of enum buf_state;
  * buffer_set() asserts that each change is a legal one and buffer_check() that the
- * buffer's invariants hold after it.
+ * buffer's invariants hold after it.  Its pins and prediction change only through
+ * buffer_pin, buffer_unpin and buffer_predict, which check them too.
  */
 #ifndef K3_STREAM_INTERNAL_H
 #define K3_STREAM_INTERNAL_H
@@ -93,6 +94,14 @@ void buffer_set(struct buffer *b, enum buf_state to);
 void buffer_claim(struct buffer *b, int64_t object, uint32_t first, uint32_t count);
 /* b (no one using it, no read in flight) holds nothing again. */
 void buffer_release(struct buffer *b);
+/* b is in use by one more holder (a batch entry, the model), so never refilled; its
+ * state must allow it (pending, landed or ready). */
+void buffer_pin(struct buffer *b);
+/* One holder of b is done with it. */
+void buffer_unpin(struct buffer *b);
+/* Record slot b was prefetched for layer, not yet asked for; -1: the prediction is
+ * settled (asked for, or abandoned). */
+void buffer_predict(struct buffer *b, int layer);
 /* Back to free whatever its state, keeping its memory and its tag: for a reset, once
  * every read in flight has been reaped. */
 void buffer_empty(struct buffer *b);
