@@ -108,13 +108,21 @@ void buffer_empty(struct buffer *b);
 
 /* ---- the stream -------------------------------------------------------------------- */
 
+/* A batch entry's states, in this order only (cache.c's entry_set and batch_check); the
+ * next begin() lets go of the batch whatever its entries' states (experts.h). */
+enum entry_state {
+    ENTRY_QUEUED,    /* no slot yet: its read waits for one */
+    ENTRY_HELD,      /* in its slot, landed or landing, which it pins */
+    ENTRY_DELIVERED, /* handed out by next(): ready, still pinned */
+    ENTRY_DONE,      /* the caller is done with it: its slot may be refilled */
+};
+
 /* One expert of the batch a layer asked for (cache.c). */
 struct batch_entry {
     uint64_t object;
     int slot;        /* the record slot it is in or lands in; -1 while queued */
     bool read;       /* read for this batch (not a hit) */
-    bool delivered;  /* handed out by next() */
-    bool done;       /* the caller is done with it: its slot may be refilled */
+    enum entry_state state;
 };
 
 
@@ -159,9 +167,10 @@ struct k3_stream {
                                    * an entry left behind by an eviction is harmless */
     int layer, batch_n;
     struct batch_entry *batch;    /* [n_experts] the experts begin() asked for, in order */
-    int delivered;                /* entries next() handed out */
+    int delivered;                /* entries next() handed out (delivered or done) */
     int queued;                   /* entries before this one have a slot */
-    int reading;                  /* entries read by this batch, not yet handed out */
+    int reading;                  /* entries read by this batch, not yet handed out (held
+                                   * and read), at most store.capacity */
     int n_teams;                  /* compute teams: record slot i is on team i mod n_teams */
     int *team_load;               /* [n_teams] slots a begin() or prefetch() took per team */
     uint32_t *dropped;            /* [record_stride / K3_PACK_ALIGN + 1] pieces k3io_drop
