@@ -8,7 +8,7 @@
  *   trunk.c      the trunk source: double-buffered stream slots, binding segments
  *                (the next one ahead, for prediction), embedding rows on demand
  *   cache.c      the expert store: record slots as a cache, prefetch, promote,
- *                abandon, team balancing
+ *                abandon, team balancing; the batch's entries and their states
  *   slots.c      the slot a read takes (a free one, else the held record that gives way
  *                first), from counts and indexes (held.c) kept as slots change hands
  *   buffer.c     the buffers' states, their legal transitions and invariants
