@@ -447,6 +447,9 @@ static int submit(struct k3io_reader *r, const struct k3io_req *reqs, int n, boo
     for (int i = 0; i < n; i++)
         if (!request_valid(r, &reqs[i]))
             return -EINVAL;
+    int refused = r->refuse && n > 0 ? r->refuse(r->refuse_ctx, n) : 0;
+    if (refused)
+        return refused;
     struct k3io_request *head = NULL, *tail = NULL, *rq;
     for (int i = 0; i < n; i++) {
         if (!(rq = request_get(r))) { /* all or nothing */
@@ -471,7 +474,11 @@ static int submit(struct k3io_reader *r, const struct k3io_req *reqs, int n, boo
     r->outstanding += n;
     r->stats.requests += (uint64_t)n;
     carve(r);
-    return r->plugged ? 0 : r->ops->flush(r);
+    /* Queued, so the caller counts them in flight: a backend that cannot start them
+     * fails every later flush and reap, and k3io_wait says so. */
+    if (!r->plugged)
+        r->ops->flush(r);
+    return 0;
 }
 
 void k3io_plug(struct k3io_reader *r)
@@ -590,4 +597,10 @@ void k3io_set_fault(struct k3io_reader *r, k3io_fault_fn fn, void *ctx)
 {
     r->fault = fn;
     r->fault_ctx = ctx;
+}
+
+void k3io_set_refusal(struct k3io_reader *r, k3io_refuse_fn fn, void *ctx)
+{
+    r->refuse = fn;
+    r->refuse_ctx = ctx;
 }

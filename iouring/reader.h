@@ -137,17 +137,20 @@ void k3io_reader_destroy(struct k3io_reader *r);
 
 /* Queues n requests and submits them in as few system calls as the queue allows; what
  * does not fit in flight is submitted as completions make room (during k3io_wait).
- * Returns 0; -EINVAL (a file index out of range, len 0 or over INT32_MAX, a buffer
- * outside area) or -ENOMEM with none of the n queued; or the backend's -errno when it
- * cannot start reads (e.g. -EEXIST: io_uring used from a thread other than the
- * creator's), the requests staying queued. */
+ * All or nothing: 0 when all n are queued, each of them then returned once by k3io_wait;
+ * -errno when none is: -EINVAL (a file index out of range, len 0 or over INT32_MAX, a
+ * buffer outside area), -ENOMEM, or a refusal injected by k3io_set_refusal's hook.  A
+ * backend that cannot start the queued reads (e.g. -EEXIST: io_uring used from a thread
+ * other than the creator's) does not make the submit fail: k3io_wait returns its -errno.
+ * So the caller counts in flight exactly the requests of a submit that returned 0. */
 int k3io_submit(struct k3io_reader *r, const struct k3io_req *reqs, int n);
 
 /* Between k3io_plug and k3io_unplug, k3io_submit and k3io_submit_background only queue
- * (nothing starts, no error but -EINVAL and -ENOMEM); k3io_unplug starts everything
- * queued in as few system calls as the queue allows, and returns what k3io_submit would
- * have.  So requests made one at a time (a layer's records, as routing names them) go
- * to the drives in one submission.  Plugs nest; a wait starts what is queued anyway. */
+ * (nothing starts); k3io_unplug starts everything queued in as few system calls as the
+ * queue allows.  It queues nothing itself: its -errno is the backend's, the requests
+ * staying queued (k3io_wait returns the error too).  So requests made one at a time (a
+ * layer's records, as routing names them) go to the drives in one submission.  Plugs
+ * nest; a wait starts what is queued anyway. */
 void k3io_plug(struct k3io_reader *r);
 int k3io_unplug(struct k3io_reader *r);
 
@@ -192,5 +195,12 @@ struct k3io_fault_at {
 };
 typedef int32_t (*k3io_fault_fn)(void *ctx, const struct k3io_fault_at *at, int32_t res);
 void k3io_set_fault(struct k3io_reader *r, k3io_fault_fn fn, void *ctx);
+
+/* Refusal injection (tests, chaos runs): fn sees each k3io_submit and
+ * k3io_submit_background of n > 0 valid requests before any is queued, and returns 0 to
+ * let it through or the -errno that submit then returns with none of them queued (as it
+ * would when memory for them runs out).  fn == NULL turns it off. */
+typedef int (*k3io_refuse_fn)(void *ctx, int n);
+void k3io_set_refusal(struct k3io_reader *r, k3io_refuse_fn fn, void *ctx);
 
 #endif

@@ -137,6 +137,8 @@ struct k3io_reader {
 
     k3io_fault_fn fault;
     void *fault_ctx;
+    k3io_refuse_fn refuse;
+    void *refuse_ctx;
     struct k3io_model *model;     /* the drive model's state, NULL without one */
     struct k3io_stats stats;
 };

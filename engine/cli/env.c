@@ -42,8 +42,10 @@ static int parse_rank_fault(const struct k3_opt *o, const char *flag, const char
 static const struct k3_opt vars[] = {
     {.name = "K3_FAULTS", .type = K3_OPT_CUSTOM, .dst = &env.faults, .parse = parse_faults,
      .arg = "KIND:P,..", .def = "none",
-     .help = "inject read faults (tests): eio, short, eagain, delay or corrupt with a "
-             "probability in [0, 1], drive-loss:DRIVE[@READS]; comma-separated"},
+     .help = "inject read faults (tests): eio, short, eagain, delay, corrupt or refuse (a "
+             "submission) with a probability in [0, 1], drive-loss:DRIVE[@READS], "
+             "eio-at:N (the N-th read result), refuse-at:N (the N-th submission); "
+             "comma-separated"},
     {.name = "K3_FAULTS_SEED", .type = K3_OPT_U64, .dst = &env.fault_seed, .arg = "N",
      .help = "seed of the injected faults' generator"},
     {.name = "K3_KERNELS", .type = K3_OPT_ENUM, .dst = &env.kernels, .choices = kernel_choices,

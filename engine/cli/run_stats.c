@@ -133,11 +133,14 @@ static void print_faults(const struct runner *r)
     struct k3_stream_stats st = k3_stream_stats(stream);
     fprintf(stderr,
             "k3-uring: faults injected: %llu eio, %llu short, %llu eagain, %llu delays, "
-            "%llu corrupt, %llu on a lost drive; %llu reads retried, %llu from replicas\n",
+            "%llu corrupt, %llu on a lost drive, %llu submissions refused; of %llu read "
+            "results and %llu submissions; %llu reads retried, %llu from replicas\n",
             (unsigned long long)fc.eio, (unsigned long long)fc.shorts,
             (unsigned long long)fc.eagain, (unsigned long long)fc.delays,
             (unsigned long long)fc.corrupt, (unsigned long long)fc.lost,
-            (unsigned long long)st.retries, (unsigned long long)st.replica_reads);
+            (unsigned long long)fc.refused, (unsigned long long)fc.reads,
+            (unsigned long long)fc.submits, (unsigned long long)st.retries,
+            (unsigned long long)st.replica_reads);
 }
 
 /* The read area is taken as reads reach it, faulted in on their way unless the idle

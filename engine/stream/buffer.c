@@ -75,6 +75,25 @@ void buffer_release(struct buffer *b)
     buffer_set(b, BUF_FREE);
 }
 
+void buffer_pin(struct buffer *b)
+{
+    b->pins++;
+    buffer_check(b);
+}
+
+void buffer_unpin(struct buffer *b)
+{
+    assert(b->pins > 0);
+    b->pins--;
+    buffer_check(b);
+}
+
+void buffer_predict(struct buffer *b, int layer)
+{
+    b->predicted = layer;
+    buffer_check(b);
+}
+
 void buffer_empty(struct buffer *b)
 {
     *b = (struct buffer){.base = b->base, .kind = b->kind, .index = b->index,

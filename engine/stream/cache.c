@@ -45,6 +45,65 @@ static void clear_team_load(struct k3_stream *s)
         s->team_load[i] = 0;
 }
 
+/* ---- the batch: each entry's state, the counts, checked at every change ---- */
+
+/* The batch's counts, and entry i's invariants. */
+static void batch_check(const struct k3_stream *s, int i)
+{
+    const struct batch_entry *en = &s->batch[i];
+    assert(s->batch_n <= s->m->cfg.n_experts && i >= 0 && i < s->batch_n);
+    assert(s->delivered >= 0 && s->delivered <= s->batch_n);
+    assert(s->queued >= 0 && s->queued <= s->batch_n);
+    assert(s->reading >= 0 && s->reading <= s->store.capacity);
+    if (en->state == ENTRY_QUEUED) {
+        assert(en->slot < 0 && !en->read && i >= s->queued);
+        return;
+    }
+    assert(en->slot >= 0 && en->slot < s->n_records);
+    if (en->state == ENTRY_DONE)
+        return; /* its slot may have taken another record since */
+    /* its slot holds its record, pinned by it alone (a batch's records are distinct) */
+    const struct buffer *b = &s->records[en->slot];
+    assert(b->object == (int64_t)en->object && b->pins == 1 && b->predicted < 0);
+    assert(en->state == ENTRY_HELD || b->state == BUF_READY);
+}
+
+/* Every entry, and the counts they add up to. */
+static void batch_check_all(const struct k3_stream *s)
+{
+    int delivered = 0, reading = 0;
+    for (int i = 0; i < s->batch_n; i++) {
+        const struct batch_entry *en = &s->batch[i];
+        batch_check(s, i);
+        delivered += en->state >= ENTRY_DELIVERED;
+        reading += en->read && en->state == ENTRY_HELD;
+    }
+    assert(delivered == s->delivered && reading == s->reading);
+}
+
+/* Entry i moves on to state to, the next in order. */
+static void entry_set(struct k3_stream *s, int i, enum entry_state to)
+{
+    assert(to == s->batch[i].state + 1);
+    s->batch[i].state = to;
+    batch_check(s, i);
+}
+
+/* Entry i's record is in slot (read for this batch, or a hit): held, and its slot pinned
+ * until done() or the next begin(). */
+static int hold(struct k3_stream *s, int i, int slot, bool read, struct k3_err *err)
+{
+    struct batch_entry *en = &s->batch[i];
+    struct buffer *b = &s->records[slot];
+    en->slot = slot;
+    en->read = read;
+    s->reading += read;
+    b->last_use = ++s->use_clock;
+    buffer_pin(b);
+    entry_set(s, i, ENTRY_HELD);
+    return slot_used(s, slot, err);
+}
+
 /* Slot takes object o's record: pending, its reads issued unless sync mode defers them
  * to next(). */
 static int start_record(struct k3_stream *s, int slot, uint64_t o, uint32_t how,
@@ -81,7 +140,7 @@ static void abandon(struct k3_stream *s, int slot, struct k3_layer_stats *ls)
     for (uint32_t i = 0; i < n; i++)
         dropped += s->p->pieces[x->first_piece + s->dropped[i]].bytes;
     ls->wasted_bytes += x->bytes - dropped;
-    b->predicted = -1;
+    buffer_predict(b, -1);
     b->pending -= n;
     if (!n)
         buffer_check(b);
@@ -91,21 +150,27 @@ static void abandon(struct k3_stream *s, int slot, struct k3_layer_stats *ls)
         slot_abandon(s, slot);
 }
 
-/* A new batch: last batch's slots are let go; without a cache, so are the records it
- * used (what was prefetched for this layer, and what is still landing, stays). */
-static void unpin_all(struct k3_stream *s, int layer)
+/* A new batch: the last one's records are let go, done() or not (experts.h: each stays
+ * valid until done() or the next begin()); without a cache, so are the records it used
+ * (what was prefetched for this layer, and what is still landing, stays). */
+static void let_go(struct k3_stream *s, int layer)
 {
+    batch_check_all(s);
+    for (int i = 0; i < s->batch_n; i++)
+        if (s->batch[i].state == ENTRY_HELD || s->batch[i].state == ENTRY_DELIVERED)
+            buffer_unpin(&s->records[s->batch[i].slot]);
+    s->batch_n = s->delivered = s->queued = s->reading = 0;
     for (int i = 0; i < s->n_records; i++) {
         struct buffer *b = &s->records[i];
-        b->pins = 0;
+        assert(b->pins == 0); /* only a batch entry pins a record slot */
         if (!s->o.cache && b->predicted != layer && (b->state == BUF_LANDED || b->state == BUF_READY))
             slot_release(s, i);
     }
 }
 
 /* Whether batch entry i's record is in a slot already (prefetched for this layer, or
- * cached from an earlier token): 1, its slot noted (the caller pins it, so nothing evicts
- * it before it is computed); 0 when it is not there; -1 on error. */
+ * cached from an earlier token): then held (pinned, so nothing evicts it before it is
+ * computed).  -1 on error. */
 static int take_held(struct k3_stream *s, int i, struct k3_err *err)
 {
     struct batch_entry *en = &s->batch[i];
@@ -123,19 +188,8 @@ static int take_held(struct k3_stream *s, int i, struct k3_err *err)
         s->stats.records_hit++; /* in memory from an earlier token: a read avoided */
         ls->hit++;
     }
-    b->predicted = -1;
-    en->slot = slot;
-    return 1;
-}
-
-/* Pins entry i's slot for the batch. */
-static int pin(struct k3_stream *s, int i, struct k3_err *err)
-{
-    struct buffer *b = &s->records[s->batch[i].slot];
-    b->pins++;
-    b->last_use = ++s->use_clock;
-    buffer_check(b);
-    return slot_used(s, s->batch[i].slot, err);
+    buffer_predict(b, -1);
+    return hold(s, i, slot, false, err);
 }
 
 /* Starts the reads of the batch's queued entries, in order, while fewer than the store's
@@ -145,7 +199,7 @@ static int start_queued(struct k3_stream *s, struct k3_err *err)
 {
     while (s->queued < s->batch_n && s->reading < s->store.capacity) {
         struct batch_entry *en = &s->batch[s->queued];
-        if (en->slot >= 0) { /* held since begin */
+        if (en->state != ENTRY_QUEUED) { /* held since begin */
             s->queued++;
             continue;
         }
@@ -157,11 +211,8 @@ static int start_queued(struct k3_stream *s, struct k3_err *err)
         s->store.stats.bytes += s->m->record.bytes;
         if (start_record(s, slot, en->object, 0, err))
             return -1;
-        en->slot = slot;
-        en->read = true;
         s->layer_stats[s->layer].read++;
-        s->reading++;
-        if (pin(s, s->queued++, err))
+        if (hold(s, s->queued++, slot, true, err))
             return -1;
     }
     return 0;
@@ -182,11 +233,9 @@ static int begin(struct k3_stream *s, int layer, const int *experts, int n, stru
     if (n > s->m->cfg.n_experts)
         return k3_errf(err, "expert batch of %d exceeds a layer's %d experts", n,
                        s->m->cfg.n_experts);
-    unpin_all(s, layer);
+    let_go(s, layer);
     s->batch_clock = s->use_clock;
     s->layer = layer;
-    s->batch_n = n;
-    s->delivered = s->queued = s->reading = 0;
     s->layer_stats[layer].records += (uint64_t)n;
     s->stats.records_asked += (uint64_t)n;
     clear_team_load(s);
@@ -198,18 +247,20 @@ static int begin(struct k3_stream *s, int layer, const int *experts, int n, stru
         uint64_t o = k3_model_record_object(s->m, layer, experts[i]);
         if (k3_packed_holds(s->p, o, err)) /* another rank's expert: never read garbage */
             return -1;
-        s->batch[i] = (struct batch_entry){.object = o, .slot = -1};
-        int held = take_held(s, i, err);
-        if (held < 0)
-            return -1;
-        if (held && pin(s, i, err))
+        s->batch[i] = (struct batch_entry){.object = o, .slot = -1, .state = ENTRY_QUEUED};
+        s->batch_n = i + 1; /* the batch so far, whole at every step */
+        batch_check(s, i);
+        if (take_held(s, i, err))
             return -1;
     }
     /* Prefetched for this layer and not asked for: the prediction missed. */
     for (int i = 0; i < s->n_records; i++)
         if (s->records[i].predicted == layer)
             abandon(s, i, &s->layer_stats[layer]);
-    return start_queued(s, err);
+    if (start_queued(s, err))
+        return -1;
+    batch_check_all(s);
+    return 0;
 }
 
 static int start_queued_together(struct k3_stream *s, struct k3_err *err)
@@ -230,7 +281,7 @@ static int experts_begin(struct k3_expert_store *st, int layer, const int *exper
 static bool batch_queued(const struct k3_stream *s)
 {
     for (int i = s->queued; i < s->batch_n; i++)
-        if (s->batch[i].slot < 0)
+        if (s->batch[i].state == ENTRY_QUEUED)
             return true;
     return false;
 }
@@ -250,7 +301,7 @@ static int prefetch(struct k3_stream *s, int layer, const int *experts, int n,
             break;
         if (start_record(s, slot, o, SPECULATIVE, err))
             return -1;
-        s->records[slot].predicted = layer;
+        buffer_predict(&s->records[slot], layer);
         s->records[slot].last_use = ++s->use_clock;
         if (slot_used(s, slot, err))
             return -1;
@@ -275,8 +326,8 @@ static int verify_landed(struct k3_stream *s, struct k3_err *err)
     int n = 0;
     for (int i = 0; i < s->batch_n; i++) {
         const struct batch_entry *en = &s->batch[i];
-        struct buffer *b = en->slot >= 0 ? &s->records[en->slot] : NULL;
-        if (!b || en->delivered || b->state != BUF_LANDED)
+        struct buffer *b = en->state == ENTRY_HELD ? &s->records[en->slot] : NULL;
+        if (!b || b->state != BUF_LANDED)
             continue;
         landed_now[n++] = b;
         if (n == K3_MAX_TOPK) {
@@ -294,12 +345,12 @@ static bool deliver(struct k3_stream *s, double stall0, struct k3_landed *out)
 {
     for (int i = 0; i < s->batch_n; i++) {
         struct batch_entry *en = &s->batch[i];
-        struct buffer *b = en->slot >= 0 ? &s->records[en->slot] : NULL;
-        if (!b || en->delivered || b->state != BUF_READY)
+        struct buffer *b = en->state == ENTRY_HELD ? &s->records[en->slot] : NULL;
+        if (!b || b->state != BUF_READY)
             continue;
-        en->delivered = true;
         s->delivered++;
         s->reading -= en->read;
+        entry_set(s, i, ENTRY_DELIVERED);
         *out = (struct k3_landed){.index = i, .record = b->base, .team = slot_team(s, en->slot)};
         const struct k3_record_layout *r = &s->m->record;
         for (int p = K3_W1_SCALE; p < K3_EXPERT_PARTS; p += 2)
@@ -317,8 +368,8 @@ static int read_next_sync(struct k3_stream *s, struct k3_err *err)
 {
     for (int i = 0; i < s->batch_n; i++) {
         const struct batch_entry *en = &s->batch[i];
-        struct buffer *b = en->slot >= 0 ? &s->records[en->slot] : NULL;
-        if (!b || en->delivered || b->state != BUF_PENDING || b->inflight)
+        struct buffer *b = en->state == ENTRY_HELD ? &s->records[en->slot] : NULL;
+        if (!b || b->state != BUF_PENDING || b->inflight)
             continue;
         return read_pieces(s, b, 0, b->count, 0, err) || wait_ready(s, b, err) ? -1 : 0;
     }
@@ -353,14 +404,12 @@ static int experts_done(struct k3_expert_store *st, int i, struct k3_err *err)
 {
     struct k3_stream *s = of_store(st);
     struct batch_entry *en = &s->batch[i];
-    assert(i >= 0 && i < s->batch_n && en->delivered && !en->done);
+    assert(i >= 0 && i < s->batch_n && en->state == ENTRY_DELIVERED);
     struct buffer *b = &s->records[en->slot];
-    en->done = true;
-    b->pins--;
+    buffer_unpin(b);
+    entry_set(s, i, ENTRY_DONE);
     if (!b->pins && !s->o.cache && b->predicted < 0)
         slot_release(s, en->slot);
-    else
-        buffer_check(b);
     return start_queued_together(s, err);
 }
 

@@ -8,7 +8,8 @@
 #include "engine/base/rng.h"
 
 struct k3_faults {
-    double eio, shorts, eagain, delay, corrupt;
+    double eio, shorts, eagain, delay, corrupt, refuse;
+    uint64_t eio_at, refuse_at; /* the chunk result, the submission (from 1; 0: none) */
     int lost_drive;      /* -1: none */
     uint64_t lost_after; /* reads on that drive that still succeed */
     uint64_t lost_seen;
@@ -77,16 +78,25 @@ int k3_faults_parse(struct k3_faults **out, const char *spec, uint64_t seed, str
             f->lost_after = after;
             continue;
         }
+        uint64_t *at = !strcmp(kind, "eio-at")      ? &f->eio_at
+                       : !strcmp(kind, "refuse-at") ? &f->refuse_at
+                                                    : NULL;
+        if (at) {
+            if (decimal(value, value + strlen(value), at) || *at == 0)
+                rc = k3_errf(err, "K3_FAULTS: %s:%s is not a count from 1", kind, value);
+            continue;
+        }
         double *slot = !strcmp(kind, "eio")       ? &f->eio
                        : !strcmp(kind, "short")   ? &f->shorts
                        : !strcmp(kind, "eagain")  ? &f->eagain
                        : !strcmp(kind, "delay")   ? &f->delay
                        : !strcmp(kind, "corrupt") ? &f->corrupt
+                       : !strcmp(kind, "refuse")  ? &f->refuse
                                                   : NULL;
         double p = 0;
         if (!slot)
             rc = k3_errf(err, "K3_FAULTS: unknown kind \"%s\" (eio, short, eagain, delay, "
-                              "corrupt, drive-loss)", kind);
+                              "corrupt, refuse, drive-loss, eio-at, refuse-at)", kind);
         else if (probability(value, &p))
             rc = k3_errf(err, "K3_FAULTS: %s:%s is not a probability in [0, 1]", kind, value);
         else
@@ -106,8 +116,13 @@ void k3_faults_free(struct k3_faults *f) { free(f); }
 int32_t k3_faults_apply(struct k3_faults *f, uint32_t file, uint32_t len, int32_t res, bool *flip)
 {
     *flip = false;
+    bool eio_here = ++f->n.reads == f->eio_at;
     if ((int)file == f->lost_drive && f->lost_seen++ >= f->lost_after) {
         f->n.lost++;
+        return -EIO;
+    }
+    if (eio_here) {
+        f->n.eio++;
         return -EIO;
     }
     if (res <= 0)
@@ -135,6 +150,18 @@ int32_t k3_faults_apply(struct k3_faults *f, uint32_t file, uint32_t len, int32_
         *flip = true;
     }
     return res;
+}
+
+int k3_faults_refuse(struct k3_faults *f)
+{
+    /* drawn from the generator only when refuse is asked for: without it, a seed's chunk
+     * faults do not move with the number of submissions */
+    bool here = ++f->n.submits == f->refuse_at;
+    if (here || (f->refuse > 0 && k3_rng_uniform(&f->rng) < f->refuse)) {
+        f->n.refused++;
+        return -ENOMEM;
+    }
+    return 0;
 }
 
 struct k3_fault_counts k3_faults_counts(const struct k3_faults *f) { return f->n; }

@@ -71,26 +71,37 @@ static struct k3io_req piece_req(const struct k3_stream *s, const struct buffer 
     };
 }
 
+/* q reads of b the reader queued: in flight until each lands. */
+static void in_flight(struct k3_stream *s, struct buffer *b, uint32_t q)
+{
+    tick(s);
+    s->inflight += (int)q;
+    b->inflight += q;
+    s->stats.reads += q;
+    buffer_check(b);
+    k3_trace_counter(s->o.trace, "pieces in flight", s->inflight);
+}
+
+/* Only what the reader queued is counted in flight (k3io_submit is all or nothing per
+ * call): a refused batch leaves its pieces pending with no read, and the error fails the
+ * step, whose buffers k3_stream_recover empties. */
 int read_pieces(struct k3_stream *s, struct buffer *b, uint32_t first, uint32_t n, uint32_t how,
                 struct k3_err *err)
 {
     struct k3io_req reqs[SUBMIT_BATCH];
-    int q = 0;
-    tick(s);
-    s->inflight += (int)n;
-    b->inflight += n;
-    buffer_check(b);
-    k3_trace_counter(s->o.trace, "pieces in flight", s->inflight);
+    uint32_t q = 0;
     for (uint32_t j = first; j < first + n; j++) {
         reqs[q++] = piece_req(s, b, j, how);
-        s->stats.reads++;
         if (q < SUBMIT_BATCH && j + 1 < first + n)
             continue;
-        int e = how & SPECULATIVE ? k3io_submit_background(s->r, reqs, q)
-                                  : k3io_submit(s->r, reqs, q);
-        if (e)
-            return k3_errf(err, "submitting reads of object %lld: %s", (long long)b->object,
-                           strerror(-e));
+        int e = how & SPECULATIVE ? k3io_submit_background(s->r, reqs, (int)q)
+                                  : k3io_submit(s->r, reqs, (int)q);
+        if (e) {
+            char what[64];
+            k3_packed_describe(s->p, (uint64_t)b->object, what, sizeof what);
+            return k3_errf(err, "submitting reads of %s: %s", what, strerror(-e));
+        }
+        in_flight(s, b, q);
         q = 0;
     }
     return 0;
@@ -172,8 +183,10 @@ static void count_drive(struct k3_stream *s, uint32_t drive, bool ok)
 }
 
 /* A failed read of piece j is read again: at the same place while tries remain, then
- * from its replica.  False when there is nothing left to try (or resubmitting failed). */
-static bool retry(struct k3_stream *s, struct buffer *b, uint32_t j, uint32_t how, uint32_t drive)
+ * from its replica.  False when there is nothing left to try, or when the reader refused
+ * the read (refused says why). */
+static bool retry(struct k3_stream *s, struct buffer *b, uint32_t j, uint32_t how, uint32_t drive,
+                  struct k3_err *refused)
 {
     uint32_t tries = (how & TRIES_MASK) + 1, again;
     if (s->drive_lost[drive] && !(how & FROM_REPLICA))
@@ -184,8 +197,7 @@ static bool retry(struct k3_stream *s, struct buffer *b, uint32_t j, uint32_t ho
         again = FROM_REPLICA;
     else
         return false;
-    struct k3_err e;
-    if (read_pieces(s, b, j, 1, again, &e))
+    if (read_pieces(s, b, j, 1, again, refused))
         return false;
     s->stats.retries++;
     s->stats.replica_reads += (again & FROM_REPLICA) && !(how & FROM_REPLICA);
@@ -209,11 +221,16 @@ static void landed(struct k3_stream *s, const struct k3io_done *d)
     bool ok = d->res >= 0 && (uint32_t)d->res >= s->p->pieces[k].bytes;
     count_drive(s, drive, ok);
     if (!ok && b->state != BUF_ABANDONED) {
-        if (retry(s, b, j, how, drive))
+        struct k3_err refused = {""};
+        if (retry(s, b, j, how, drive, &refused))
             return; /* still pending */
-        fail(s, b, j, how, d->res < 0         ? strerror(-d->res)
-                           : s->p->checkpoint ? "short read (shard truncated?)"
-                                              : "short read (data file truncated?)");
+        char why[sizeof refused.msg + 64];
+        snprintf(why, sizeof why, "%s%s%s",
+                 d->res < 0         ? strerror(-d->res)
+                 : s->p->checkpoint ? "short read (shard truncated?)"
+                                    : "short read (data file truncated?)",
+                 refused.msg[0] ? "; read again: " : "", refused.msg);
+        fail(s, b, j, how, why);
     }
     if (--b->pending > 0)
         buffer_check(b);
@@ -265,6 +282,13 @@ uint32_t drop_unstarted(struct k3_stream *s, int slot)
     s->records[slot].inflight -= dm.n;
     s->inflight -= (int)dm.n;
     return dm.n;
+}
+
+/* The reader's other hook: a submission may be refused, none of its reads queued. */
+int refuse(void *ctx, int n)
+{
+    struct k3_stream *s = ctx;
+    return k3_faults_refuse(s->faults);
 }
 
 /* The reader's hook: each completed chunk may be turned into a fault; a "corrupt" one

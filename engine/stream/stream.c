@@ -318,7 +318,7 @@ static int load_resident(struct k3_stream *s, struct k3_err *err)
             continue;
         if (wait_ready(s, b, err))
             return -1;
-        b->pins = 1;
+        buffer_pin(b);
         k3_model_bind_segment(s->m, i, b->base);
     }
     return 0;
@@ -469,6 +469,7 @@ int k3_stream_set_faults(struct k3_stream *s, const char *spec, uint64_t seed, s
     k3_faults_free(s->faults);
     s->faults = f;
     k3io_set_fault(s->r, f ? inject : NULL, f ? s : NULL);
+    k3io_set_refusal(s->r, f ? refuse : NULL, f ? s : NULL);
     for (int d = 0; d < s->p->n_drives; d++) {
         s->drive_failures[d] = 0;
         s->drive_lost[d] = false;

@@ -102,7 +102,7 @@ struct k3_stream_opts {
 /* Counters since the stream opened; difference two snapshots for one token. */
 struct k3_stream_stats {
     uint64_t bytes;            /* read from the drives */
-    uint64_t reads;            /* pieces read */
+    uint64_t reads;            /* piece reads the reader queued */
     uint64_t records_read, records_hit;   /* expert records read / found in the cache */
     uint64_t records_asked;    /* records the layers' batches asked for: each layer's union
                                 * of a step's (or a pass's) experts */

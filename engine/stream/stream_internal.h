@@ -8,14 +8,15 @@
  *   trunk.c      the trunk source: double-buffered stream slots, binding segments
  *                (the next one ahead, for prediction), embedding rows on demand
  *   cache.c      the expert store: record slots as a cache, prefetch, promote,
- *                abandon, team balancing
+ *                abandon, team balancing; the batch's entries and their states
  *   slots.c      the slot a read takes (a free one, else the held record that gives way
  *                first), from counts and indexes (held.c) kept as slots change hands
  *   buffer.c     the buffers' states, their legal transitions and invariants
  *
  * Every read lands in a struct buffer, which goes through the states of enum buf_state;
  * buffer_set() asserts that each change is a legal one and buffer_check() that the
- * buffer's invariants hold after it.
+ * buffer's invariants hold after it.  Its pins and prediction change only through
+ * buffer_pin, buffer_unpin and buffer_predict, which check them too.
  */
 #ifndef K3_STREAM_INTERNAL_H
 #define K3_STREAM_INTERNAL_H
@@ -93,19 +94,35 @@ void buffer_set(struct buffer *b, enum buf_state to);
 void buffer_claim(struct buffer *b, int64_t object, uint32_t first, uint32_t count);
 /* b (no one using it, no read in flight) holds nothing again. */
 void buffer_release(struct buffer *b);
+/* b is in use by one more holder (a batch entry, the model), so never refilled; its
+ * state must allow it (pending, landed or ready). */
+void buffer_pin(struct buffer *b);
+/* One holder of b is done with it. */
+void buffer_unpin(struct buffer *b);
+/* Record slot b was prefetched for layer, not yet asked for; -1: the prediction is
+ * settled (asked for, or abandoned). */
+void buffer_predict(struct buffer *b, int layer);
 /* Back to free whatever its state, keeping its memory and its tag: for a reset, once
  * every read in flight has been reaped. */
 void buffer_empty(struct buffer *b);
 
 /* ---- the stream -------------------------------------------------------------------- */
 
+/* A batch entry's states, in this order only (cache.c's entry_set and batch_check); the
+ * next begin() lets go of the batch whatever its entries' states (experts.h). */
+enum entry_state {
+    ENTRY_QUEUED,    /* no slot yet: its read waits for one */
+    ENTRY_HELD,      /* in its slot, landed or landing, which it pins */
+    ENTRY_DELIVERED, /* handed out by next(): ready, still pinned */
+    ENTRY_DONE,      /* the caller is done with it: its slot may be refilled */
+};
+
 /* One expert of the batch a layer asked for (cache.c). */
 struct batch_entry {
     uint64_t object;
     int slot;        /* the record slot it is in or lands in; -1 while queued */
     bool read;       /* read for this batch (not a hit) */
-    bool delivered;  /* handed out by next() */
-    bool done;       /* the caller is done with it: its slot may be refilled */
+    enum entry_state state;
 };
 
 
@@ -150,9 +167,10 @@ struct k3_stream {
                                    * an entry left behind by an eviction is harmless */
     int layer, batch_n;
     struct batch_entry *batch;    /* [n_experts] the experts begin() asked for, in order */
-    int delivered;                /* entries next() handed out */
+    int delivered;                /* entries next() handed out (delivered or done) */
     int queued;                   /* entries before this one have a slot */
-    int reading;                  /* entries read by this batch, not yet handed out */
+    int reading;                  /* entries read by this batch, not yet handed out (held
+                                   * and read), at most store.capacity */
     int n_teams;                  /* compute teams: record slot i is on team i mod n_teams */
     int *team_load;               /* [n_teams] slots a begin() or prefetch() took per team */
     uint32_t *dropped;            /* [record_stride / K3_PACK_ALIGN + 1] pieces k3io_drop
@@ -193,8 +211,9 @@ int pump(struct k3_stream *s, int min, struct k3_err *err);
 uint32_t drop_unstarted(struct k3_stream *s, int slot);
 /* Records the first failure: piece j of b's object, read as how, failed for why. */
 void fail(struct k3_stream *s, const struct buffer *b, uint32_t j, uint32_t how, const char *why);
-/* The reader's fault hook (K3_FAULTS). */
+/* The reader's fault hooks (K3_FAULTS): chunk results, submissions. */
 int32_t inject(void *ctx, const struct k3io_fault_at *at, int32_t res);
+int refuse(void *ctx, int n);
 
 /* verify.c */
 /* Checks the landed, unchecked buffers of bufs[0..n); those whose pieces all check out

@@ -28,10 +28,8 @@ static int drain(struct k3_stream *s, struct buffer *b, struct k3_err *err)
 /* The segment bound before is done with (its layer finished): its slot may be reused. */
 static void unbind(struct k3_stream *s)
 {
-    if (s->bound_slot >= 0 && s->slots[s->bound_slot].pins) {
-        s->slots[s->bound_slot].pins--;
-        buffer_check(&s->slots[s->bound_slot]);
-    }
+    if (s->bound_slot >= 0 && s->slots[s->bound_slot].pins)
+        buffer_unpin(&s->slots[s->bound_slot]);
 }
 
 /* The slot holding seg, landed or landing; else seg starts reading into the slot of the
@@ -70,7 +68,7 @@ int trunk_segment(void *ctx, int seg, struct k3_err *err)
         return -1;
     k3_model_bind_segment(s->m, seg, s->slots[slot].base);
     s->bound_slot = slot;
-    s->slots[slot].pins++;
+    buffer_pin(&s->slots[slot]);
     return read_ahead(s, seg, slot, err);
 }
 

@@ -5,6 +5,7 @@
 #include "engine/stream/verify.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <string.h>
 #include <xxhash.h>
 
@@ -61,18 +62,21 @@ static void bad_piece(struct k3_stream *s, const struct verify_job *job)
 {
     struct buffer *b = job->b;
     uint32_t j = b->first_piece + job->k;
-    struct k3_err e;
+    struct k3_err refused = {""};
     b->bad = true;
     if (s->p->replicas && !b->replica_round) {
         b->pending++;
         if (b->state == BUF_LANDED)
             buffer_set(b, BUF_PENDING);
-        if (!read_pieces(s, b, j, 1, FROM_REPLICA, &e)) {
+        if (!read_pieces(s, b, j, 1, FROM_REPLICA, &refused)) {
             s->stats.replica_reads++;
             return;
         }
     }
-    fail(s, b, j, b->replica_round ? FROM_REPLICA : 0, "checksum mismatch");
+    char why[sizeof refused.msg + 64];
+    snprintf(why, sizeof why, "checksum mismatch%s%s",
+             refused.msg[0] ? "; its replica: " : "", refused.msg);
+    fail(s, b, j, b->replica_round ? FROM_REPLICA : 0, why);
 }
 
 /* A checkpoint's record: its landed spans moved into the record layout (ckpt_view.h),

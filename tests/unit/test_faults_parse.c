@@ -1,7 +1,8 @@
 /* The fault spec parser (engine/stream/faults.h): every kind takes its value and acts on
  * it; an empty value, a malformed number, an empty item or an unknown kind is refused
  * with err naming the item, never read as 0 (a drive-loss: that took drive 0, an eio:
- * that injected nothing). */
+ * that injected nothing); the faults at a place (eio-at, refuse-at) hit that read or
+ * submission and no other, and what was seen is counted. */
 #include <errno.h>
 #include <string.h>
 
@@ -56,10 +57,40 @@ static void test_probabilities(void)
     k3_faults_free(f);
 }
 
+/* eio-at:2 fails the second chunk result only; refuse-at:3 refuses the third submission
+ * only; both counted among what was seen. */
+static void test_at(void)
+{
+    bool flip;
+    struct k3_faults *f = accepted("eio-at:2,refuse-at:3");
+    for (int i = 1; i <= 4; i++)
+        CHECK(k3_faults_apply(f, 0, 4096, 4096, &flip) == (i == 2 ? -EIO : 4096),
+              "eio-at:2: read %d", i);
+    for (int i = 1; i <= 4; i++)
+        CHECK(k3_faults_refuse(f) == (i == 3 ? -ENOMEM : 0), "refuse-at:3: submission %d", i);
+    struct k3_fault_counts n = k3_faults_counts(f);
+    CHECK(n.reads == 4 && n.submits == 4 && n.eio == 1 && n.refused == 1,
+          "counted %llu reads, %llu submissions, %llu eio, %llu refused", (unsigned long long)n.reads,
+          (unsigned long long)n.submits, (unsigned long long)n.eio, (unsigned long long)n.refused);
+    k3_faults_free(f);
+    f = accepted("refuse:1");
+    CHECK(k3_faults_refuse(f) == -ENOMEM, "refuse:1 let a submission through");
+    k3_faults_free(f);
+    f = accepted("refuse:0,eio:0");
+    CHECK(k3_faults_refuse(f) == 0, "refuse:0 refused a submission");
+    k3_faults_free(f);
+}
+
 int main(void)
 {
     test_drive_loss();
     test_probabilities();
+    test_at();
+    refused("eio-at:0", "eio-at:0 is not a count from 1");
+    refused("eio-at:", "eio-at: is not a count from 1");
+    refused("refuse-at:3x", "refuse-at:3x is not a count from 1");
+    refused("refuse-at:-3", "refuse-at:-3 is not a count from 1");
+    refused("refuse:1.5", "refuse:1.5 is not a probability");
     refused("eio:", "eio: is not a probability");
     refused("short:", "short: is not a probability");
     refused("eio:0.5x", "eio:0.5x is not a probability");

@@ -3,7 +3,9 @@
  * write-only descriptor (EBADF), a misaligned direct read (EINVAL); a failed request of
  * several chunks completes once.  Requests the reader cannot take (file index out of
  * range, len 0, a buffer outside the area) are refused by k3io_submit with -EINVAL and
- * none of the batch is queued; so are configurations it cannot honour, by create. */
+ * none of the batch is queued; so is a batch the refusal hook refuses (-ENOMEM, as when
+ * memory for it runs out), foreground or background, and the reader then takes the
+ * next; configurations it cannot honour are refused by create. */
 #include "tests/unit/test_reader.h"
 
 #define SEED 3
@@ -37,6 +39,33 @@ static int closed_fd(void)
         if (fcntl(fd, F_GETFD) < 0 && errno == EBADF)
             return fd;
     return -1;
+}
+
+/* The refusal hook: refuses while *left counts down to 0. */
+static int refuse_first(void *ctx, int n)
+{
+    int *left = ctx;
+    if (*left <= 0)
+        return 0;
+    --*left;
+    return -ENOMEM;
+}
+
+static void refusals(struct k3io_reader *r, const char *name, const struct k3io_req *req)
+{
+    int left = 2;
+    struct k3io_done done[1];
+    k3io_set_refusal(r, refuse_first, &left);
+    CHECK(k3io_submit(r, req, 2) == -ENOMEM, "%s: a refused submit returned otherwise", name);
+    CHECK(k3io_submit_background(r, req, 2) == -ENOMEM,
+          "%s: a refused background submit returned otherwise", name);
+    CHECK(k3io_pending(r) == 0, "%s: refusals left %d pending", name, k3io_pending(r));
+    REQUIRE(k3io_submit(r, req, 1) == 0, "%s: submit after refusals", name);
+    int n = wait_all(r, done, 1);
+    CHECK(n == 1 && done[0].tag == 0 && done[0].res == cases[0].want,
+          "%s: after refusals, %d completions (tag %llu, res %d)", name, n,
+          (unsigned long long)done[0].tag, done[0].res);
+    k3io_set_refusal(r, NULL, NULL);
 }
 
 static void run(enum k3io_backend b, const int *fds, bool direct, char *area)
@@ -88,6 +117,7 @@ static void run(enum k3io_backend b, const int *fds, bool direct, char *area)
         CHECK(k3io_submit(r, two, 2) == -EINVAL, "%s: bad request %d accepted", name, i);
         CHECK(k3io_pending(r) == 0, "%s: bad request %d left %d pending", name, i, k3io_pending(r));
     }
+    refusals(r, name, req);
     k3io_reader_destroy(r);
 }
 
