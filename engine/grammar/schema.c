@@ -426,7 +426,7 @@ static int definition(struct schema_ctx *c, const json_t *target, const char *wh
     c->defs[c->n_defs++] = (struct def_memo){target, id};
     char saved[sizeof c->path];
     memcpy(saved, c->path, sizeof saved);
-    snprintf(c->path, sizeof c->path, "%s%s", c->root_path, where);
+    snprintf(c->path, sizeof c->path, "%s%.255s", c->root_path, where); /* fits: 255 + 255 */
     uint32_t body;
     int rc = schema_json(c, target, &body);
     memcpy(c->path, saved, sizeof saved);

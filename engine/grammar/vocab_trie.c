@@ -153,9 +153,9 @@ static int text_tokens(const struct k3_tokenizer *tok, struct tok_bytes **out, s
     qsort(toks, k, sizeof *toks, by_bytes);
     for (size_t i = 1; i < k; i++)
         if (!by_bytes(&toks[i - 1], &toks[i])) {
+            int32_t a = toks[i - 1].id, b = toks[i].id;
             free(toks);
-            return k3_errf(err, "vocabulary trie: tokens %d and %d have the same bytes",
-                           toks[i - 1].id, toks[i].id);
+            return k3_errf(err, "vocabulary trie: tokens %d and %d have the same bytes", a, b);
         }
     *out = toks;
     *n = k;
