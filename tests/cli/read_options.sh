@@ -1,7 +1,7 @@
 #!/bin/bash
 # --read-size and --queue-depth: bad values are one line naming the option and the limit,
-# exit 2 (not a multiple of 4 KiB, above 1 GiB, above what the device under the drives
-# takes in one request, a depth of 0 or above the ring's 32768); good ones change when
+# exit 2 (not a multiple of 4 KiB, above 1 GiB, a depth of 0 or above the ring's 32768;
+# above what the device under the drives takes in one request: read_size_device.sh); good ones change when
 # bytes arrive, never which: small reads at depth 1 give the defaults' ids and logits, and
 # --stats counts the system calls of each token.
 source "$(dirname "$0")/lib.sh"
@@ -15,15 +15,6 @@ expect_error 2 "--read-size: 6000 bytes is not a multiple of 4 KiB" run --read-s
 expect_error 2 "--read-size: 2147483648 bytes is above 1 GiB" run --read-size 2G
 expect_error 2 "--queue-depth: 0 is outside [1, 32768]" run --queue-depth 0
 expect_error 2 "--queue-depth: 32769 is outside [1, 32768]" run --queue-depth 32769
-dev=$(stat -c '%Hd:%Ld' "$d/d0")
-kb=$(cat "/sys/dev/block/$dev/queue/max_sectors_kb" 2>/dev/null ||
-     cat "/sys/dev/block/$dev/../queue/max_sectors_kb" 2>/dev/null || true)
-if [[ -n $kb ]] && ((kb * 2048 <= 1 << 30)); then
-  expect_error 2 "is above $((kb * 1024)), the most the device under $d/d0 takes in one read" \
-    run --read-size $((kb * 2048))
-else
-  echo "note: no block device under $d/d0 (or it takes 512 MiB and more): its limit is not tested"
-fi
 
 run -q --logits-out "$d/want.f32" >"$d/want.ids" || fail "a run at the defaults"
 run --read-size 4K --queue-depth 1 --logits-out "$d/got.f32" --stats >"$d/got.ids" 2>"$d/got.err" ||
