@@ -4,7 +4,8 @@
  * Owns: the arithmetic.  The floor is the runtime itself, the session state for the
  * context (KDA state, conv rings, MLA latent cache), the scratch of one chunk, every
  * segment's small tensors, the manifest, the caller's buffers, the expert buffers one
- * layer keeps in flight, --predict-from ids's co-occurrence counts, the checksum pass's scratch, the buffer embedding rows are read
+ * layer keeps in flight, --predict-from ids's co-occurrence counts, the checksum pass's
+ * scratch, the buffer embedding rows are read
  * into (on demand), and the trunk at its cheapest: two stream slots (one computing, one
  * being read) of the largest streamed segment, plus whichever largest segments are
  * cheaper resident than streamed through slots of their size.

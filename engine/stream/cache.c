@@ -1,22 +1,21 @@
-/* The stream's expert store (forward/expert_store.h): record slots kept as a cache.  begin() pins the
- * records of a layer's batch that are in slots already (a hit) and queues the rest,
- * whose reads stream through free slots, at most `capacity` in flight, each slot
- * refilled as soon as done() says its record is computed; prefetch() reads predicted
- * records into free slots in the background once the batch has no queue; next() hands
- * back records as they land and check out.  A slot is reused free first; then, in this
- * order, one not prefetched and waiting, one not asked for by the current batch, one of
- * the reading layer once it holds its share of the slots (an equal share per MoE layer),
- * one of a layer holding more than its share, and among those the record the
- * replacement policy (policy.h: --cache-policy) values least; never while
- * pinned or landing (slots.c chooses, from indexes kept as slots change hands); each
- * team's slots are taken in turn, so a layer's experts spread over the teams.  The shares make the cache the per-layer caches that bench/routesim,
- * --hit-curve and plan judge: one pool shared freely lets the layers whose choices
+/* The stream's expert store (forward/expert_store.h): record slots kept as a cache.  begin() pins
+ * the records of a layer's batch that are in slots already (a hit) and queues the rest, whose reads
+ * stream through free slots, at most `capacity` in flight, each slot refilled as soon as done()
+ * says its record is computed; prefetch() reads predicted records into free slots in the background
+ * once the batch has no queue; next() hands back records as they land and check out.  A slot is
+ * reused free first; then, in this order, one not prefetched and waiting, one not asked for by the
+ * current batch, one of the reading layer once it holds its share of the slots (an equal share per
+ * MoE layer), one of a layer holding more than its share, and among those the record the
+ * replacement policy (policy.h: --cache-policy) values least; never while pinned or landing
+ * (slots.c chooses, from indexes kept as slots change hands); each team's slots are taken in turn,
+ * so a layer's experts spread over the teams.  The shares make the cache the per-layer caches that
+ * bench/routesim, --hit-curve and plan judge: one pool shared freely lets the layers whose choices
  * churn most crowd out the rest, and hits less (bench/results/engine-choices.md).
- * With --cache-fill ahead a read lands only in memory the reader's low-priority thread
- * has faulted in (k3io_area_present), a prompt pass's and decode's alike, never faulting
- * fresh memory on its way unless nothing else lets the batch go on: on a VM that costs
- * seconds a GB, several times a token's reads.  The cache grows behind the reads at that
- * thread's pace; until it has memory a miss recycles a slot, as --no-cache does. */
+ * With --cache-fill ahead a read lands only in memory the reader's low-priority thread has
+ * faulted in (k3io_area_present), a prompt pass's and decode's alike, never faulting fresh memory
+ * on its way unless nothing else lets the batch go on: on a VM that costs seconds a GB, several
+ * times a token's reads.  The cache grows behind the reads at that thread's pace; until it has
+ * memory a miss recycles a slot, as --no-cache does. */
 #include <assert.h>
 #include <string.h>
 
@@ -25,7 +24,7 @@
 
 static struct k3_stream *of_store(struct k3_expert_store *st)
 {
-    return (struct k3_stream *)((char *)st - offsetof(struct k3_stream, store));
+    return (struct k3_stream *)((char *)st - offsetof(struct k3_stream, experts.store));
 }
 
 /* Where object o's record is (landed or still landing), or -1: the slot that last took
@@ -33,16 +32,17 @@ static struct k3_stream *of_store(struct k3_expert_store *st)
  * a record that is not abandoned: a record is read into a slot only when none holds it. */
 static int slot_holding(const struct k3_stream *s, uint64_t o)
 {
-    int i = s->slot_hint[policy_key(s, (int64_t)o)];
-    return i >= 0 && s->records[i].object == (int64_t)o && s->records[i].state != BUF_ABANDONED
+    const struct stream_experts *x = &s->experts;
+    int i = x->slot_hint[policy_key(s, (int64_t)o)];
+    return i >= 0 && x->records[i].object == (int64_t)o && x->records[i].state != BUF_ABANDONED
                ? i
                : -1;
 }
 
 static void clear_team_load(struct k3_stream *s)
 {
-    for (int i = 0; i < s->n_teams; i++)
-        s->team_load[i] = 0;
+    for (int i = 0; i < s->experts.n_teams; i++)
+        s->experts.team_load[i] = 0;
 }
 
 /* ---- the batch: each entry's state, the counts, checked at every change ---- */
@@ -50,20 +50,20 @@ static void clear_team_load(struct k3_stream *s)
 /* The batch's counts, and entry i's invariants. */
 static void batch_check(const struct k3_stream *s, int i)
 {
-    const struct batch_entry *en = &s->batch[i];
-    assert(s->batch_n <= s->m->cfg.n_experts && i >= 0 && i < s->batch_n);
-    assert(s->delivered >= 0 && s->delivered <= s->batch_n);
-    assert(s->queued >= 0 && s->queued <= s->batch_n);
-    assert(s->reading >= 0 && s->reading <= s->store.capacity);
+    const struct batch_entry *en = &s->experts.batch[i];
+    assert(s->experts.batch_n <= s->m->cfg.n_experts && i >= 0 && i < s->experts.batch_n);
+    assert(s->experts.delivered >= 0 && s->experts.delivered <= s->experts.batch_n);
+    assert(s->experts.queued >= 0 && s->experts.queued <= s->experts.batch_n);
+    assert(s->experts.reading >= 0 && s->experts.reading <= s->experts.store.capacity);
     if (en->state == ENTRY_QUEUED) {
-        assert(en->slot < 0 && !en->read && i >= s->queued);
+        assert(en->slot < 0 && !en->read && i >= s->experts.queued);
         return;
     }
-    assert(en->slot >= 0 && en->slot < s->n_records);
+    assert(en->slot >= 0 && en->slot < s->experts.n_records);
     if (en->state == ENTRY_DONE)
         return; /* its slot may have taken another record since */
     /* its slot holds its record, pinned by it alone (a batch's records are distinct) */
-    const struct buffer *b = &s->records[en->slot];
+    const struct buffer *b = &s->experts.records[en->slot];
     assert(b->object == (int64_t)en->object && b->pins == 1 && b->predicted < 0);
     assert(en->state == ENTRY_HELD || b->state == BUF_READY);
 }
@@ -72,20 +72,20 @@ static void batch_check(const struct k3_stream *s, int i)
 static void batch_check_all(const struct k3_stream *s)
 {
     int delivered = 0, reading = 0;
-    for (int i = 0; i < s->batch_n; i++) {
-        const struct batch_entry *en = &s->batch[i];
+    for (int i = 0; i < s->experts.batch_n; i++) {
+        const struct batch_entry *en = &s->experts.batch[i];
         batch_check(s, i);
         delivered += en->state >= ENTRY_DELIVERED;
         reading += en->read && en->state == ENTRY_HELD;
     }
-    assert(delivered == s->delivered && reading == s->reading);
+    assert(delivered == s->experts.delivered && reading == s->experts.reading);
 }
 
 /* Entry i moves on to state to, the next in order. */
 static void entry_set(struct k3_stream *s, int i, enum entry_state to)
 {
-    assert(to == s->batch[i].state + 1);
-    s->batch[i].state = to;
+    assert(to == s->experts.batch[i].state + 1);
+    s->experts.batch[i].state = to;
     batch_check(s, i);
 }
 
@@ -93,12 +93,12 @@ static void entry_set(struct k3_stream *s, int i, enum entry_state to)
  * until done() or the next begin(). */
 static int hold(struct k3_stream *s, int i, int slot, bool read, struct k3_err *err)
 {
-    struct batch_entry *en = &s->batch[i];
-    struct buffer *b = &s->records[slot];
+    struct batch_entry *en = &s->experts.batch[i];
+    struct buffer *b = &s->experts.records[slot];
     en->slot = slot;
     en->read = read;
-    s->reading += read;
-    b->last_use = ++s->use_clock;
+    s->experts.reading += read;
+    b->last_use = ++s->experts.use_clock;
     buffer_pin(b);
     entry_set(s, i, ENTRY_HELD);
     return slot_used(s, slot, err);
@@ -109,7 +109,7 @@ static int hold(struct k3_stream *s, int i, int slot, bool read, struct k3_err *
 static int start_record(struct k3_stream *s, int slot, uint64_t o, uint32_t how,
                         struct k3_err *err)
 {
-    struct buffer *b = &s->records[slot];
+    struct buffer *b = &s->experts.records[slot];
     slot_claim(s, slot, o);
     b->submitted = k3_trace_now(s->o.trace);
     s->stats.records_read++;
@@ -120,10 +120,10 @@ static int start_record(struct k3_stream *s, int slot, uint64_t o, uint32_t how,
  * now, as the other records of the batch are. */
 static int promote(struct k3_stream *s, int slot, struct k3_err *err)
 {
-    struct buffer *b = &s->records[slot];
+    struct buffer *b = &s->experts.records[slot];
     uint32_t n = drop_unstarted(s, slot);
     for (uint32_t i = 0; i < n; i++)
-        if (read_pieces(s, b, s->dropped[i], 1, 0, err))
+        if (read_pieces(s, b, s->reads.dropped[i], 1, 0, err))
             return -1;
     return 0;
 }
@@ -133,12 +133,12 @@ static int promote(struct k3_stream *s, int slot, struct k3_err *err)
  * read had started it stays, as a record landing into the cache. */
 static void abandon(struct k3_stream *s, int slot, struct k3_layer_stats *ls)
 {
-    struct buffer *b = &s->records[slot];
+    struct buffer *b = &s->experts.records[slot];
     const struct k3_pack_object *x = &s->p->objects[b->object];
     uint32_t n = b->state == BUF_PENDING ? drop_unstarted(s, slot) : 0;
     uint64_t dropped = 0;
     for (uint32_t i = 0; i < n; i++)
-        dropped += s->p->pieces[x->first_piece + s->dropped[i]].bytes;
+        dropped += s->p->pieces[x->first_piece + s->reads.dropped[i]].bytes;
     ls->wasted_bytes += x->bytes - dropped;
     buffer_predict(b, -1);
     b->pending -= n;
@@ -156,12 +156,12 @@ static void abandon(struct k3_stream *s, int slot, struct k3_layer_stats *ls)
 static void let_go(struct k3_stream *s, int layer)
 {
     batch_check_all(s);
-    for (int i = 0; i < s->batch_n; i++)
-        if (s->batch[i].state == ENTRY_HELD || s->batch[i].state == ENTRY_DELIVERED)
-            buffer_unpin(&s->records[s->batch[i].slot]);
-    s->batch_n = s->delivered = s->queued = s->reading = 0;
-    for (int i = 0; i < s->n_records; i++) {
-        struct buffer *b = &s->records[i];
+    for (int i = 0; i < s->experts.batch_n; i++)
+        if (s->experts.batch[i].state == ENTRY_HELD || s->experts.batch[i].state == ENTRY_DELIVERED)
+            buffer_unpin(&s->experts.records[s->experts.batch[i].slot]);
+    s->experts.batch_n = s->experts.delivered = s->experts.queued = s->experts.reading = 0;
+    for (int i = 0; i < s->experts.n_records; i++) {
+        struct buffer *b = &s->experts.records[i];
         assert(b->pins == 0); /* only a batch entry pins a record slot */
         if (!s->o.cache && b->predicted != layer && (b->state == BUF_LANDED || b->state == BUF_READY))
             slot_release(s, i);
@@ -173,14 +173,14 @@ static void let_go(struct k3_stream *s, int layer)
  * computed).  -1 on error. */
 static int take_held(struct k3_stream *s, int i, struct k3_err *err)
 {
-    struct batch_entry *en = &s->batch[i];
+    struct batch_entry *en = &s->experts.batch[i];
     int slot = slot_holding(s, en->object);
     if (slot < 0)
         return 0;
-    struct buffer *b = &s->records[slot];
-    struct k3_layer_stats *ls = &s->layer_stats[s->layer];
-    s->team_load[slot_team(s, slot)]++;
-    if (b->predicted == s->layer) {
+    struct buffer *b = &s->experts.records[slot];
+    struct k3_layer_stats *ls = &s->layer_stats[s->experts.layer];
+    s->experts.team_load[slot_team(s, slot)]++;
+    if (b->predicted == s->experts.layer) {
         ls->predicted_used++;
         if (b->state == BUF_PENDING && promote(s, slot, err))
             return -1;
@@ -197,22 +197,23 @@ static int take_held(struct k3_stream *s, int i, struct k3_err *err)
  * queue, each slot refilled as soon as its record is done (experts_done). */
 static int start_queued(struct k3_stream *s, struct k3_err *err)
 {
-    while (s->queued < s->batch_n && s->reading < s->store.capacity) {
-        struct batch_entry *en = &s->batch[s->queued];
+    struct stream_experts *x = &s->experts;
+    while (x->queued < x->batch_n && x->reading < x->store.capacity) {
+        struct batch_entry *en = &s->experts.batch[s->experts.queued];
         if (en->state != ENTRY_QUEUED) { /* held since begin */
-            s->queued++;
+            s->experts.queued++;
             continue;
         }
         /* Fresh memory only when no read of the batch is in flight or waiting to be
          * handed out: otherwise a slot comes back as soon as one is computed. */
-        int slot = slot_for(s, en->object, s->reading == 0);
+        int slot = slot_for(s, en->object, s->experts.reading == 0);
         if (slot < 0)
             return 0;
-        s->store.stats.bytes += s->m->record.bytes;
+        s->experts.store.stats.bytes += s->m->record.bytes;
         if (start_record(s, slot, en->object, 0, err))
             return -1;
-        s->layer_stats[s->layer].read++;
-        if (hold(s, s->queued++, slot, true, err))
+        s->layer_stats[s->experts.layer].read++;
+        if (hold(s, s->experts.queued++, slot, true, err))
             return -1;
     }
     return 0;
@@ -222,7 +223,7 @@ static int start_queued(struct k3_stream *s, struct k3_err *err)
  * one system call (k3io_plug): a layer's records as soon as routing names them. */
 static int submitted(struct k3_stream *s, int rc, struct k3_err *err)
 {
-    int e = k3io_unplug(s->r);
+    int e = k3io_unplug(s->reads.r);
     if (!rc && e)
         return k3_errf(err, "submitting reads: %s", strerror(-e));
     return rc;
@@ -234,28 +235,28 @@ static int begin(struct k3_stream *s, int layer, const int *experts, int n, stru
         return k3_errf(err, "expert batch of %d exceeds a layer's %d experts", n,
                        s->m->cfg.n_experts);
     let_go(s, layer);
-    s->batch_clock = s->use_clock;
-    s->layer = layer;
+    s->experts.batch_clock = s->experts.use_clock;
+    s->experts.layer = layer;
     s->layer_stats[layer].records += (uint64_t)n;
     s->stats.records_asked += (uint64_t)n;
     clear_team_load(s);
-    s->policy.ops->batch(&s->policy, s->m->moe_index[layer]);
+    s->experts.policy.ops->batch(&s->experts.policy, s->m->moe_index[layer]);
     for (int i = 0; i < n; i++)
-        s->policy.ops->asked(&s->policy,
+        s->experts.policy.ops->asked(&s->experts.policy,
                              policy_key(s, (int64_t)k3_model_record_object(s->m, layer, experts[i])));
     for (int i = 0; i < n; i++) {
         uint64_t o = k3_model_record_object(s->m, layer, experts[i]);
         if (k3_packed_holds(s->p, o, err)) /* another rank's expert: never read garbage */
             return -1;
-        s->batch[i] = (struct batch_entry){.object = o, .slot = -1, .state = ENTRY_QUEUED};
-        s->batch_n = i + 1; /* the batch so far, whole at every step */
+        s->experts.batch[i] = (struct batch_entry){.object = o, .slot = -1, .state = ENTRY_QUEUED};
+        s->experts.batch_n = i + 1; /* the batch so far, whole at every step */
         batch_check(s, i);
         if (take_held(s, i, err))
             return -1;
     }
     /* Prefetched for this layer and not asked for: the prediction missed. */
-    for (int i = 0; i < s->n_records; i++)
-        if (s->records[i].predicted == layer)
+    for (int i = 0; i < s->experts.n_records; i++)
+        if (s->experts.records[i].predicted == layer)
             abandon(s, i, &s->layer_stats[layer]);
     if (start_queued(s, err))
         return -1;
@@ -265,7 +266,7 @@ static int begin(struct k3_stream *s, int layer, const int *experts, int n, stru
 
 static int start_queued_together(struct k3_stream *s, struct k3_err *err)
 {
-    k3io_plug(s->r);
+    k3io_plug(s->reads.r);
     return submitted(s, start_queued(s, err), err);
 }
 
@@ -273,15 +274,15 @@ static int experts_begin(struct k3_expert_store *st, int layer, const int *exper
                          struct k3_err *err)
 {
     struct k3_stream *s = of_store(st);
-    k3io_plug(s->r);
+    k3io_plug(s->reads.r);
     return submitted(s, begin(s, layer, experts, n, err), err);
 }
 
 /* Whether the batch still has entries to read: prefetches wait for them. */
 static bool batch_queued(const struct k3_stream *s)
 {
-    for (int i = s->queued; i < s->batch_n; i++)
-        if (s->batch[i].state == ENTRY_QUEUED)
+    for (int i = s->experts.queued; i < s->experts.batch_n; i++)
+        if (s->experts.batch[i].state == ENTRY_QUEUED)
             return true;
     return false;
 }
@@ -301,8 +302,8 @@ static int prefetch(struct k3_stream *s, int layer, const int *experts, int n,
             break;
         if (start_record(s, slot, o, SPECULATIVE, err))
             return -1;
-        buffer_predict(&s->records[slot], layer);
-        s->records[slot].last_use = ++s->use_clock;
+        buffer_predict(&s->experts.records[slot], layer);
+        s->experts.records[slot].last_use = ++s->experts.use_clock;
         if (slot_used(s, slot, err))
             return -1;
         s->layer_stats[layer].predicted++;
@@ -314,7 +315,7 @@ static int experts_prefetch(struct k3_expert_store *st, int layer, const int *ex
                             struct k3_err *err)
 {
     struct k3_stream *s = of_store(st);
-    k3io_plug(s->r);
+    k3io_plug(s->reads.r);
     return submitted(s, prefetch(s, layer, experts, n, err), err);
 }
 
@@ -324,9 +325,9 @@ static int verify_landed(struct k3_stream *s, struct k3_err *err)
 {
     struct buffer *landed_now[K3_MAX_TOPK];
     int n = 0;
-    for (int i = 0; i < s->batch_n; i++) {
-        const struct batch_entry *en = &s->batch[i];
-        struct buffer *b = en->state == ENTRY_HELD ? &s->records[en->slot] : NULL;
+    for (int i = 0; i < s->experts.batch_n; i++) {
+        const struct batch_entry *en = &s->experts.batch[i];
+        struct buffer *b = en->state == ENTRY_HELD ? &s->experts.records[en->slot] : NULL;
         if (!b || b->state != BUF_LANDED)
             continue;
         landed_now[n++] = b;
@@ -343,20 +344,21 @@ static int verify_landed(struct k3_stream *s, struct k3_err *err)
  * none is ready. */
 static bool deliver(struct k3_stream *s, double stall0, struct k3_landed *out)
 {
-    for (int i = 0; i < s->batch_n; i++) {
-        struct batch_entry *en = &s->batch[i];
-        struct buffer *b = en->state == ENTRY_HELD ? &s->records[en->slot] : NULL;
+    for (int i = 0; i < s->experts.batch_n; i++) {
+        struct batch_entry *en = &s->experts.batch[i];
+        struct buffer *b = en->state == ENTRY_HELD ? &s->experts.records[en->slot] : NULL;
         if (!b || b->state != BUF_READY)
             continue;
-        s->delivered++;
-        s->reading -= en->read;
+        s->experts.delivered++;
+        s->experts.reading -= en->read;
         entry_set(s, i, ENTRY_DELIVERED);
         *out = (struct k3_landed){.index = i, .record = b->base, .team = slot_team(s, en->slot)};
         const struct k3_record_layout *r = &s->m->record;
         for (int p = K3_W1_SCALE; p < K3_EXPERT_PARTS; p += 2)
-            s->store.stats.nan_scale_groups += k3_mxfp4_count_nan_scales(b->base + r->off[p], r->len[p]);
-        s->store.stats.records++;
-        s->store.stats.read_seconds += s->stats.stall_seconds - stall0;
+            s->experts.store.stats.nan_scale_groups +=
+                k3_mxfp4_count_nan_scales(b->base + r->off[p], r->len[p]);
+        s->experts.store.stats.records++;
+        s->experts.store.stats.read_seconds += s->stats.stall_seconds - stall0;
         return true;
     }
     return false;
@@ -366,9 +368,9 @@ static bool deliver(struct k3_stream *s, double stall0, struct k3_landed *out)
  * when every read is issued (a re-read from a replica is landing), waits for one. */
 static int read_next_sync(struct k3_stream *s, struct k3_err *err)
 {
-    for (int i = 0; i < s->batch_n; i++) {
-        const struct batch_entry *en = &s->batch[i];
-        struct buffer *b = en->state == ENTRY_HELD ? &s->records[en->slot] : NULL;
+    for (int i = 0; i < s->experts.batch_n; i++) {
+        const struct batch_entry *en = &s->experts.batch[i];
+        struct buffer *b = en->state == ENTRY_HELD ? &s->experts.records[en->slot] : NULL;
         if (!b || b->state != BUF_PENDING || b->inflight)
             continue;
         return read_pieces(s, b, 0, b->count, 0, err) || wait_ready(s, b, err) ? -1 : 0;
@@ -381,7 +383,7 @@ static int experts_next(struct k3_expert_store *st, bool wait, struct k3_landed 
 {
     struct k3_stream *s = of_store(st);
     double stall0 = s->stats.stall_seconds;
-    if (s->delivered >= s->batch_n)
+    if (s->experts.delivered >= s->experts.batch_n)
         return k3_errf(err, "expert store: next() past the end of the batch");
     for (bool reaped = false;; reaped = true) {
         if (start_queued_together(s, err) || verify_landed(s, err))
@@ -390,7 +392,7 @@ static int experts_next(struct k3_expert_store *st, bool wait, struct k3_landed 
             return 0;
         if (!wait && reaped)
             return 1;
-        if (wait && s->reading == 0 && s->inflight == 0)
+        if (wait && s->experts.reading == 0 && s->reads.inflight == 0)
             return k3_errf(err, "expert store: every slot is held by records not yet done");
         int rc = !wait ? pump(s, 0, err) : s->o.sync ? read_next_sync(s, err) : pump(s, 1, err);
         if (rc)
@@ -403,9 +405,9 @@ static int experts_next(struct k3_expert_store *st, bool wait, struct k3_landed 
 static int experts_done(struct k3_expert_store *st, int i, struct k3_err *err)
 {
     struct k3_stream *s = of_store(st);
-    struct batch_entry *en = &s->batch[i];
-    assert(i >= 0 && i < s->batch_n && en->state == ENTRY_DELIVERED);
-    struct buffer *b = &s->records[en->slot];
+    struct batch_entry *en = &s->experts.batch[i];
+    assert(i >= 0 && i < s->experts.batch_n && en->state == ENTRY_DELIVERED);
+    struct buffer *b = &s->experts.records[en->slot];
     buffer_unpin(b);
     entry_set(s, i, ENTRY_DONE);
     if (!b->pins && !s->o.cache && b->predicted < 0)

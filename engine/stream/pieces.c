@@ -29,9 +29,9 @@ double stream_now(void)
 void tick(struct k3_stream *s)
 {
     double t = stream_now();
-    if (s->inflight > 0)
-        s->layer_stats[s->cur_layer].busy_seconds += t - s->last_tick;
-    s->last_tick = t;
+    if (s->reads.inflight > 0)
+        s->layer_stats[s->cur_layer].busy_seconds += t - s->reads.last_tick;
+    s->reads.last_tick = t;
 }
 
 /* Where piece k (global index) is read from: its place, or its replica's. */
@@ -59,7 +59,7 @@ static struct k3io_req piece_req(const struct k3_stream *s, const struct buffer 
     const struct k3_pack_object *x = object_of(s, b);
     uint64_t k = x->first_piece + j, offset;
     uint32_t drive;
-    if (s->p->replicas && s->drive_lost[s->p->pieces[k].drive])
+    if (s->p->replicas && s->reads.drive_lost[s->p->pieces[k].drive])
         how |= FROM_REPLICA;
     location(s, k, how, &drive, &offset);
     return (struct k3io_req){
@@ -75,11 +75,11 @@ static struct k3io_req piece_req(const struct k3_stream *s, const struct buffer 
 static void in_flight(struct k3_stream *s, struct buffer *b, uint32_t q)
 {
     tick(s);
-    s->inflight += (int)q;
+    s->reads.inflight += (int)q;
     b->inflight += q;
     s->stats.reads += q;
     buffer_check(b);
-    k3_trace_counter(s->o.trace, "pieces in flight", s->inflight);
+    k3_trace_counter(s->o.trace, "pieces in flight", s->reads.inflight);
 }
 
 /* Only what the reader queued is counted in flight (k3io_submit is all or nothing per
@@ -94,8 +94,8 @@ int read_pieces(struct k3_stream *s, struct buffer *b, uint32_t first, uint32_t 
         reqs[q++] = piece_req(s, b, j, how);
         if (q < SUBMIT_BATCH && j + 1 < first + n)
             continue;
-        int e = how & SPECULATIVE ? k3io_submit_background(s->r, reqs, (int)q)
-                                  : k3io_submit(s->r, reqs, (int)q);
+        int e = how & SPECULATIVE ? k3io_submit_background(s->reads.r, reqs, (int)q)
+                                  : k3io_submit(s->reads.r, reqs, (int)q);
         if (e) {
             char what[64];
             k3_packed_describe(s->p, (uint64_t)b->object, what, sizeof what);
@@ -116,29 +116,29 @@ int read_object(struct k3_stream *s, struct buffer *b, uint64_t o, struct k3_err
 
 void fail(struct k3_stream *s, const struct buffer *b, uint32_t j, uint32_t how, const char *why)
 {
-    if (s->failed)
+    if (s->reads.failed)
         return;
     char what[64];
     k3_packed_describe(s->p, (uint64_t)b->object, what, sizeof what);
     uint64_t k = object_of(s, b)->first_piece + j, offset;
     uint32_t drive;
     location(s, k, how, &drive, &offset);
-    k3_errf(&s->failure, "%s %s: reading %s (%u bytes at offset %llu%s): %s",
+    k3_errf(&s->reads.failure, "%s %s: reading %s (%u bytes at offset %llu%s): %s",
             k3_packed_noun(s->p), s->p->drives[drive].path, what, s->p->pieces[k].bytes, (unsigned long long)offset,
             how & FROM_REPLICA ? ", the replica" : "", why);
-    s->failed = true;
+    s->reads.failed = true;
 }
 
 static struct buffer *owner_buffer(struct k3_stream *s, uint64_t tag)
 {
     uint32_t index = tag_index(tag);
     switch (tag_owner(tag)) {
-    case OWN_SEGMENT: return &s->resident[index];
-    case OWN_SLOT: return &s->slots[index];
-    case OWN_EMBED: return &s->embed;
+    case OWN_SEGMENT: return &s->trunk.resident[index];
+    case OWN_SLOT: return &s->trunk.slots[index];
+    case OWN_EMBED: return &s->trunk.embed;
     case OWN_RECORD: break;
     }
-    return &s->records[index];
+    return &s->experts.records[index];
 }
 
 /* The counters and the trace of one completed read of piece j of b. */
@@ -160,7 +160,7 @@ static void account(struct k3_stream *s, const struct buffer *b, const struct k3
     if (d->release > 0) /* a drive model held it: show the storage's own time too */
         k3_trace_storage_read(s->o.trace, (int)drive, d->started, d->landed,
                               s->p->pieces[k].bytes, what);
-    k3_trace_counter(s->o.trace, "pieces in flight", s->inflight);
+    k3_trace_counter(s->o.trace, "pieces in flight", s->reads.inflight);
 }
 
 /* A read on drive ended well or not: a drive failing DRIVE_LOST_AFTER reads in a row is
@@ -168,12 +168,13 @@ static void account(struct k3_stream *s, const struct buffer *b, const struct k3
 static void count_drive(struct k3_stream *s, uint32_t drive, bool ok)
 {
     if (ok) {
-        s->drive_failures[drive] = 0;
+        s->reads.drive_failures[drive] = 0;
         return;
     }
-    if (++s->drive_failures[drive] < DRIVE_LOST_AFTER || !s->p->replicas || s->drive_lost[drive])
+    struct stream_reads *rd = &s->reads;
+    if (++rd->drive_failures[drive] < DRIVE_LOST_AFTER || !s->p->replicas || rd->drive_lost[drive])
         return;
-    s->drive_lost[drive] = true;
+    s->reads.drive_lost[drive] = true;
     if (s->o.note) {
         char line[sizeof(struct k3_err)];
         snprintf(line, sizeof line, "drive %s: %d reads failed in a row; reading its pieces from "
@@ -189,7 +190,7 @@ static bool retry(struct k3_stream *s, struct buffer *b, uint32_t j, uint32_t ho
                   struct k3_err *refused)
 {
     uint32_t tries = (how & TRIES_MASK) + 1, again;
-    if (s->drive_lost[drive] && !(how & FROM_REPLICA))
+    if (s->reads.drive_lost[drive] && !(how & FROM_REPLICA))
         tries = SAME_PLACE_TRIES;
     if (tries < SAME_PLACE_TRIES)
         again = (how & FROM_REPLICA) | tries;
@@ -214,7 +215,7 @@ static void landed(struct k3_stream *s, const struct k3io_done *d)
     uint64_t k = object_of(s, b)->first_piece + j, offset;
     assert(b->state == BUF_PENDING || b->state == BUF_ABANDONED);
     tick(s);
-    s->inflight--;
+    s->reads.inflight--;
     b->inflight--;
     account(s, b, d);
     location(s, k, how, &drive, &offset);
@@ -246,7 +247,7 @@ int pump(struct k3_stream *s, int min, struct k3_err *err)
 {
     struct k3io_done done[64];
     double t0 = stream_now();
-    int n = k3io_wait(s->r, done, 64, min);
+    int n = k3io_wait(s->reads.r, done, 64, min);
     double dt = stream_now() - t0;
     s->stats.stall_seconds += dt;
     s->layer_stats[s->cur_layer].stall_seconds += dt;
@@ -254,8 +255,8 @@ int pump(struct k3_stream *s, int min, struct k3_err *err)
         return k3_errf(err, "waiting for reads: %s", strerror(-n));
     for (int i = 0; i < n; i++)
         landed(s, &done[i]);
-    if (s->failed) {
-        *err = s->failure;
+    if (s->reads.failed) {
+        *err = s->reads.failure;
         return -1;
     }
     return 0;
@@ -271,16 +272,16 @@ static bool drop_slot_piece(void *ctx, uint64_t tag)
     struct drop_match *dm = ctx;
     if (tag_owner(tag) != OWN_RECORD || tag_index(tag) != dm->slot)
         return false;
-    dm->s->dropped[dm->n++] = tag_piece(tag);
+    dm->s->reads.dropped[dm->n++] = tag_piece(tag);
     return true;
 }
 
 uint32_t drop_unstarted(struct k3_stream *s, int slot)
 {
     struct drop_match dm = {.s = s, .slot = (uint32_t)slot};
-    k3io_drop(s->r, drop_slot_piece, &dm);
-    s->records[slot].inflight -= dm.n;
-    s->inflight -= (int)dm.n;
+    k3io_drop(s->reads.r, drop_slot_piece, &dm);
+    s->experts.records[slot].inflight -= dm.n;
+    s->reads.inflight -= (int)dm.n;
     return dm.n;
 }
 
@@ -288,7 +289,7 @@ uint32_t drop_unstarted(struct k3_stream *s, int slot)
 int refuse(void *ctx, int n)
 {
     struct k3_stream *s = ctx;
-    return k3_faults_refuse(s->faults);
+    return k3_faults_refuse(s->reads.faults);
 }
 
 /* The reader's hook: each completed chunk may be turned into a fault; a "corrupt" one
@@ -297,7 +298,7 @@ int32_t inject(void *ctx, const struct k3io_fault_at *at, int32_t res)
 {
     struct k3_stream *s = ctx;
     bool flip;
-    int32_t out = k3_faults_apply(s->faults, at->file, at->len, res, &flip);
+    int32_t out = k3_faults_apply(s->reads.faults, at->file, at->len, res, &flip);
     if (flip) {
         struct buffer *b = owner_buffer(s, at->tag);
         uint32_t j = tag_piece(at->tag), drive;

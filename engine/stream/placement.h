@@ -1,7 +1,8 @@
 /* The engine's side of NUMA placement (numa/ does the work, knowing nothing of models).
  *
  * Owns: loading the topology (this machine; or, for tests, a described one,
- * synthetic:STRING or xml:FILE, where binding is a no-op: the CLI's K3_TOPOLOGY), finding each drive's node, making the plan for
+ * synthetic:STRING or xml:FILE, where binding is a no-op: the CLI's K3_TOPOLOGY), finding
+ * each drive's node, making the plan for
  * --threads and --numa, pinning the OpenMP threads and the I/O threads, and the --verbose
  * lines.
  */

@@ -1,6 +1,7 @@
 /* Which record slot a read goes to (cache.c's slot_for), and the counts and indexes that
  * make the choice cost no scan of every slot.  A free slot first, the first in slot order
- * (under --cache-fill ahead not the cache's fresh memory, unless nothing else will do).  Else the held record that gives way first, by these fields in order,
+ * (under --cache-fill ahead not the cache's fresh memory, unless nothing else will do).
+ * Else the held record that gives way first, by these fields in order,
  * the lesser first: prefetched and not yet asked for; used by the current batch; its
  * layer's standing (the reading layer's own once that layer holds its share of the slots,
  * then another layer's holding more than its share, then the rest); the policy's worth
@@ -28,14 +29,15 @@ static bool held(const struct buffer *b)
 
 static struct held_heap *heap_of(struct k3_stream *s, int layer, int team)
 {
-    return &s->held.heaps[layer * s->n_teams + team];
+    return &s->experts.held.heaps[layer * s->experts.n_teams + team];
 }
 
 static struct held_entry entry_of(const struct k3_stream *s, int i)
 {
-    const struct buffer *b = &s->records[i];
+    const struct buffer *b = &s->experts.records[i];
     uint32_t key = policy_key(s, b->object);
-    return (struct held_entry){.order = s->policy.ops->order(&s->policy, key, b->last_use),
+    const struct k3_cache_policy *policy = &s->experts.policy;
+    return (struct held_entry){.order = policy->ops->order(policy, key, b->last_use),
                                .last_use = b->last_use, .key = key, .slot = i};
 }
 
@@ -44,54 +46,55 @@ static struct held_entry entry_of(const struct k3_stream *s, int i)
 static void rebuild(struct k3_stream *s, struct held_heap *h, int layer, int team)
 {
     h->n = 0;
-    for (int i = team; i < s->n_records; i += s->n_teams)
-        if (s->slot_layer[i] == layer && held(&s->records[i]))
+    for (int i = team; i < s->experts.n_records; i += s->experts.n_teams)
+        if (s->experts.slot_layer[i] == layer && held(&s->experts.records[i]))
             held_push(h, entry_of(s, i)); /* fewer than before: no growth */
 }
 
 void slot_claim(struct k3_stream *s, int slot, uint64_t o)
 {
-    struct buffer *b = &s->records[slot];
+    struct buffer *b = &s->experts.records[slot];
     if (held(b))
-        s->layer_held[s->slot_layer[slot]]--;
+        s->experts.layer_held[s->experts.slot_layer[slot]]--;
     buffer_claim(b, (int64_t)o, 0, s->p->objects[o].n_pieces);
-    held_set_free(&s->held, slot, false);
-    s->slot_hint[policy_key(s, (int64_t)o)] = slot;
-    s->slot_layer[slot] = moe_layer_of(s, (int64_t)o);
-    s->layer_held[s->slot_layer[slot]]++;
+    held_set_free(&s->experts.held, slot, false);
+    s->experts.slot_hint[policy_key(s, (int64_t)o)] = slot;
+    s->experts.slot_layer[slot] = moe_layer_of(s, (int64_t)o);
+    s->experts.layer_held[s->experts.slot_layer[slot]]++;
 }
 
 void slot_release(struct k3_stream *s, int slot)
 {
-    struct buffer *b = &s->records[slot];
+    struct buffer *b = &s->experts.records[slot];
     if (held(b))
-        s->layer_held[s->slot_layer[slot]]--;
+        s->experts.layer_held[s->experts.slot_layer[slot]]--;
     buffer_release(b);
-    held_set_free(&s->held, slot, true);
+    held_set_free(&s->experts.held, slot, true);
 }
 
 void slot_abandon(struct k3_stream *s, int slot)
 {
-    s->layer_held[s->slot_layer[slot]]--;
-    buffer_set(&s->records[slot], BUF_ABANDONED);
+    s->experts.layer_held[s->experts.slot_layer[slot]]--;
+    buffer_set(&s->experts.records[slot], BUF_ABANDONED);
 }
 
 void cache_slot_released(struct k3_stream *s, int slot)
 {
-    held_set_free(&s->held, slot, true);
+    held_set_free(&s->experts.held, slot, true);
 }
 
 void cache_reset(struct k3_stream *s)
 {
-    memset(s->layer_held, 0, sizeof *s->layer_held * (size_t)s->policy.layers);
-    held_clear(&s->held);
+    struct stream_experts *x = &s->experts;
+    memset(x->layer_held, 0, sizeof *x->layer_held * (size_t)x->policy.layers);
+    held_clear(&s->experts.held);
 }
 
 int slot_used(struct k3_stream *s, int slot, struct k3_err *err)
 {
-    int layer = s->slot_layer[slot], team = slot_team(s, slot);
+    int layer = s->experts.slot_layer[slot], team = slot_team(s, slot);
     struct held_heap *h = heap_of(s, layer, team);
-    if (held_heap_full(h, s->layer_held[layer])) {
+    if (held_heap_full(h, s->experts.layer_held[layer])) {
         rebuild(s, h, layer, team); /* slot's entry with the others */
         return 0;
     }
@@ -115,7 +118,7 @@ enum share_rank {
  * surplus let it act as one pool again). */
 static enum share_rank standing(const struct k3_stream *s, int own, int layer)
 {
-    int share = s->n_records / s->policy.layers, n = s->layer_held[own];
+    int share = s->experts.n_records / s->experts.policy.layers, n = s->experts.layer_held[own];
     return own == layer && n >= share ? READER_FULL : n > share ? OVER_SHARE : WITHIN_SHARE;
 }
 
@@ -130,11 +133,11 @@ struct victim_rank {
 
 static struct victim_rank class_of(const struct k3_stream *s, int i, int layer)
 {
-    const struct buffer *b = &s->records[i];
+    const struct buffer *b = &s->experts.records[i];
     return (struct victim_rank){
         .predicted = b->predicted >= 0,
-        .this_batch = b->last_use > s->batch_clock,
-        .share = standing(s, s->slot_layer[i], layer),
+        .this_batch = b->last_use > s->experts.batch_clock,
+        .share = standing(s, s->experts.slot_layer[i], layer),
         .last_use = b->last_use,
     };
 }
@@ -143,8 +146,8 @@ static struct victim_rank class_of(const struct k3_stream *s, int i, int layer)
  * before it tie, since it costs the most and most slots are out of the running before. */
 static void weigh(const struct k3_stream *s, uint32_t key, struct victim_rank *r)
 {
-    r->keep = s->policy.ops->keep(&s->policy, key, r->last_use);
-    r->order = s->policy.ops->order(&s->policy, key, r->last_use);
+    r->keep = s->experts.policy.ops->keep(&s->experts.policy, key, r->last_use);
+    r->order = s->experts.policy.ops->order(&s->experts.policy, key, r->last_use);
 }
 
 /* By the fields before the worth: < 0 when a gives way first, > 0 when b does, 0 a tie. */
@@ -167,7 +170,7 @@ static bool worth_less(const struct victim_rank *a, const struct victim_rank *b)
 /* Whether slot i may take a read now: reusable, on the team (team >= 0). */
 static bool open_slot(const struct k3_stream *s, int i, int team)
 {
-    return reusable(&s->records[i]) && (team < 0 || slot_team(s, i) == team);
+    return reusable(&s->experts.records[i]) && (team < 0 || slot_team(s, i) == team);
 }
 
 /* The reference: every open slot holding a record ranked, the one that gives way first;
@@ -176,8 +179,8 @@ static int victim_scan(const struct k3_stream *s, int team, int layer)
 {
     int victim = -1;
     struct victim_rank worst = {0};
-    for (int i = 0; i < s->n_records; i++) {
-        const struct buffer *b = &s->records[i];
+    for (int i = 0; i < s->experts.n_records; i++) {
+        const struct buffer *b = &s->experts.records[i];
         if (!open_slot(s, i, team) || b->object < 0)
             continue;
         struct victim_rank r = class_of(s, i, layer);
@@ -203,11 +206,12 @@ enum entry_use {
 
 static enum entry_use use_of(const struct k3_stream *s, const struct held_entry *e)
 {
-    const struct buffer *b = &s->records[e->slot];
+    const struct buffer *b = &s->experts.records[e->slot];
     if (!held(b) || policy_key(s, b->object) != e->key || b->last_use != e->last_use ||
-        s->policy.ops->order(&s->policy, e->key, b->last_use) != e->order)
+        s->experts.policy.ops->order(&s->experts.policy, e->key, b->last_use) != e->order)
         return STALE;
-    return reusable(b) && b->predicted < 0 && b->last_use <= s->batch_clock ? GIVES_WAY : WAITS;
+    bool unasked = b->predicted < 0 && b->last_use <= s->experts.batch_clock;
+    return reusable(b) && unasked ? GIVES_WAY : WAITS;
 }
 
 /* The first entry of h that may give way now, or NULL; what waits is set aside. */
@@ -218,7 +222,7 @@ static const struct held_entry *heap_best(struct k3_stream *s, struct held_heap 
         if (u == GIVES_WAY)
             return e;
         if (u == WAITS)
-            s->held_aside[(*aside)++] = *e;
+            s->experts.held_aside[(*aside)++] = *e;
     }
     return NULL;
 }
@@ -227,7 +231,7 @@ static const struct held_entry *heap_best(struct k3_stream *s, struct held_heap 
 static const struct held_entry *layer_best(struct k3_stream *s, int l, int team, int *aside)
 {
     const struct held_entry *best = NULL;
-    for (int t = team < 0 ? 0 : team; t < (team < 0 ? s->n_teams : team + 1); t++) {
+    for (int t = team < 0 ? 0 : team; t < (team < 0 ? s->experts.n_teams : team + 1); t++) {
         const struct held_entry *e = heap_best(s, heap_of(s, l, t), aside);
         if (e && (!best || held_before(e, best)))
             best = e;
@@ -245,7 +249,7 @@ static int victim_of_heaps(struct k3_stream *s, int team, int layer)
         victim = own->slot;
     for (enum share_rank rank = OVER_SHARE; victim < 0 && rank <= WITHIN_SHARE; rank++) {
         struct victim_rank worst = {0};
-        for (int l = 0; l < s->policy.layers; l++) {
+        for (int l = 0; l < s->experts.policy.layers; l++) {
             if (standing(s, l, layer) != rank)
                 continue;
             const struct held_entry *e = l == layer ? own : layer_best(s, l, team, &aside);
@@ -260,8 +264,8 @@ static int victim_of_heaps(struct k3_stream *s, int team, int layer)
         }
     }
     for (int k = 0; k < aside; k++) { /* back where they came from: no growth */
-        const struct held_entry *e = &s->held_aside[k];
-        held_push(heap_of(s, s->slot_layer[e->slot], slot_team(s, e->slot)), *e);
+        const struct held_entry *e = &s->experts.held_aside[k];
+        held_push(heap_of(s, s->experts.slot_layer[e->slot], slot_team(s, e->slot)), *e);
     }
     return victim;
 }
@@ -269,14 +273,14 @@ static int victim_of_heaps(struct k3_stream *s, int team, int layer)
 /* check_cache: the counts and the free bits against the slots. */
 static void check_index(const struct k3_stream *s)
 {
-    for (int l = 0, n; l < s->policy.layers; l++) {
+    for (int l = 0, n; l < s->experts.policy.layers; l++) {
         n = 0;
-        for (int i = 0; i < s->n_records; i++)
-            n += held(&s->records[i]) && s->slot_layer[i] == l;
-        assert(n == s->layer_held[l]);
+        for (int i = 0; i < s->experts.n_records; i++)
+            n += held(&s->experts.records[i]) && s->experts.slot_layer[i] == l;
+        assert(n == s->experts.layer_held[l]);
     }
-    for (int i = 0; i < s->n_records; i++)
-        assert(held_is_free(&s->held, i) == (s->records[i].object < 0));
+    for (int i = 0; i < s->experts.n_records; i++)
+        assert(held_is_free(&s->experts.held, i) == (s->experts.records[i].object < 0));
 }
 
 /* Whether slot i, free, is the cache's fresh memory, that a read would fault in on its
@@ -286,7 +290,7 @@ static void check_index(const struct k3_stream *s)
 static bool fresh(const struct k3_stream *s, int i)
 {
     return s->o.cache_fill == K3_CACHE_FILL_AHEAD && i >= s->in.inflight_records &&
-           !k3io_area_present(s->r, s->records[i].base, s->record_stride);
+           !k3io_area_present(s->reads.r, s->experts.records[i].base, s->experts.record_stride);
 }
 
 /* A slot to read a record of MoE layer `layer` into: the first free one (not fresh
@@ -294,7 +298,8 @@ static bool fresh(const struct k3_stream *s, int i)
  * team >= 0: only that team's slots. */
 static int slot_of(struct k3_stream *s, int team, int layer, bool fresh_ok)
 {
-    for (int i = held_next_free(&s->held, 0); i >= 0; i = held_next_free(&s->held, i + 1))
+    const struct held_index *held = &s->experts.held;
+    for (int i = held_next_free(held, 0); i >= 0; i = held_next_free(held, i + 1))
         if ((team < 0 || slot_team(s, i) == team) && (fresh_ok || !fresh(s, i)))
             return i;
     int victim = victim_of_heaps(s, team, layer);
@@ -308,15 +313,15 @@ static int slot_of(struct k3_stream *s, int team, int layer, bool fresh_ok)
 int slot_for(struct k3_stream *s, uint64_t o, bool fresh_ok)
 {
     int team = 0, layer = moe_layer_of(s, (int64_t)o);
-    for (int i = 1; i < s->n_teams; i++)
-        if (s->team_load[i] < s->team_load[team])
+    for (int i = 1; i < s->experts.n_teams; i++)
+        if (s->experts.team_load[i] < s->experts.team_load[team])
             team = i;
-    int slot = slot_of(s, s->n_teams > 1 ? team : -1, layer, false);
-    if (slot < 0 && s->n_teams > 1)
+    int slot = slot_of(s, s->experts.n_teams > 1 ? team : -1, layer, false);
+    if (slot < 0 && s->experts.n_teams > 1)
         slot = slot_of(s, -1, layer, false);
     if (slot < 0 && fresh_ok)
         slot = slot_of(s, -1, layer, true);
     if (slot >= 0)
-        s->team_load[slot_team(s, slot)]++;
+        s->experts.team_load[slot_team(s, slot)]++;
     return slot;
 }

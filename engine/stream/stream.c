@@ -18,29 +18,29 @@ static int budget_input(struct k3_stream *s, struct k3_err *err)
 {
     const struct k3_packed *p = s->p;
     const struct k3_config *c = &s->m->cfg;
-    s->n_segments = s->m->plan.layout.n_segments;
-    s->segment_bytes = calloc((size_t)s->n_segments, sizeof *s->segment_bytes);
-    if (!s->segment_bytes)
+    s->trunk.n_segments = s->m->plan.layout.n_segments;
+    s->trunk.segment_bytes = calloc((size_t)s->trunk.n_segments, sizeof *s->trunk.segment_bytes);
+    if (!s->trunk.segment_bytes)
         return k3_errf(err, "out of memory");
-    for (int i = 0; i < s->n_segments; i++)
-        s->segment_bytes[i] = k3_packed_buffer_bytes(p, (uint64_t)i);
+    for (int i = 0; i < s->trunk.n_segments; i++)
+        s->trunk.segment_bytes[i] = k3_packed_buffer_bytes(p, (uint64_t)i);
     /* One stride for every record slot: a checkpoint's records land in spans of
      * slightly different sizes (ckpt_view.h); a pack's are all alike. */
-    s->record_stride = 0;
+    s->experts.record_stride = 0;
     for (uint64_t o = p->header.n_trunk_objects; o < p->header.n_objects; o++) {
         uint64_t b = k3_packed_buffer_bytes(p, o);
-        s->record_stride = b > s->record_stride ? b : s->record_stride;
+        s->experts.record_stride = b > s->experts.record_stride ? b : s->experts.record_stride;
     }
     for (int i = 0; i < s->m->plan.n_specs; i++)
         if (s->m->plan.layout.segment[i] == K3_SEG_EMBED)
-            s->embed_at = s->m->plan.layout.offset[i];
+            s->trunk.embed_at = s->m->plan.layout.offset[i];
     s->in = k3_budget_input_of(
         c,
         &(struct k3_budget_pack){
-            .n_segments = s->n_segments,
-            .segment_bytes = s->segment_bytes,
+            .n_segments = s->trunk.n_segments,
+            .segment_bytes = s->trunk.segment_bytes,
             .vector_bytes = k3_budget_vector_bytes(s->m->plan.specs, s->m->plan.n_specs),
-            .record_bytes = s->record_stride,
+            .record_bytes = s->experts.record_stride,
             .embed_piece_bytes = p->objects[K3_SEG_EMBED].piece_bytes,
             .manifest_bytes = p->header.manifest_bytes,
         },
@@ -48,14 +48,14 @@ static int budget_input(struct k3_stream *s, struct k3_err *err)
             .ctx = s->o.ctx,
             .seqs = s->o.seqs,
             .threads = s->o.threads,
-            .teams = s->n_teams,
+            .teams = s->experts.n_teams,
             .rows = s->o.rows,
             .prefetch_k = s->o.prefetch_k,
             .caller_bytes = s->o.caller_bytes,
             .caller_row_bytes = s->o.caller_row_bytes,
             .predict_ids = s->o.predict_ids,
         });
-    s->embed_capacity = s->in.embed_buffer_bytes;
+    s->trunk.embed_capacity = s->in.embed_buffer_bytes;
     return 0;
 }
 
@@ -122,39 +122,49 @@ static int plan_budget(struct k3_stream *s, struct k3_err *err)
         return s->o.ram == K3_RAM_AUTO ? k3_err_prefix(err, "%s", origin) : -1;
     memcpy(s->budget.origin, origin, sizeof origin);
     s->budget.origin_unknown = unknown;
-    s->n_records = s->in.inflight_records + (s->o.cache ? s->budget.cache_records : 0);
-    if (s->n_records > (int)MAX_OWNER_INDEX)
-        s->n_records = (int)MAX_OWNER_INDEX; /* a read's tag holds the slot in 21 bits */
+    s->experts.n_records = s->in.inflight_records + (s->o.cache ? s->budget.cache_records : 0);
+    if (s->experts.n_records > (int)MAX_OWNER_INDEX)
+        s->experts.n_records = (int)MAX_OWNER_INDEX; /* a read's tag holds the slot in 21 bits */
     return 0;
+}
+
+/* The expert store's tables: record slots, the batch, the cache's policy and index. */
+static int alloc_expert_tables(struct stream_experts *x, const struct k3_config *c,
+                               enum k3_cache_policy_kind policy)
+{
+    int moe_layers = k3_moe_layer_count(c);
+    size_t keys = (size_t)moe_layers * (size_t)c->n_experts;
+    x->records = calloc((size_t)x->n_records + 1, sizeof *x->records);
+    x->batch = calloc((size_t)c->n_experts + 1, sizeof *x->batch);
+    x->team_load = calloc((size_t)x->n_teams, sizeof *x->team_load);
+    if (k3_cache_policy_init(&x->policy, policy, moe_layers, c->n_experts, 0, NULL))
+        return -1;
+    x->layer_held = calloc((size_t)moe_layers + 1, sizeof *x->layer_held);
+    x->slot_layer = calloc((size_t)x->n_records + 1, sizeof *x->slot_layer);
+    x->slot_hint = malloc((keys + 1) * sizeof *x->slot_hint);
+    for (size_t i = 0; x->slot_hint && i < keys; i++)
+        x->slot_hint[i] = -1;
+    x->held_aside = malloc(((size_t)x->n_records + 1) * sizeof *x->held_aside);
+    int per_heap = x->n_records / moe_layers / x->n_teams + 1;
+    if (held_init(&x->held, x->n_records, moe_layers, x->n_teams, per_heap, NULL))
+        return -1;
+    return x->records && x->batch && x->team_load && x->layer_held && x->slot_layer &&
+                   x->slot_hint && x->held_aside
+               ? 0
+               : -1;
 }
 
 /* The bookkeeping beside the area: buffer tables, batch state, counters, scratch. */
 static int alloc_tables(struct k3_stream *s)
 {
-    s->resident = calloc((size_t)s->n_segments, sizeof *s->resident);
-    s->records = calloc((size_t)s->n_records + 1, sizeof *s->records);
-    s->batch = calloc((size_t)s->m->cfg.n_experts + 1, sizeof *s->batch);
+    s->trunk.resident = calloc((size_t)s->trunk.n_segments, sizeof *s->trunk.resident);
     s->layer_stats = calloc((size_t)s->m->cfg.n_layers + 1, sizeof *s->layer_stats);
-    s->dropped = calloc(s->record_stride / K3_PACK_ALIGN + 1, sizeof *s->dropped);
-    s->team_load = calloc((size_t)s->n_teams, sizeof *s->team_load);
-    s->verify_jobs = malloc(k3_verify_scratch_bytes());
-    int moe_layers = k3_moe_layer_count(&s->m->cfg);
-    if (k3_cache_policy_init(&s->policy, s->o.cache_policy, moe_layers, s->m->cfg.n_experts, 0,
-                             NULL))
+    s->reads.dropped =
+        calloc(s->experts.record_stride / K3_PACK_ALIGN + 1, sizeof *s->reads.dropped);
+    s->reads.verify_jobs = malloc(k3_verify_scratch_bytes());
+    if (alloc_expert_tables(&s->experts, &s->m->cfg, s->o.cache_policy))
         return -1;
-    s->layer_held = calloc((size_t)moe_layers + 1, sizeof *s->layer_held);
-    s->slot_layer = calloc((size_t)s->n_records + 1, sizeof *s->slot_layer);
-    size_t keys = (size_t)moe_layers * (size_t)s->m->cfg.n_experts;
-    s->slot_hint = malloc((keys + 1) * sizeof *s->slot_hint);
-    for (size_t i = 0; s->slot_hint && i < keys; i++)
-        s->slot_hint[i] = -1;
-    s->held_aside = malloc(((size_t)s->n_records + 1) * sizeof *s->held_aside);
-    int per_heap = s->n_records / moe_layers / s->n_teams + 1;
-    if (held_init(&s->held, s->n_records, moe_layers, s->n_teams, per_heap, NULL))
-        return -1;
-    return s->resident && s->records && s->batch && s->layer_stats &&
-                   s->dropped && s->team_load && s->layer_held && s->slot_layer && s->slot_hint &&
-                   s->held_aside && s->verify_jobs
+    return s->trunk.resident && s->layer_stats && s->reads.dropped && s->reads.verify_jobs
                ? 0
                : -1;
 }
@@ -170,32 +180,33 @@ static struct buffer free_buffer(uint8_t *base, enum owner kind, uint32_t index)
 static int layout_area(struct k3_stream *s, struct k3_err *err)
 {
     uint64_t total = 0;
-    for (int i = 0; i < s->n_segments; i++)
+    for (int i = 0; i < s->trunk.n_segments; i++)
         if (s->budget.resident[i])
-            total += s->segment_bytes[i];
-    total += 2 * s->budget.stream_slot_bytes + s->embed_capacity +
-             (uint64_t)s->n_records * s->record_stride;
-    s->area_bytes = (size_t)total;
+            total += s->trunk.segment_bytes[i];
+    total += 2 * s->budget.stream_slot_bytes + s->trunk.embed_capacity +
+             (uint64_t)s->experts.n_records * s->experts.record_stride;
+    s->reads.area_bytes = (size_t)total;
     /* Reserved, not touched: pages are taken as reads first reach them (iouring's
      * piece-by-piece registration), so a large budget's cache costs nothing until it
      * fills. */
-    s->area = k3io_reserve(s->area_bytes);
-    if (!s->area || alloc_tables(s))
+    s->reads.area = k3io_reserve(s->reads.area_bytes);
+    if (!s->reads.area || alloc_tables(s))
         return k3_errf(err, "out of memory for the read area (%.2f GiB)", total / 1073741824.0);
-    uint8_t *at = s->area;
-    for (int i = 0; i < s->n_segments; i++) {
-        s->resident[i] = free_buffer(s->budget.resident[i] ? at : NULL, OWN_SEGMENT, (uint32_t)i);
-        at += s->budget.resident[i] ? s->segment_bytes[i] : 0;
+    uint8_t *at = s->reads.area;
+    for (int i = 0; i < s->trunk.n_segments; i++) {
+        uint8_t *base = s->budget.resident[i] ? at : NULL;
+        s->trunk.resident[i] = free_buffer(base, OWN_SEGMENT, (uint32_t)i);
+        at += s->budget.resident[i] ? s->trunk.segment_bytes[i] : 0;
     }
     for (int k = 0; k < 2; k++) {
-        s->slots[k] = free_buffer(at, OWN_SLOT, (uint32_t)k);
+        s->trunk.slots[k] = free_buffer(at, OWN_SLOT, (uint32_t)k);
         at += s->budget.stream_slot_bytes;
     }
-    s->embed = free_buffer(at, OWN_EMBED, 0);
-    at += s->embed_capacity;
-    for (int i = 0; i < s->n_records; i++) {
-        s->records[i] = free_buffer(at, OWN_RECORD, (uint32_t)i);
-        at += s->record_stride;
+    s->trunk.embed = free_buffer(at, OWN_EMBED, 0);
+    at += s->trunk.embed_capacity;
+    for (int i = 0; i < s->experts.n_records; i++) {
+        s->experts.records[i] = free_buffer(at, OWN_RECORD, (uint32_t)i);
+        at += s->experts.record_stride;
     }
     return 0;
 }
@@ -235,17 +246,18 @@ static void place_buffers(struct k3_stream *s)
     int nodes[64], n_nodes = 0;
     for (int k = 0; k < p->n_teams && n_nodes < 64; k++)
         nodes[n_nodes++] = p->teams[k].node;
-    for (int i = 0; i < s->n_records; i++)
-        k3numa_range_bind(pl->topo, s->records[i].base, s->record_stride,
+    for (int i = 0; i < s->experts.n_records; i++)
+        k3numa_range_bind(pl->topo, s->experts.records[i].base, s->experts.record_stride,
                           p->teams[slot_team(s, i)].node);
+    const struct stream_trunk *t = &s->trunk;
     for (int i = 0; i < 2; i++)
-        k3numa_range_interleave(pl->topo, s->slots[i].base, s->budget.stream_slot_bytes, nodes,
+        k3numa_range_interleave(pl->topo, t->slots[i].base, s->budget.stream_slot_bytes, nodes,
                                 n_nodes);
-    for (int i = 0; i < s->n_segments; i++)
-        if (s->resident[i].base) {
-            k3numa_range_interleave(pl->topo, s->resident[i].base, s->segment_bytes[i], nodes,
+    for (int i = 0; i < t->n_segments; i++)
+        if (t->resident[i].base) {
+            k3numa_range_interleave(pl->topo, t->resident[i].base, t->segment_bytes[i], nodes,
                                     n_nodes);
-            place_rows(s, s->resident[i].base, i);
+            place_rows(s, s->trunk.resident[i].base, i);
         }
 }
 
@@ -260,15 +272,16 @@ static void pin_io_thread(void *ctx, int team)
 static int drive_tables(struct k3_stream *s, struct k3_err *err)
 {
     int n = s->p->n_drives;
-    s->fds = calloc((size_t)n, sizeof *s->fds);
-    s->drive_team = calloc((size_t)n, sizeof *s->drive_team);
-    s->drive_failures = calloc((size_t)n, sizeof *s->drive_failures);
-    s->drive_lost = calloc((size_t)n, sizeof *s->drive_lost);
-    if (!s->fds || !s->drive_team || !s->drive_failures || !s->drive_lost)
+    s->reads.fds = calloc((size_t)n, sizeof *s->reads.fds);
+    s->reads.drive_team = calloc((size_t)n, sizeof *s->reads.drive_team);
+    s->reads.drive_failures = calloc((size_t)n, sizeof *s->reads.drive_failures);
+    s->reads.drive_lost = calloc((size_t)n, sizeof *s->reads.drive_lost);
+    if (!s->reads.fds || !s->reads.drive_team || !s->reads.drive_failures || !s->reads.drive_lost)
         return k3_errf(err, "out of memory");
     for (int d = 0; d < n; d++) {
-        s->fds[d] = s->p->drives[d].data.fd;
-        s->drive_team[d] = s->o.place ? k3_placement_drive_team(s->o.place, s->p->drives[d].path) : 0;
+        s->reads.fds[d] = s->p->drives[d].data.fd;
+        s->reads.drive_team[d] =
+            s->o.place ? k3_placement_drive_team(s->o.place, s->p->drives[d].path) : 0;
     }
     return 0;
 }
@@ -284,21 +297,21 @@ static int open_reader(struct k3_stream *s, char *note, size_t note_len, struct 
         return -1;
     struct k3io_config rc = {
         .backend = s->o.read.backend,
-        .fds = s->fds,
+        .fds = s->reads.fds,
         .n_files = s->p->n_drives,
-        .area = s->area,
-        .area_bytes = s->area_bytes,
+        .area = s->reads.area,
+        .area_bytes = s->reads.area_bytes,
         .queue_depth = (unsigned)s->o.read.queue_depth,
         .max_io_bytes = (uint32_t)s->o.read.read_size,
         .background_depth = (unsigned)(s->o.read.prefetch_depth * s->p->n_drives),
         /* several nodes: an I/O thread and ring per node, reading its drives */
-        .io_threads = s->n_teams > 1 ? s->n_teams : 0,
-        .file_thread = s->drive_team,
+        .io_threads = s->experts.n_teams > 1 ? s->experts.n_teams : 0,
+        .file_thread = s->reads.drive_team,
         .thread_start = pin_io_thread,
         .thread_ctx = s,
         .model = s->o.read.drive_model,
     };
-    int e = k3io_reader_create(&s->r, &rc, note, note_len);
+    int e = k3io_reader_create(&s->reads.r, &rc, note, note_len);
     if (e)
         return k3_errf(err, "--io %s: cannot set up the reader: %s",
                        backend_name(s->o.read.backend), strerror(-e));
@@ -309,11 +322,11 @@ static int open_reader(struct k3_stream *s, char *note, size_t note_len, struct 
  * stay pinned for the stream's life. */
 static int load_resident(struct k3_stream *s, struct k3_err *err)
 {
-    for (int i = 0; i < s->n_segments; i++)
-        if (s->resident[i].base && read_object(s, &s->resident[i], (uint64_t)i, err))
+    for (int i = 0; i < s->trunk.n_segments; i++)
+        if (s->trunk.resident[i].base && read_object(s, &s->trunk.resident[i], (uint64_t)i, err))
             return -1;
-    for (int i = 0; i < s->n_segments; i++) {
-        struct buffer *b = &s->resident[i];
+    for (int i = 0; i < s->trunk.n_segments; i++) {
+        struct buffer *b = &s->trunk.resident[i];
         if (!b->base)
             continue;
         if (wait_ready(s, b, err))
@@ -343,8 +356,8 @@ int k3_stream_open(struct k3_stream **out, struct k3_model *m, const struct k3_s
     s->m = m;
     s->p = m->packed;
     s->o = *o;
-    s->bound_slot = -1;
-    s->n_teams = o->place ? o->place->plan->n_teams : 1;
+    s->trunk.bound_slot = -1;
+    s->experts.n_teams = o->place ? o->place->plan->n_teams : 1;
     int rc = plan_budget(s, err);
     if (!rc)
         rc = layout_area(s, err);
@@ -360,9 +373,9 @@ int k3_stream_open(struct k3_stream **out, struct k3_model *m, const struct k3_s
         k3_stream_close(s);
         return rc;
     }
-    s->store.ops = &stream_store_ops;
-    s->store.capacity = batch_capacity(s);
-    s->trunk = (struct k3_trunk_source){
+    s->experts.store.ops = &stream_store_ops;
+    s->experts.store.capacity = batch_capacity(s);
+    s->trunk.source = (struct k3_trunk_source){
         .segment = trunk_segment, .ahead = trunk_ahead, .embed = trunk_embed, .ctx = s};
     *out = s;
     return 0;
@@ -373,39 +386,39 @@ int k3_stream_open(struct k3_stream **out, struct k3_model *m, const struct k3_s
 static void reap_all(struct k3_stream *s)
 {
     struct k3io_done done[64];
-    while (k3io_pending(s->r) > 0 && k3io_wait(s->r, done, 64, 1) > 0)
+    while (k3io_pending(s->reads.r) > 0 && k3io_wait(s->reads.r, done, 64, 1) > 0)
         ;
-    s->inflight = 0;
+    s->reads.inflight = 0;
 }
 
 void k3_stream_close(struct k3_stream *s)
 {
     if (!s)
         return;
-    if (s->r) {
+    if (s->reads.r) {
         reap_all(s); /* nothing may land once the area is gone */
-        k3io_reader_destroy(s->r);
+        k3io_reader_destroy(s->reads.r);
     }
-    k3_faults_free(s->faults);
-    free(s->drive_failures);
-    free(s->drive_lost);
-    free(s->fds);
-    k3io_release(s->area, s->area_bytes);
-    free(s->resident);
-    free(s->records);
-    free(s->batch);
-    free(s->drive_team);
-    free(s->team_load);
-    free(s->layer_held);
-    free(s->slot_hint);
-    free(s->slot_layer);
-    free(s->held_aside);
-    held_free(&s->held);
+    k3_faults_free(s->reads.faults);
+    free(s->reads.drive_failures);
+    free(s->reads.drive_lost);
+    free(s->reads.fds);
+    k3io_release(s->reads.area, s->reads.area_bytes);
+    free(s->trunk.resident);
+    free(s->experts.records);
+    free(s->experts.batch);
+    free(s->reads.drive_team);
+    free(s->experts.team_load);
+    free(s->experts.layer_held);
+    free(s->experts.slot_hint);
+    free(s->experts.slot_layer);
+    free(s->experts.held_aside);
+    held_free(&s->experts.held);
     free(s->layer_stats);
-    free(s->dropped);
-    free(s->verify_jobs);
-    k3_cache_policy_free(&s->policy);
-    free(s->segment_bytes);
+    free(s->reads.dropped);
+    free(s->reads.verify_jobs);
+    k3_cache_policy_free(&s->experts.policy);
+    free(s->trunk.segment_bytes);
     free(s);
 }
 
@@ -417,12 +430,12 @@ const struct k3_budget *k3_stream_budget(const struct k3_stream *s,
     return &s->budget;
 }
 
-struct k3_expert_store *k3_stream_experts(struct k3_stream *s) { return &s->store; }
-const struct k3_trunk_source *k3_stream_trunk(struct k3_stream *s) { return &s->trunk; }
+struct k3_expert_store *k3_stream_experts(struct k3_stream *s) { return &s->experts.store; }
+const struct k3_trunk_source *k3_stream_trunk(struct k3_stream *s) { return &s->trunk.source; }
 struct k3_stream_stats k3_stream_stats(const struct k3_stream *s)
 {
     struct k3_stream_stats st = s->stats;
-    struct k3io_stats io = k3io_stats(s->r);
+    struct k3io_stats io = k3io_stats(s->reads.r);
     st.syscalls = io.syscalls;
     st.area_taken_bytes = io.area_taken_bytes;
     st.area_take_seconds = io.area_take_seconds;
@@ -434,8 +447,8 @@ const struct k3_layer_stats *k3_stream_layer_stats(const struct k3_stream *s)
 {
     return s->layer_stats;
 }
-const char *k3_stream_backend(const struct k3_stream *s) { return k3io_backend_name(s->r); }
-struct k3io_stats k3_stream_io_stats(const struct k3_stream *s) { return k3io_stats(s->r); }
+const char *k3_stream_backend(const struct k3_stream *s) { return k3io_backend_name(s->reads.r); }
+struct k3io_stats k3_stream_io_stats(const struct k3_stream *s) { return k3io_stats(s->reads.r); }
 
 /* Back to a clean state after a failed run: reads still in flight land (and are
  * dropped), and every buffer but the resident segments is emptied. */
@@ -443,14 +456,14 @@ static void reset(struct k3_stream *s)
 {
     reap_all(s);
     for (int k = 0; k < 2; k++)
-        buffer_empty(&s->slots[k]);
-    s->bound_slot = -1;
-    buffer_empty(&s->embed);
-    for (int i = 0; i < s->n_records; i++)
-        buffer_empty(&s->records[i]);
+        buffer_empty(&s->trunk.slots[k]);
+    s->trunk.bound_slot = -1;
+    buffer_empty(&s->trunk.embed);
+    for (int i = 0; i < s->experts.n_records; i++)
+        buffer_empty(&s->experts.records[i]);
     cache_reset(s);
-    s->batch_n = s->delivered = s->queued = s->reading = 0;
-    s->failed = false;
+    s->experts.batch_n = s->experts.delivered = s->experts.queued = s->experts.reading = 0;
+    s->reads.failed = false;
 }
 
 void k3_stream_recover(struct k3_stream *s) { reset(s); }
@@ -466,20 +479,20 @@ int k3_stream_set_faults(struct k3_stream *s, const char *spec, uint64_t seed, s
                        s->p->checkpoint);
     }
     reset(s);
-    k3_faults_free(s->faults);
-    s->faults = f;
-    k3io_set_fault(s->r, f ? inject : NULL, f ? s : NULL);
-    k3io_set_refusal(s->r, f ? refuse : NULL, f ? s : NULL);
+    k3_faults_free(s->reads.faults);
+    s->reads.faults = f;
+    k3io_set_fault(s->reads.r, f ? inject : NULL, f ? s : NULL);
+    k3io_set_refusal(s->reads.r, f ? refuse : NULL, f ? s : NULL);
     for (int d = 0; d < s->p->n_drives; d++) {
-        s->drive_failures[d] = 0;
-        s->drive_lost[d] = false;
+        s->reads.drive_failures[d] = 0;
+        s->reads.drive_lost[d] = false;
     }
     return 0;
 }
 
 int k3_stream_wait_reads(struct k3_stream *s, struct k3_err *err)
 {
-    while (s->inflight > 0)
+    while (s->reads.inflight > 0)
         if (pump(s, 1, err))
             return -1;
     return 0;
@@ -487,7 +500,7 @@ int k3_stream_wait_reads(struct k3_stream *s, struct k3_err *err)
 
 bool k3_stream_faults(const struct k3_stream *s, struct k3_fault_counts *counts)
 {
-    if (s->faults)
-        *counts = k3_faults_counts(s->faults);
-    return s->faults != NULL;
+    if (s->reads.faults)
+        *counts = k3_faults_counts(s->reads.faults);
+    return s->reads.faults != NULL;
 }

@@ -127,27 +127,43 @@ struct batch_entry {
 
 
 
-struct k3_stream {
-    struct k3_model *m;
-    const struct k3_packed *p;
-    struct k3_stream_opts o;
+/* The read engine: the reader over the drives and the area it reads into, the pieces in
+ * flight, verification, faults and drive loss (pieces.c, verify.c, faults.c). */
+struct stream_reads {
     struct k3io_reader *r;
     int *fds;                     /* [n_drives] */
     int *drive_team;              /* [n_drives] the team (and I/O thread) reading each drive */
     uint8_t *area;                /* [area_bytes] registered with the reader */
     size_t area_bytes;
-    struct k3_budget budget;
-    struct k3_budget_input in;
+    int inflight;                 /* pieces in flight, all buffers */
+    double last_tick;             /* when busy time was last accounted */
+    uint32_t *dropped;            /* [record_stride / K3_PACK_ALIGN + 1] pieces k3io_drop
+                                   * took back */
+    struct verify_job *verify_jobs; /* [K3_VERIFY_BATCH] */
+    struct k3_faults *faults;     /* NULL unless injecting */
+    int *drive_failures;          /* [n_drives] failed reads in a row */
+    bool *drive_lost;             /* [n_drives] failing: read its pieces' replicas instead */
+    struct k3_err failure;        /* the first failure seen while processing completions */
+    bool failed;
+};
+
+/* The trunk: resident segments, the two slots streamed ones take turns in, and the
+ * embedding's row pieces (trunk.c). */
+struct stream_trunk {
+    struct k3_trunk_source source; /* what the forward pass calls */
     uint64_t *segment_bytes;      /* [n_segments] buffer bytes */
     int n_segments;
-    /* the trunk */
     struct buffer *resident;      /* [n_segments]: base NULL when streamed */
-    struct buffer slots[2];       /* trunk stream slots */
+    struct buffer slots[2];       /* stream slots */
     int bound_slot;               /* slot of the segment bound to the model, or -1 */
     struct buffer embed;          /* embedding-row pieces */
     uint64_t embed_capacity;
     uint64_t embed_at;            /* where the embedding starts in its segment */
-    /* expert records */
+};
+
+/* The expert store: record slots, the cache's policy and its index, and the batch a
+ * begin() asked for (cache.c, slots.c, held.c, policy.c). */
+struct stream_experts {
     struct k3_expert_store store;
     struct buffer *records;       /* [n_records] */
     int n_records;
@@ -173,22 +189,23 @@ struct k3_stream {
                                    * and read), at most store.capacity */
     int n_teams;                  /* compute teams: record slot i is on team i mod n_teams */
     int *team_load;               /* [n_teams] slots a begin() or prefetch() took per team */
-    uint32_t *dropped;            /* [record_stride / K3_PACK_ALIGN + 1] pieces k3io_drop
-                                   * took back */
-    struct verify_job *verify_jobs; /* [K3_VERIFY_BATCH] */
-    struct k3_trunk_source trunk;
+};
+
+/* The stream: the model and pack it reads, its options and budget, its three owners'
+ * state, and the counters. */
+struct k3_stream {
+    struct k3_model *m;
+    const struct k3_packed *p;
+    struct k3_stream_opts o;
+    struct k3_budget budget;
+    struct k3_budget_input in;
+    struct stream_reads reads;
+    struct stream_trunk trunk;
+    struct stream_experts experts;
     /* counters */
     struct k3_stream_stats stats;
     struct k3_layer_stats *layer_stats; /* [n_layers + 1] */
     int cur_layer;                /* the layer computing now (n_layers: the output) */
-    int inflight;                 /* pieces in flight, all buffers */
-    double last_tick;             /* when busy time was last accounted */
-    /* faults */
-    struct k3_faults *faults;     /* NULL unless injecting */
-    int *drive_failures;          /* [n_drives] failed reads in a row */
-    bool *drive_lost;             /* [n_drives] failing: read its pieces' replicas instead */
-    struct k3_err failure;        /* the first failure seen while processing completions */
-    bool failed;
 };
 
 /* Seconds on the monotonic clock. */
@@ -206,7 +223,7 @@ int read_pieces(struct k3_stream *s, struct buffer *b, uint32_t first, uint32_t 
 int read_object(struct k3_stream *s, struct buffer *b, uint64_t o, struct k3_err *err);
 /* Reaps at least min completions (time counted as stall: compute is waiting). */
 int pump(struct k3_stream *s, int min, struct k3_err *err);
-/* Takes back record slot's reads that have not started: s->dropped[0..n) are their
+/* Takes back record slot's reads that have not started: s->reads.dropped[0..n) are their
  * pieces, which no longer count as in flight; returns n. */
 uint32_t drop_unstarted(struct k3_stream *s, int slot);
 /* Records the first failure: piece j of b's object, read as how, failed for why. */
@@ -242,7 +259,7 @@ static inline uint32_t policy_key(const struct k3_stream *s, int64_t object)
 /* The MoE layer (among the MoE layers) a record belongs to. */
 static inline int moe_layer_of(const struct k3_stream *s, int64_t object)
 {
-    return (int)(policy_key(s, object) / (uint32_t)s->policy.experts);
+    return (int)(policy_key(s, object) / (uint32_t)s->experts.policy.experts);
 }
 
 /* slots.c: the record slot a read goes to, and the counts and indexes behind the choice,
@@ -267,6 +284,6 @@ void cache_slot_released(struct k3_stream *s, int i);
 void cache_reset(struct k3_stream *s);
 /* The compute team whose node holds record slot i, and which computes what lands there
  * (numa/plan.h rule 6). */
-static inline int slot_team(const struct k3_stream *s, int i) { return i % s->n_teams; }
+static inline int slot_team(const struct k3_stream *s, int i) { return i % s->experts.n_teams; }
 
 #endif

@@ -10,10 +10,10 @@
  * then the next token's first layer); -1 when every layer segment is resident. */
 static int next_streamed(const struct k3_stream *s, int seg)
 {
-    int first = k3_seg_layer(0), n = s->n_segments - first;
-    for (int k = 1; k < s->n_segments; k++) {
+    int first = k3_seg_layer(0), n = s->trunk.n_segments - first;
+    for (int k = 1; k < s->trunk.n_segments; k++) {
         int c = first + (seg - first + k) % n;
-        if (!s->resident[c].base)
+        if (!s->trunk.resident[c].base)
             return c;
     }
     return -1;
@@ -28,8 +28,8 @@ static int drain(struct k3_stream *s, struct buffer *b, struct k3_err *err)
 /* The segment bound before is done with (its layer finished): its slot may be reused. */
 static void unbind(struct k3_stream *s)
 {
-    if (s->bound_slot >= 0 && s->slots[s->bound_slot].pins)
-        buffer_unpin(&s->slots[s->bound_slot]);
+    if (s->trunk.bound_slot >= 0 && s->trunk.slots[s->trunk.bound_slot].pins)
+        buffer_unpin(&s->trunk.slots[s->trunk.bound_slot]);
 }
 
 /* The slot holding seg, landed or landing; else seg starts reading into the slot of the
@@ -37,10 +37,11 @@ static void unbind(struct k3_stream *s)
 static int slot_of(struct k3_stream *s, int seg, struct k3_err *err)
 {
     for (int k = 0; k < 2; k++)
-        if (s->slots[k].object == seg)
+        if (s->trunk.slots[k].object == seg)
             return k;
-    int slot = s->bound_slot >= 0 ? s->bound_slot : 0;
-    if (drain(s, &s->slots[slot], err) || read_object(s, &s->slots[slot], (uint64_t)seg, err))
+    int slot = s->trunk.bound_slot >= 0 ? s->trunk.bound_slot : 0;
+    struct buffer *b = &s->trunk.slots[slot];
+    if (drain(s, b, err) || read_object(s, b, (uint64_t)seg, err))
         return -1;
     return slot;
 }
@@ -49,7 +50,7 @@ static int slot_of(struct k3_stream *s, int seg, struct k3_err *err)
 static int read_ahead(struct k3_stream *s, int seg, int slot, struct k3_err *err)
 {
     int next = next_streamed(s, seg);
-    struct buffer *other = &s->slots[1 - slot];
+    struct buffer *other = &s->trunk.slots[1 - slot];
     if (s->o.sync || next < 0 || next == seg || other->object == next)
         return 0;
     return drain(s, other, err) || read_object(s, other, (uint64_t)next, err) ? -1 : 0;
@@ -61,14 +62,14 @@ int trunk_segment(void *ctx, int seg, struct k3_err *err)
     tick(s);
     s->cur_layer = seg - k3_seg_layer(0); /* the output counts as layer n_layers */
     unbind(s);
-    if (s->resident[seg].base)
+    if (s->trunk.resident[seg].base)
         return 0; /* bound at open */
     int slot = slot_of(s, seg, err);
-    if (slot < 0 || wait_ready(s, &s->slots[slot], err))
+    if (slot < 0 || wait_ready(s, &s->trunk.slots[slot], err))
         return -1;
-    k3_model_bind_segment(s->m, seg, s->slots[slot].base);
-    s->bound_slot = slot;
-    buffer_pin(&s->slots[slot]);
+    k3_model_bind_segment(s->m, seg, s->trunk.slots[slot].base);
+    s->trunk.bound_slot = slot;
+    buffer_pin(&s->trunk.slots[slot]);
     return read_ahead(s, seg, slot, err);
 }
 
@@ -79,19 +80,20 @@ int trunk_segment(void *ctx, int seg, struct k3_err *err)
 int trunk_ahead(void *ctx, int seg, struct k3_err *err)
 {
     struct k3_stream *s = ctx;
-    if (s->resident[seg].base)
+    struct stream_trunk *t = &s->trunk;
+    if (t->resident[seg].base)
         return 0;
-    int slot = s->slots[0].object == seg ? 0 : s->slots[1].object == seg ? 1 : -1;
+    int slot = t->slots[0].object == seg ? 0 : t->slots[1].object == seg ? 1 : -1;
     if (slot < 0) { /* the layer in use is resident: read into the slot it left */
-        slot = s->bound_slot >= 0 ? s->bound_slot : 0;
-        if (s->slots[slot].pins)
+        slot = t->bound_slot >= 0 ? t->bound_slot : 0;
+        if (t->slots[slot].pins)
             return 1;
-        if (drain(s, &s->slots[slot], err) || read_object(s, &s->slots[slot], (uint64_t)seg, err))
+        if (drain(s, &t->slots[slot], err) || read_object(s, &t->slots[slot], (uint64_t)seg, err))
             return -1;
     }
-    if (wait_ready(s, &s->slots[slot], err))
+    if (wait_ready(s, &t->slots[slot], err))
         return -1;
-    k3_model_bind_segment(s->m, seg, s->slots[slot].base);
+    k3_model_bind_segment(s->m, seg, t->slots[slot].base);
     return 0;
 }
 
@@ -102,7 +104,7 @@ static const uint8_t *read_row(struct k3_stream *s, uint64_t at, uint64_t row,
 {
     const struct k3_pack_object *x = &s->p->objects[K3_SEG_EMBED];
     uint32_t j0 = k3_packed_piece_of(s->p, x, at), j1 = k3_packed_piece_of(s->p, x, at + row - 1);
-    struct buffer *b = &s->embed;
+    struct buffer *b = &s->trunk.embed;
     buffer_claim(b, K3_SEG_EMBED, j0, j1 - j0 + 1);
     b->submitted = k3_trace_now(s->o.trace);
     if (read_pieces(s, b, j0, b->count, 0, err) || wait_ready(s, b, err))
@@ -115,9 +117,9 @@ int trunk_embed(void *ctx, const int32_t *tokens, int T, float *out, struct k3_e
     struct k3_stream *s = ctx;
     const struct k3_config *c = &s->m->cfg;
     uint64_t row = (uint64_t)c->hidden * 2;
-    const struct buffer *resident = &s->resident[K3_SEG_EMBED];
+    const struct buffer *resident = &s->trunk.resident[K3_SEG_EMBED];
     for (int t = 0; t < T; t++) {
-        uint64_t at = s->embed_at + (uint64_t)tokens[t] * row; /* the segment's only tensor */
+        uint64_t at = s->trunk.embed_at + (uint64_t)tokens[t] * row; /* the segment's only tensor */
         const uint8_t *src = resident->base ? resident->base + at : read_row(s, at, row, err);
         if (!src)
             return -1;

@@ -33,7 +33,7 @@ static int queue(struct k3_stream *s, struct buffer **bufs, int n, int *bi, uint
         if (b->state != BUF_LANDED && !b->bad) /* bad: pending again, still checked */
             continue;
         for (; *bk < b->count && n_jobs < K3_VERIFY_BATCH; ++*bk)
-            s->verify_jobs[n_jobs++] = (struct verify_job){b, *bk, false};
+            s->reads.verify_jobs[n_jobs++] = (struct verify_job){b, *bk, false};
         if (*bk < b->count)
             break; /* this buffer continues in the next batch */
     }
@@ -42,7 +42,7 @@ static int queue(struct k3_stream *s, struct buffer **bufs, int n, int *bi, uint
 
 static void check(struct k3_stream *s, int n_jobs)
 {
-    struct verify_job *jobs = s->verify_jobs;
+    struct verify_job *jobs = s->reads.verify_jobs;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int i = 0; i < n_jobs; i++) {
         const struct buffer *b = jobs[i].b;
@@ -87,7 +87,7 @@ static void assemble(const struct k3_stream *s, const struct buffer *b)
     const struct k3_packed *p = s->p;
     if (b->first_piece || b->count != p->objects[b->object].n_pieces)
         return;
-    if (b->object < s->n_segments)
+    if (b->object < s->trunk.n_segments)
         k3_model_segment_landed(s->m, (int)b->object, b->base);
     if (!p->moves)
         return;
@@ -129,13 +129,13 @@ int verify(struct k3_stream *s, struct buffer **bufs, int n, struct k3_err *err)
         int n_jobs = queue(s, bufs, n, &bi, &bk);
         check(s, n_jobs);
         for (int i = 0; i < n_jobs; i++)
-            if (s->verify_jobs[i].bad)
-                bad_piece(s, &s->verify_jobs[i]);
+            if (s->reads.verify_jobs[i].bad)
+                bad_piece(s, &s->reads.verify_jobs[i]);
     }
     settle(s, bufs, n);
     s->stats.verify_seconds += stream_now() - t0;
-    if (s->failed) {
-        *err = s->failure;
+    if (s->reads.failed) {
+        *err = s->reads.failure;
         return -1;
     }
     return 0;
