@@ -5,8 +5,8 @@
 #include <assert.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
+#include "engine/base/clock.h"
 #include "engine/base/rng.h"
 #include "engine/stream/stream_internal.h"
 
@@ -19,16 +19,9 @@
 /* Requests handed to the reader at once. */
 #define SUBMIT_BATCH 64
 
-double stream_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 void tick(struct k3_stream *s)
 {
-    double t = stream_now();
+    double t = k3_now();
     if (s->reads.inflight > 0)
         s->layer_stats[s->cur_layer].busy_seconds += t - s->reads.last_tick;
     s->reads.last_tick = t;
@@ -246,9 +239,9 @@ static void landed(struct k3_stream *s, const struct k3io_done *d)
 int pump(struct k3_stream *s, int min, struct k3_err *err)
 {
     struct k3io_done done[64];
-    double t0 = stream_now();
+    double t0 = k3_now();
     int n = k3io_wait(s->reads.r, done, 64, min);
-    double dt = stream_now() - t0;
+    double dt = k3_now() - t0;
     s->stats.stall_seconds += dt;
     s->layer_stats[s->cur_layer].stall_seconds += dt;
     if (n < 0)

@@ -208,8 +208,6 @@ struct k3_stream {
     int cur_layer;                /* the layer computing now (n_layers: the output) */
 };
 
-/* Seconds on the monotonic clock. */
-double stream_now(void);
 
 /* pieces.c */
 /* Accounts the time since the last tick as busy (reads in flight) for the layer

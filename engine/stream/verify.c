@@ -9,6 +9,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "engine/base/clock.h"
 #include "engine/stream/stream_internal.h"
 
 /* One piece to check. */
@@ -122,7 +123,7 @@ static void settle(const struct k3_stream *s, struct buffer **bufs, int n)
 
 int verify(struct k3_stream *s, struct buffer **bufs, int n, struct k3_err *err)
 {
-    double t0 = stream_now();
+    double t0 = k3_now();
     int bi = 0;
     uint32_t bk = 0;
     while (bi < n && !s->p->checkpoint) { /* a checkpoint has no checksums (ckpt_view.h) */
@@ -133,7 +134,7 @@ int verify(struct k3_stream *s, struct buffer **bufs, int n, struct k3_err *err)
                 bad_piece(s, &s->reads.verify_jobs[i]);
     }
     settle(s, bufs, n);
-    s->stats.verify_seconds += stream_now() - t0;
+    s->stats.verify_seconds += k3_now() - t0;
     if (s->reads.failed) {
         *err = s->reads.failure;
         return -1;
