@@ -83,6 +83,10 @@ char *k3_metrics_text(const struct k3_sched_stats *st, const uint64_t *layer_exp
     metric(f, "stall_seconds_total", "counter", "Seconds compute waited for data.",
            st->io.stall_seconds);
     metric(f, "read_retries_total", "counter", "Failed reads tried again.", (double)st->io.retries);
+    metric(f, "read_area_bytes", "gauge",
+           "Bytes of the read area in memory: taken as reads reached it or faulted in ahead of "
+           "them (the expert cache grows into it, up to the budget).",
+           (double)(st->io.area_taken_bytes + st->io.area_ahead_bytes));
     metric(f, "rank_exchange_bytes_total", "counter",
            "Bytes of expert outputs sent between mpirun's ranks, all ranks (0: one process).",
            (double)st->ranks.bytes_sent);
