@@ -7,7 +7,8 @@
 # half-open connections past the per-address limit, tool and chat requests on kept-alive
 # connections.  Every well-formed request must be answered with a quiet server's answer
 # (text, tokens, logits hash) or 503; the server's RSS and open descriptors are taken at
-# each minute (flat after the first two: within 5%); /metrics must agree with the
+# each minute (flat after the first two, within 5%, less the read area and the prompt
+# store, which fill up to their budgets by design); /metrics must agree with the
 # clients' counts; at the end no sequence is left running and SIGTERM exits 0.
 # The server runs with serve's default connection options.
 # Knobs: SOAK_SECONDS (600), SOAK_FAULTS (eio:0.002,short:0.03,eagain:0.02,delay:0.002; a
@@ -77,17 +78,20 @@ say "the quiet server's answers: $(cat "$work/ref.json")"
 start soak K3_FAULTS="$faults" K3_FAULTS_SEED=7
 "$py" "$root/bench/soak_clients.py" run "$url" "$work/ref.json" "$seconds" "$work/out.json" &
 clients=$!
-# sample MINUTE: the server's RSS (KiB), descriptors, connections held and the read
-# area's KiB in memory (the expert cache grows into it, up to the budget, at the pace of
-# the thread that faults it in ahead), one line.
+# sample MINUTE: the server's RSS (KiB), descriptors, connections held, and the KiB of
+# the two things that grow up to their budgets by design: the read area in memory (the
+# expert cache grows into it at the pace of the thread that faults it in ahead) and the
+# prompt store's states (one stored per chat turn until --cache-ram is full); one line.
 sample() {
-  local rss fds open area
+  local rss fds open area store
   rss=$(awk '/^VmRSS/ {print $2}' "/proc/$server/status")
   fds=$(ls "/proc/$server/fd" | wc -l)
   open=$(metric k3_connections_open)
   area=$(($(metric k3_read_area_bytes) / 1024))
-  echo "$1 $rss $fds $open $area" >>"$work/samples"
-  say "minute $1: RSS $rss KiB ($area KiB the read area), $fds descriptors, $open connections held"
+  store=$(($(metric k3_prompt_cache_bytes) / 1024))
+  echo "$1 $rss $fds $open $area $store" >>"$work/samples"
+  say "minute $1: RSS $rss KiB ($area KiB the read area, $store KiB the prompt store)," \
+    "$fds descriptors, $open connections held"
 }
 t0=$SECONDS
 minutes=$(((seconds + 59) / 60))
@@ -141,23 +145,24 @@ for name, metric, outcome in (
     server, clients = m.get(metric, -1), get("idle", outcome)
     checks.append((name, server == clients, f"{server:.0f} against {clients}"))
 # flat after warm-up: from the start of minute 2 to the end, within 5%: RSS less the read
-# area (the expert cache's memory, which grows up to its budget as the thread faulting it
-# in ahead gets time), descriptors less the connections held at that moment (they come and
-# go with the clients)
+# area and the prompt store (each grows up to its budget by design), descriptors less the
+# connections held at that moment (they come and go with the clients)
 warm = [r for r in rows if r[0] >= 2]
 if len(warm) >= 2:
-    rss0, rss1 = warm[0][1] - warm[0][4], warm[-1][1] - warm[-1][4]
+    rss0, rss1 = (r[1] - r[4] - r[5] for r in (warm[0], warm[-1]))
     fd0, fd1 = warm[0][2] - warm[0][3], warm[-1][2] - warm[-1][3]
-    checks.append(("RSS less the read area flat after warm-up (within 5%)", abs(rss1 - rss0) <= 0.05 * rss0,
-                   f"{rss0} -> {rss1} KiB (the area {warm[0][4]} -> {warm[-1][4]} KiB)"))
+    checks.append(("RSS less the read area and the prompt store flat after warm-up (within 5%)",
+                   abs(rss1 - rss0) <= 0.05 * rss0,
+                   f"{rss0} -> {rss1} KiB (the area {warm[0][4]} -> {warm[-1][4]}, the store "
+                   f"{warm[0][5]} -> {warm[-1][5]} KiB)"))
     checks.append(("descriptors less connections flat after warm-up", abs(fd1 - fd0) <= max(1, 0.05 * fd0), f"{fd0} -> {fd1}"))
 md = [f"# serve soak, {int(seconds)} s\n", "| client | outcome | count |", "| --- | --- | --- |"]
 for kind in sorted(c):
     for outcome, n in sorted(c[kind].items()):
         md.append(f"| {kind} | {outcome} | {n} |")
-md += ["", "| minute | RSS KiB | the read area, KiB | descriptors | connections held |",
-       "| --- | --- | --- | --- | --- |"]
-md += [f"| {r[0]} | {r[1]} | {r[4]} | {r[2]} | {r[3]} |" for r in rows]
+md += ["", "| minute | RSS KiB | the read area, KiB | the prompt store, KiB | descriptors | "
+       "connections held |", "| --- | --- | --- | --- | --- | --- |"]
+md += [f"| {r[0]} | {r[1]} | {r[4]} | {r[5]} | {r[2]} | {r[3]} |" for r in rows]
 md += ["", "| /metrics | value |", "| --- | --- |"]
 md += [f"| `{k}` | {v:.0f} |" for k, v in sorted(m.items()) if k.startswith(("k3_connections", "k3_requests", "k3_tokens_generated", "k3_read_retries"))]
 md += ["", "| check | held | what |", "| --- | --- | --- |"]
