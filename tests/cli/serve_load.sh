@@ -55,7 +55,7 @@ stop_server TERM
 [[ $STOP_RC == 0 ]] || fail "the fault-free server: exit $STOP_RC"
 
 # The same under faults: 8 clients, 5 requests each, every other one streamed.
-K3_FAULTS="eio:0.01,short:0.03,eagain:0.02,delay:0.002,corrupt:0.00005" K3_FAULTS_SEED=11 \
+K3_FAULTS="eio:0.01,short:0.03,eagain:0.02,delay:0.002,corrupt:0.00001" K3_FAULTS_SEED=11 \
   start_server serve-load "${serve_args[@]}"
 t0=$SECONDS
 client() {
