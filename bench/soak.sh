@@ -83,12 +83,13 @@ clients=$!
 # expert cache grows into it at the pace of the thread that faults it in ahead) and the
 # prompt store's states (one stored per chat turn until --cache-ram is full); one line.
 sample() {
-  local rss fds open area store
+  local rss fds metrics open area store
   rss=$(awk '/^VmRSS/ {print $2}' "/proc/$server/status")
   fds=$(ls "/proc/$server/fd" | wc -l)
-  open=$(metric k3_connections_open)
-  area=$(($(metric k3_read_area_bytes) / 1024))
-  store=$(($(metric k3_prompt_cache_bytes) / 1024))
+  metrics=$(curl -s --max-time 10 "$url/metrics")
+  open=$(sed -n 's/^k3_connections_open //p' <<<"$metrics")
+  area=$(($(sed -n 's/^k3_read_area_bytes //p' <<<"$metrics") / 1024))
+  store=$(($(sed -n 's/^k3_prompt_cache_bytes //p' <<<"$metrics") / 1024))
   echo "$1 $rss $fds $open $area $store" >>"$work/samples"
   say "minute $1: RSS $rss KiB ($area KiB the read area, $store KiB the prompt store)," \
     "$fds descriptors, $open connections held"

@@ -283,7 +283,8 @@ static void report(const struct replay *p, const struct k3_layer_stats *a, doubl
             "(%.1f%%), %llu prefetched (%llu used); %.3f GB read; slots %d (%d cache + %d in "
             "flight); %.2f s, stall %.2f s\n",
             r->n_requests, (long long)k3_routes_tokens(r), (unsigned long long)p->prompt_rows,
-            (unsigned long long)p->passes, k3_runtime_rows(p->rt), (unsigned long long)p->decode_rows,
+            (unsigned long long)p->passes, k3_runtime_rows(p->rt),
+            (unsigned long long)p->decode_rows,
             (unsigned long long)p->steps, p->o->parallel, (unsigned long long)all.records,
             (unsigned long long)all.read, (unsigned long long)all.hit,
             all.records ? 100.0 * (double)all.hit / (double)all.records : 0.0,

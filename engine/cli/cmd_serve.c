@@ -81,9 +81,9 @@ static int serve(const struct serve_opts *o, struct k3_err *err)
                              : o->cache_ram;
     struct k3_caller_bytes caller = k3_runtime_caller_bytes(cfg->vocab, o->parallel, false);
     caller.fixed += cache_ram + k3_sched_adjust_bytes(cfg->vocab, o->parallel);
+    int rows = k3_sched_rows(o->model.runtime.batch, o->parallel);
     if (!rc)
-        rc = k3_runtime_start(rt, ctx, o->parallel, k3_sched_rows(o->model.runtime.batch, o->parallel),
-                               caller, NULL, err) ||
+        rc = k3_runtime_start(rt, ctx, o->parallel, rows, caller, NULL, err) ||
              k3_runtime_tokenizer(rt, &tok, err);
     /* Under mpirun only the leader listens and schedules; the others run its steps. */
     rc = k3_runtime_agree(rt, rc != 0, err);

@@ -16,6 +16,7 @@ void run_print_step(const struct runner *r, const char *what, int index,
         return;
     }
     const struct k3_stream_stats *x = &a->io, *y = &b->io;
+    double record_bytes = (double)k3_runtime_model(r->rt)->record.bytes;
     uint64_t bytes = y->bytes - x->bytes;
     fprintf(stderr,
             "k3-uring: %s %d: %.4f s, %.1f MB in %llu reads (%.1f MB trunk, %.2f GB/s), "
@@ -27,7 +28,7 @@ void run_print_step(const struct runner *r, const char *what, int index,
             (unsigned long long)(y->records_read - x->records_read),
             (unsigned long long)(y->records_hit - x->records_hit),
             (unsigned long long)(y->records_asked - x->records_asked),
-            (double)(y->records_asked - x->records_asked) * (double)k3_runtime_model(r->rt)->record.bytes / 1e6,
+            (double)(y->records_asked - x->records_asked) * record_bytes / 1e6,
             y->verify_seconds - x->verify_seconds,
             (y->area_taken_bytes - x->area_taken_bytes) / 1e6,
             y->area_take_seconds - x->area_take_seconds,
